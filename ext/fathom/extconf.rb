@@ -1,0 +1,44 @@
+# frozen_string_literal: true
+
+# Builds fathom/fathom_ext.so from two source trees:
+#   core/  pure C++17, no Ruby headers (also built alone by CMake for GoogleTest)
+#   ruby/  the only code that includes Ruby's headers
+# FATHOM_SANITIZE=1 adds -fsanitize=address,undefined (the suite's ASan step).
+require "mkmf"
+
+abort "fathom needs a C++17 compiler (g++ >= 8 or clang++ >= 7)" unless find_executable(RbConfig::CONFIG["CXX"].split.first)
+
+have_library("z", "deflateInit2_", "zlib.h") or abort "fathom needs zlib (apt-get install zlib1g-dev)"
+have_library("pthread")
+
+# Ruby APIs that are exported but only optionally present. Each has a fallback
+# in the code, and IMPLEMENTATION.md says which Ruby versions take which path.
+have_header("ruby/debug.h")
+have_func("rb_gc_location", "ruby.h")                 # 2.7+: compaction support
+have_func("rb_gc_mark_movable", "ruby.h")             # 2.7+
+have_func("rb_postponed_job_preregister", "ruby/debug.h") # 3.3+
+have_func("rb_profile_thread_frames", "ruby/debug.h") # 3.3+
+# Exported by libruby but declared in no installed header: we declare our own
+# prototypes (ext/fathom/ruby/ruby_private_api.h) when the linker finds them.
+have_func("ruby_thread_has_gvl_p")
+have_func("rb_obj_memsize_of")
+
+src = File.expand_path(__dir__)
+dirs = %w[core ruby]
+$srcs = dirs.flat_map { |d| Dir[File.join(src, d, "*.cc")].map { |f| File.basename(f) } }.sort
+dupes = $srcs.group_by(&:itself).select { |_, v| v.size > 1 }.keys
+abort "source file names must be unique across core/ and ruby/: #{dupes.join(', ')}" unless dupes.empty?
+$VPATH.concat(dirs.map { |d| "$(srcdir)/#{d}" })
+$INCFLAGS << " -I$(srcdir)/core -I$(srcdir)/ruby"
+
+$CXXFLAGS << " -std=c++17 -fvisibility=hidden -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter"
+if ENV["FATHOM_SANITIZE"] == "1"
+  $CXXFLAGS << " -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined"
+  $LDFLAGS << " -fsanitize=address,undefined"
+else
+  $CXXFLAGS << " -O2 -g"
+end
+# mkmf links C++ objects with the C compiler driver unless told otherwise.
+RbConfig::MAKEFILE_CONFIG["LDSHARED"] = RbConfig::MAKEFILE_CONFIG["LDSHAREDXX"]
+
+create_makefile("fathom/fathom_ext")

@@ -1,0 +1,25 @@
+# frozen_string_literal: true
+
+require_relative "lib/fathom/version"
+
+Gem::Specification.new do |spec|
+  spec.name = "fathom"
+  spec.version = Fathom::VERSION
+  spec.summary = "Production-safe memory profiler for Ruby with a C++ core (pprof output)"
+  spec.description = <<~DESC
+    Fathom samples Ruby allocations with hooks that stay off between samples,
+    tracks which sampled objects are still alive, and writes gzipped pprof
+    profiles (alloc_objects, alloc_space, inuse_objects, inuse_space) that open
+    in go tool pprof, speedscope and Grafana/Pyroscope.
+  DESC
+  spec.authors = ["Fathom developers"]
+  spec.license = "MIT"
+  spec.required_ruby_version = ">= 3.1"
+  spec.files = Dir["lib/**/*.rb", "ext/fathom/**/*.{cc,h,rb}", "exe/*", "README.md", "IMPLEMENTATION.md", "LICENSE"]
+    .reject { |f| f.start_with?("ext/fathom/core/test/") }
+  spec.bindir = "exe"
+  spec.executables = ["fathom"]
+  spec.require_paths = ["lib"]
+  spec.extensions = ["ext/fathom/extconf.rb"]
+  # No runtime dependencies: the extension links zlib, which Ruby itself links.
+end
