@@ -42,3 +42,13 @@ end
 RbConfig::MAKEFILE_CONFIG["LDSHARED"] = RbConfig::MAKEFILE_CONFIG["LDSHAREDXX"]
 
 create_makefile("fathom/fathom_ext")
+
+# mkmf tracks no header dependencies: a changed header would leave stale
+# objects with another class layout linked together. Every object depends
+# on every header (there are few; a full rebuild takes seconds).
+headers = dirs.flat_map { |d| Dir[File.join(src, d, "*.h")] }.sort
+File.open("Makefile", "a") do |mk|
+  mk.puts
+  mk.puts "FATHOM_HEADERS = #{headers.join(' ')}"
+  mk.puts "$(OBJS): $(FATHOM_HEADERS) Makefile"
+end

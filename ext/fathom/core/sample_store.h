@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "object_map.h"
@@ -29,8 +30,26 @@ struct SampleRecord {
   uint32_t stack_id = StackTable::kNone;
   uint32_t class_label = 0;
   uint32_t thread_label = 0;
+  uint32_t next_freed = UINT32_MAX;  // intrusive list of freed records (see MarkFreed)
   RecordState state = RecordState::kFree;
   bool alloc_reported = false;  // already counted in an earlier flush's alloc_* values
+};
+
+// What a profile row is keyed by.
+struct SampleKey {
+  uint32_t stack_id, class_label, thread_label;
+  bool operator==(const SampleKey& o) const {
+    return stack_id == o.stack_id && class_label == o.class_label && thread_label == o.thread_label;
+  }
+};
+struct SampleKeyHash {
+  size_t operator()(const SampleKey& k) const;
+};
+
+// Allocation totals of records already recycled, waiting for the next flush.
+struct AllocTotals {
+  int64_t objects = 0;
+  int64_t bytes = 0;
 };
 
 class SampleStore {
@@ -56,6 +75,20 @@ class SampleStore {
   // Drops a record: releases its stack and recycles the slot.
   void Recycle(uint32_t index);
 
+  // Marks a live record's object dead. Called from the FREEOBJ hook during
+  // GC sweep: links the record into a list through the record itself, so it
+  // neither allocates nor frees.
+  void MarkFreed(uint32_t index);
+  // Folds freed records into per-key allocation totals and recycles them,
+  // so a churning program keeps only live records (exact mode would
+  // otherwise hold one record per allocation until the next flush).
+  // Allocates: call outside GC.
+  // Returns how many records it recycled.
+  size_t DrainFreed();
+  // Totals of drained records since the last TakeFreedTotals. Each entry
+  // holds a reference on its stack, which the caller takes over.
+  std::unordered_map<SampleKey, AllocTotals, SampleKeyHash> TakeFreedTotals();
+
   void Clear();
 
  private:
@@ -65,6 +98,8 @@ class SampleStore {
   std::vector<SampleRecord> records_;
   std::vector<uint32_t> free_slots_;
   std::vector<uint32_t> pending_;
+  uint32_t freed_head_ = UINT32_MAX;
+  std::unordered_map<SampleKey, AllocTotals, SampleKeyHash> freed_totals_;
   size_t in_use_ = 0;
 };
 

@@ -8,9 +8,14 @@ namespace fathom {
 
 uint64_t StackTable::HashStack(const uint64_t* handles, const int32_t* lines, size_t depth,
                                bool truncated) const {
-  uint64_t h = Mix64(depth * 2 + (truncated ? 1 : 0));
-  for (size_t i = 0; i < depth; i++) h = HashCombine(h, handles[i] ^ (static_cast<uint64_t>(static_cast<uint32_t>(lines[i])) << 48));
-  return h;
+  // Runs in the allocation hook for every sample: one multiply per frame
+  // (FxHash-style), with a full mix only at the end.
+  uint64_t h = depth * 2 + (truncated ? 1 : 0);
+  for (size_t i = 0; i < depth; i++) {
+    uint64_t v = handles[i] ^ (static_cast<uint64_t>(static_cast<uint32_t>(lines[i])) << 40);
+    h = (((h << 5) | (h >> 59)) ^ v) * 0x517cc1b727220a95ULL;
+  }
+  return Mix64(h);
 }
 
 bool StackTable::Matches(const Stack& s, const uint64_t* handles, const int32_t* lines, size_t depth,

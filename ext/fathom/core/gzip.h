@@ -1,0 +1,16 @@
+// gzip helpers (zlib) for pprof files, which are stored gzipped.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace fathom {
+
+// gzip (RFC 1952) with zlib; level is zlib's (-1 = default, 0..9).
+// Throws std::runtime_error on zlib failure (including a bad level).
+std::string GzipCompress(std::string_view data, int level = 6);
+// Accepts gzip (one or more concatenated members) or a raw zlib stream.
+// Throws std::runtime_error on corrupt or truncated input.
+std::string GzipDecompress(std::string_view data);
+
+}  // namespace fathom
