@@ -1,0 +1,263 @@
+#include "sample_timer.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "ruby_private_api.h"
+
+namespace fathom {
+
+std::atomic<bool> SampleTimer::hook_armed{false};
+
+namespace {
+
+// pthread primitives rather than std::mutex: after fork() the child must
+// re-initialize them (the timer thread may have held the lock at fork time),
+// which is well defined for pthread_mutex_init and not for std::mutex.
+pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t g_wakeup;
+bool g_cond_ready = false;
+
+std::vector<pid_t> g_threads;  // Ruby threads we may signal; guarded by g_lock
+size_t g_target = 0;           // index into g_threads; guarded by g_lock
+pthread_t g_thread;
+bool g_thread_running = false;  // touched only with the GVL held
+bool g_stop_requested = false;  // guarded by g_lock
+uint64_t g_interval_ns = 0;
+
+// Shared with the signal handler: lock-free atomics only.
+std::atomic<rb_postponed_job_func_t> g_job{nullptr};
+std::atomic<bool> g_enabled{false};
+std::atomic<bool> g_missed{false};
+std::atomic<bool> g_job_outstanding{false};
+std::atomic<uint64_t> g_ticks{0}, g_signals{0}, g_misses{0}, g_registered{0};
+
+// The SIGPROF disposition before ours. We never put it back: a SIGPROF we
+// sent can still be pending on a descheduled thread after stop, and under
+// SIG_DFL it would kill the process. Once stopped our handler forwards to
+// the previous handler (if it was a function) or ignores the signal.
+struct sigaction g_previous_action;
+bool g_handler_installed = false;
+
+void InitCond() {
+  if (g_cond_ready) return;
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&g_wakeup, &attr);
+  pthread_condattr_destroy(&attr);
+  g_cond_ready = true;
+}
+
+void ForwardToPrevious(int sig, siginfo_t* info, void* ucontext) {
+  if (g_previous_action.sa_flags & SA_SIGINFO) {
+    if (g_previous_action.sa_sigaction) g_previous_action.sa_sigaction(sig, info, ucontext);
+  } else if (g_previous_action.sa_handler != SIG_DFL && g_previous_action.sa_handler != SIG_IGN &&
+             g_previous_action.sa_handler) {
+    g_previous_action.sa_handler(sig);
+  }
+}
+
+// Async-signal-safe: reads thread-locals through ruby_native_thread_p /
+// ruby_thread_has_gvl_p, and rb_postponed_job_register_one is documented as
+// callable from signal handlers (an atomic CAS into a preallocated buffer).
+void HandleSigprof(int sig, siginfo_t* info, void* ucontext) {
+  int saved_errno = errno;
+  if (!g_enabled.load(std::memory_order_acquire)) {
+    ForwardToPrevious(sig, info, ucontext);
+  } else if (!ruby_native_thread_p()) {
+    g_missed.store(true);
+    g_job_outstanding.store(false);
+    g_misses++;
+  } else {
+#ifdef HAVE_RUBY_THREAD_HAS_GVL_P
+    if (!ruby_thread_has_gvl_p()) {
+      g_missed.store(true);
+      g_job_outstanding.store(false);
+      g_misses++;
+      errno = saved_errno;
+      return;
+    }
+#endif
+    rb_postponed_job_func_t job = g_job.load();
+    if (job && rb_postponed_job_register_one(0, job, nullptr) > 0) g_registered++;
+  }
+  errno = saved_errno;
+}
+
+bool InstallHandler(std::string* error) {
+  if (g_handler_installed) return true;
+  struct sigaction action = {};
+  action.sa_sigaction = HandleSigprof;
+  action.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  struct sigaction previous = {};
+  if (sigaction(SIGPROF, nullptr, &previous) != 0) {
+    *error = "cannot read the SIGPROF disposition";
+    return false;
+  }
+  bool previous_is_function = (previous.sa_flags & SA_SIGINFO) ? previous.sa_sigaction != nullptr
+                                                               : (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN);
+  if (previous_is_function) {
+    *error = "SIGPROF already has a handler (is another profiler such as stackprof or vernier running?)";
+    return false;
+  }
+  if (sigaction(SIGPROF, &action, &g_previous_action) != 0) {
+    *error = "cannot install the SIGPROF handler";
+    return false;
+  }
+  g_handler_installed = true;
+  return true;
+}
+
+void AddNanos(struct timespec* ts, uint64_t ns) {
+  ts->tv_sec += static_cast<time_t>(ns / 1000000000ULL);
+  ts->tv_nsec += static_cast<long>(ns % 1000000000ULL);
+  if (ts->tv_nsec >= 1000000000L) {
+    ts->tv_sec++;
+    ts->tv_nsec -= 1000000000L;
+  }
+}
+
+// A job that was signalled but has not run after this many ticks is asked
+// for again (the thread that took the signal may have blocked right after).
+constexpr uint64_t kOutstandingTicksBeforeRetry = 8;
+
+void* TimerMain(void*) {
+  pid_t pid = getpid();
+  uint64_t outstanding_ticks = 0;
+  struct timespec deadline;
+  clock_gettime(CLOCK_MONOTONIC, &deadline);
+  pthread_mutex_lock(&g_lock);
+  while (!g_stop_requested) {
+    AddNanos(&deadline, g_interval_ns);
+    while (!g_stop_requested && pthread_cond_timedwait(&g_wakeup, &g_lock, &deadline) != ETIMEDOUT) {
+    }
+    if (g_stop_requested) break;
+    // Do not fall behind after a long stall (e.g. the machine was suspended).
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec > deadline.tv_sec + 1) deadline = now;
+
+    g_ticks++;
+    if (SampleTimer::hook_armed.load()) continue;  // a sample is already on its way
+    if (g_job_outstanding.load() && ++outstanding_ticks < kOutstandingTicksBeforeRetry) continue;
+    outstanding_ticks = 0;
+    if (g_threads.empty()) continue;
+    if (g_missed.exchange(false)) g_target++;  // the last one did not hold the GVL: try the next
+    for (size_t attempts = 0; attempts < g_threads.size(); attempts++) {
+      pid_t tid = g_threads[g_target % g_threads.size()];
+      g_job_outstanding.store(true);
+      if (syscall(SYS_tgkill, pid, tid, SIGPROF) == 0) {
+        g_signals++;
+        break;
+      }
+      // ESRCH: that thread is gone without us hearing of it. Forget it.
+      g_job_outstanding.store(false);
+      g_threads.erase(g_threads.begin() + static_cast<long>(g_target % g_threads.size()));
+      if (g_threads.empty()) break;
+    }
+    if (!g_threads.empty()) g_target %= g_threads.size();
+  }
+  pthread_mutex_unlock(&g_lock);
+  return nullptr;
+}
+
+bool SpawnThread(std::string* error) {
+  InitCond();
+  g_stop_requested = false;
+  // The timer thread must never take a signal itself (it is not a Ruby
+  // thread), so it starts with every signal blocked.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&g_thread, nullptr, TimerMain, nullptr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (rc != 0) {
+    *error = "cannot create the sampling timer thread";
+    return false;
+  }
+  g_thread_running = true;
+  return true;
+}
+
+}  // namespace
+
+pid_t CurrentTid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
+
+bool SampleTimer::Start(uint64_t interval_ns, rb_postponed_job_func_t job, std::string* error) {
+  if (g_thread_running) return true;
+  if (!InstallHandler(error)) return false;
+  g_interval_ns = interval_ns;
+  g_job.store(job);
+  g_missed.store(false);
+  g_job_outstanding.store(false);
+  hook_armed.store(false);
+  g_enabled.store(true, std::memory_order_release);
+  if (!SpawnThread(error)) {
+    g_enabled.store(false);
+    return false;
+  }
+  return true;
+}
+
+void SampleTimer::Stop() {
+  if (!g_thread_running) return;
+  pthread_mutex_lock(&g_lock);
+  g_stop_requested = true;
+  pthread_cond_signal(&g_wakeup);
+  pthread_mutex_unlock(&g_lock);
+  pthread_join(g_thread, nullptr);
+  g_thread_running = false;
+  g_enabled.store(false, std::memory_order_release);
+  hook_armed.store(false);
+}
+
+void SampleTimer::AfterForkChild() {
+  bool was_running = g_thread_running;
+  pthread_mutex_init(&g_lock, nullptr);
+  g_cond_ready = false;
+  g_thread_running = false;
+  g_threads.assign(1, CurrentTid());
+  g_target = 0;
+  g_missed.store(false);
+  g_job_outstanding.store(false);
+  if (was_running) {
+    std::string error;
+    if (!SpawnThread(&error)) g_enabled.store(false);
+  }
+}
+
+void SampleTimer::AddThread(pid_t tid) {
+  pthread_mutex_lock(&g_lock);
+  if (std::find(g_threads.begin(), g_threads.end(), tid) == g_threads.end()) g_threads.push_back(tid);
+  pthread_mutex_unlock(&g_lock);
+}
+
+void SampleTimer::RemoveThread(pid_t tid) {
+  pthread_mutex_lock(&g_lock);
+  g_threads.erase(std::remove(g_threads.begin(), g_threads.end(), tid), g_threads.end());
+  pthread_mutex_unlock(&g_lock);
+}
+
+void SampleTimer::ResetThreads() {
+  pthread_mutex_lock(&g_lock);
+  g_threads.clear();
+  g_target = 0;
+  pthread_mutex_unlock(&g_lock);
+}
+
+void SampleTimer::JobRan() { g_job_outstanding.store(false); }
+
+SampleTimer::Stats SampleTimer::stats() {
+  return Stats{g_ticks.load(), g_signals.load(), g_misses.load(), g_registered.load()};
+}
+
+}  // namespace fathom

@@ -1,0 +1,58 @@
+// SampleTimer: wakes up every interval and gets a postponed job run on the
+// Ruby thread that holds the GVL, without the job ever being in a hook.
+//
+// Why a native thread plus a signal: in Ruby 3.1 a postponed job can only be
+// registered from a Ruby thread (rb_postponed_job_register_one reads the
+// calling thread's execution context and flags *that* thread), so a timer
+// thread cannot register it directly; it sends SIGPROF to one Ruby thread
+// (tgkill) and the handler registers the job. Only the GVL holder runs Ruby
+// code soon, so the handler checks ruby_thread_has_gvl_p(): on a miss it
+// records it and the timer moves to the next known Ruby thread at the next
+// tick. Threads are learned at start (Thread.list) and from THREAD_BEGIN/END
+// events. See IMPLEMENTATION.md, "Sampled mode".
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include <ruby.h>
+#include <ruby/debug.h>
+
+namespace fathom {
+
+class SampleTimer {
+ public:
+  // Starts the timer thread. `job` runs (with the GVL, at a safe point) on
+  // each tick unless `should_tick()` says there is no need. Returns false
+  // with a message on failure (no thread could be created, or SIGPROF is
+  // owned by someone else).
+  static bool Start(uint64_t interval_ns, rb_postponed_job_func_t job, std::string* error);
+  static void Stop();
+  // In a forked child: the timer thread did not survive fork; start a new
+  // one if the parent's was running, knowing only the calling thread.
+  static void AfterForkChild();
+
+  // Ruby threads the timer may signal (native thread ids).
+  static void AddThread(pid_t tid);
+  static void RemoveThread(pid_t tid);
+  static void ResetThreads();
+
+  // Set by the collector: while true, ticks are skipped (the allocation hook
+  // is armed and waiting, no need to arm it again).
+  static std::atomic<bool> hook_armed;
+  // Set by the collector's job when it ran: lets the timer know a tick's
+  // job is no longer outstanding.
+  static void JobRan();
+
+  struct Stats {
+    uint64_t ticks, signals_sent, handler_misses, jobs_registered;
+  };
+  static Stats stats();
+};
+
+pid_t CurrentTid();
+
+}  // namespace fathom
