@@ -1,0 +1,58 @@
+# frozen_string_literal: true
+
+# Flush cost with 1,000,000 live sampled objects (exact mode), and how long
+# the flush keeps other threads from running. A ticker thread that wants the
+# GVL every millisecond runs alongside, so the flush has someone to yield to;
+# its worst lateness is the latency the application would feel.
+#
+#   ruby -Ilib bench/flush.rb [--objects 1000000]
+require "optparse"
+$LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
+require "fathom"
+
+objects = 1_000_000
+OptionParser.new { |o| o.on("--objects N", Integer) { |n| objects = n } }.parse!
+
+# A few hundred distinct stacks, like an application's allocation sites.
+module Sites
+  100.times do |i|
+    define_method(:"site_#{i}") { |n, out| n.times { out << Object.new } }
+  end
+end
+include Sites
+
+profiler = Fathom::MemoryProfiler.new(exact: true)
+profiler.start
+kept = []
+per_site = objects / 100
+100.times { |i| send(:"site_#{i}", per_site, kept) }
+profiler.stop
+GC.start
+
+max_late = 0.0
+stop = false
+ticker = Thread.new do
+  until stop
+    t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    sleep 0.001
+    late = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t - 0.001
+    max_late = late if late > max_late
+  end
+end
+sleep 0.05
+max_late = 0.0
+
+t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+profile = profiler.flush
+t1 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+stop = true
+ticker.join
+
+s = profile.stats
+puts "Fathom flush benchmark (Ruby #{RUBY_VERSION}): #{kept.size} live objects, exact mode"
+puts format("  flush total        %8.1f ms (wall, measured outside)", (t1 - t0) * 1e3)
+puts format("  flush_ns           %8.1f ms  (walk %.1f ms, symbolize %.1f ms, encode+gzip off-GVL %.1f ms)",
+            s[:flush_ns] / 1e6, s[:walk_ns] / 1e6, s[:symbolize_ns] / 1e6, s[:encode_ns] / 1e6)
+puts format("  longest GVL hold   %8.2f ms  (%d yields)", s[:max_gvl_hold_ns] / 1e6, s[:gvl_yields])
+puts format("  ticker max late    %8.2f ms  (what another thread felt)", max_late * 1e3)
+puts format("  live samples       %8d, profile %d bytes gzipped", s[:live_samples], s[:bytes])

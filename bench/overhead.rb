@@ -1,0 +1,98 @@
+# frozen_string_literal: true
+
+# Overhead of the memory profiler, as ratios against a baseline measured in
+# the same invocation. Not a test: timings on a shared machine are noisy, so
+# every configuration runs in its own fresh process, rounds are interleaved
+# (baseline, sampled, exact, baseline, ...) and medians are compared.
+#
+#   ruby -Ilib bench/overhead.rb [--rounds 7] [--workload alloc_loop,rmp_like]
+require "optparse"
+require "rbconfig"
+
+WORKLOADS = {
+  # ~18M allocations/s on Debian's Ruby 3.1: the worst case for any hook.
+  "alloc_loop" => lambda do
+    i = 0
+    while i < 6_000_000
+      Object.new
+      i += 1
+    end
+  end,
+  # RMP's benchmark shape: deep recursion, classes holding large strings,
+  # about half of the objects retained.
+  "rmp_like" => lambda do
+    holder = Class.new do
+      attr_reader :payload
+
+      def initialize(size)
+        @payload = "x" * size
+      end
+    end
+    retained = []
+    recurse = lambda do |depth, n|
+      if depth.zero?
+        n.times { |k| (k.even? ? retained : []) << holder.new(256 + (k % 7) * 64) }
+      else
+        recurse.call(depth - 1, n)
+      end
+    end
+    200.times { recurse.call(60, 1_000) }
+    retained.size
+  end,
+}.freeze
+
+MODES = %w[baseline sampled exact].freeze
+
+def child(mode, workload)
+  $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
+  require "fathom" unless mode == "baseline"
+  work = WORKLOADS.fetch(workload)
+  GC.start
+  profiler = Fathom::MemoryProfiler.new(exact: mode == "exact") unless mode == "baseline"
+  t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  profiler&.start
+  work.call
+  profiler&.stop
+  t1 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  flush_s = 0.0
+  if profiler
+    profile = profiler.flush
+    flush_s = profile.stats[:flush_ns] / 1e9
+  end
+  puts format("%.6f %.6f", t1 - t0, flush_s)
+end
+
+if ARGV[0] == "--child"
+  child(ARGV[1], ARGV[2])
+  exit
+end
+
+rounds = 7
+workloads = WORKLOADS.keys
+OptionParser.new do |o|
+  o.on("--rounds N", Integer) { |n| rounds = n }
+  o.on("--workload LIST", Array) { |l| workloads = l }
+end.parse!
+
+def median(xs) = xs.sort[xs.size / 2]
+
+puts "Fathom overhead benchmark (Ruby #{RUBY_VERSION}, #{rounds} interleaved rounds, fresh process per run)"
+workloads.each do |workload|
+  times = Hash.new { |h, k| h[k] = [] }
+  rounds.times do |r|
+    order = r.even? ? MODES : MODES.reverse
+    order.each do |mode|
+      out = IO.popen([RbConfig.ruby, __FILE__, "--child", mode, workload], &:read)
+      raise "child #{mode}/#{workload} failed" unless $?.success?
+      run_s, = out.split.map(&:to_f)
+      times[mode] << run_s
+    end
+  end
+  base = median(times["baseline"])
+  puts
+  puts "#{workload}:"
+  MODES.each do |mode|
+    m = median(times[mode])
+    puts format("  %-9s median %8.3fs  ratio %.3fx  (runs: %s)", mode, m, m / base, times[mode].map { |t| format("%.3f", t) }.join(" "))
+  end
+end

@@ -1,0 +1,218 @@
+# frozen_string_literal: true
+
+require "optparse"
+require_relative "version"
+require_relative "error"
+require_relative "options"
+require_relative "pprof/reader"
+require_relative "report/top"
+
+module Fathom
+  # The `fathom` command. Deliberately does not load the native extension:
+  # `run` only prepares the environment and execs, `report` is pure Ruby.
+  #
+  # Exit statuses: 0 ok, 1 runtime failure (unreadable profile...), 2 usage
+  # error, and for `run` whatever the profiled command exits with (127 when
+  # it cannot be found, 126 when it cannot be executed).
+  class CLI
+    class UsageError < StandardError; end
+
+    LIB_DIR = File.expand_path("..", __dir__)
+    MODES = %w[heap].freeze
+    DEFAULT_OUT = "fathom-heap.pb.gz"
+
+    HELP = <<~TEXT
+      Usage: fathom COMMAND [options]
+
+      Commands:
+        run     run a Ruby program under the profiler and write a profile
+        report  print the top functions of a profile (no Go needed)
+
+      Options:
+        -h, --help     show this help (`fathom COMMAND --help` for a command's)
+        -v, --version  show the version
+
+      Examples:
+        fathom run --mode heap -o heap.pb.gz -- ruby script.rb
+        fathom report heap.pb.gz --sample-index alloc_space --top 10
+        go tool pprof -http=: heap.pb.gz
+    TEXT
+
+    def self.start(argv = ARGV)
+      exit new.run(argv.dup)
+    end
+
+    def initialize(stdout: $stdout, stderr: $stderr)
+      @stdout = stdout
+      @stderr = stderr
+    end
+
+    # Returns the exit status (`run` does not return when exec succeeds).
+    def run(argv)
+      command = argv.shift
+      case command
+      when nil
+        @stderr.print HELP
+        2
+      when "-h", "--help", "help"
+        help(argv.first)
+      when "-v", "--version", "version"
+        @stdout.puts "fathom #{VERSION}"
+        0
+      when "run" then run_command(argv)
+      when "report" then report_command(argv)
+      else usage_error(nil, "unknown command #{command.inspect} (commands: run, report)")
+      end
+    rescue UsageError => e
+      usage_error(command, e.message)
+    end
+
+    private
+
+    def help(command)
+      case command
+      when nil then @stdout.print HELP
+      when "run" then @stdout.puts run_parser({})
+      when "report" then @stdout.puts report_parser({})
+      else return usage_error(nil, "unknown command #{command.inspect} (commands: run, report)")
+      end
+      0
+    end
+
+    def usage_error(command, message)
+      where = command && %w[run report].include?(command) ? "fathom #{command}" : "fathom"
+      @stderr.puts "#{where}: #{message}"
+      @stderr.puts "Run `#{where} --help` for usage."
+      2
+    end
+
+    # OptionParser's own errors (unknown option, missing argument) become usage errors.
+    def parse(parser, argv, order:)
+      order ? parser.order!(argv) : parser.permute!(argv)
+    rescue OptionParser::ParseError => e
+      raise UsageError, e.message
+    end
+
+    # Converts an Options validation error into a usage error.
+    def validate
+      yield
+    rescue ArgumentError, TypeError => e
+      raise UsageError, e.message.delete_prefix("fathom: ")
+    end
+
+    # ---- fathom run ----------------------------------------------------
+
+    def run_parser(opts)
+      OptionParser.new do |o|
+        o.banner = "Usage: fathom run [options] [--] COMMAND [ARGS...]"
+        o.separator ""
+        o.separator "Runs COMMAND (normally `ruby ...`) with the profiler loaded and writes a"
+        o.separator "profile when it exits. Only that process and its forked children are"
+        o.separator "profiled; a forked child writes FILE with its pid inserted (heap.<pid>.pb.gz)."
+        o.separator "The exit status is COMMAND's."
+        o.separator ""
+        o.on("--mode MODE", "what to profile: #{MODES.join(", ")} (default: heap)") { |v| opts[:mode] = v }
+        o.on("--exact", "record every allocation instead of sampling (slow)") { opts[:exact] = true }
+        o.on("--interval DUR", "sampling interval, e.g. 500us, 1ms, 0.002 (default: 1ms)") { |v| opts[:interval] = v }
+        o.on("--max-depth N", "deepest stack recorded, 1..4096 (default: 128)") { |v| opts[:max_depth] = v }
+        o.on("-o", "--out FILE", "where to write the profile (default: #{DEFAULT_OUT})") { |v| opts[:out] = v }
+        o.on("-h", "--help", "show this help") { opts[:help] = true }
+      end
+    end
+
+    def run_command(argv)
+      opts = {}
+      parser = run_parser(opts)
+      parse(parser, argv, order: true)
+      if opts[:help]
+        @stdout.puts parser
+        return 0
+      end
+      raise UsageError, "missing COMMAND to run (e.g. fathom run -- ruby script.rb)" if argv.empty?
+
+      env = run_env(opts)
+      exec_command(env, argv)
+    end
+
+    # The environment that lib/fathom/autorun.rb reads in the profiled program.
+    def run_env(opts)
+      mode = opts.fetch(:mode, "heap")
+      raise UsageError, "--mode must be one of #{MODES.join(", ")}, got #{mode.inspect}" unless MODES.include?(mode)
+
+      interval_ns = validate do
+        Options.duration_ns("--interval", opts.fetch(:interval, "1ms"),
+                            min_ns: Options::SAMPLING_INTERVAL_NS.begin, max_ns: Options::SAMPLING_INTERVAL_NS.end)
+      end
+      max_depth = validate { Options.parse_integer("--max-depth", opts.fetch(:max_depth, "128"), Options::MAX_DEPTH_RANGE) }
+      out = File.expand_path(opts.fetch(:out, DEFAULT_OUT))
+      raise UsageError, "--out #{out} is a directory; give a file name" if File.directory?(out)
+      # RUBYOPT is split on whitespace with no quoting, so -I cannot carry such a path.
+      raise UsageError, "cannot run from #{LIB_DIR}: RUBYOPT cannot hold a path with spaces" if LIB_DIR.match?(/\s/)
+
+      {
+        "FATHOM_MODE" => mode,
+        "FATHOM_OUT" => out,
+        "FATHOM_EXACT" => opts[:exact] ? "1" : "0",
+        "FATHOM_INTERVAL" => "#{interval_ns}ns",
+        "FATHOM_MAX_DEPTH" => max_depth.to_s,
+        # exec keeps our pid: autorun profiles the process whose pid this is.
+        "FATHOM_PID" => Process.pid.to_s,
+        "RUBYOPT" => ["-I#{LIB_DIR}", "-rfathom/autorun", ENV["RUBYOPT"]].compact.join(" ").strip,
+      }
+    end
+
+    def exec_command(env, argv)
+      # [cmd, cmd] form: never through a shell, even for a single argument.
+      Kernel.exec(env, [argv[0], argv[0]], *argv[1..])
+    rescue Errno::ENOENT
+      @stderr.puts "fathom run: command not found: #{argv[0]}"
+      127
+    rescue SystemCallError => e
+      @stderr.puts "fathom run: cannot execute #{argv[0]}: #{e.message}"
+      126
+    end
+
+    # ---- fathom report -------------------------------------------------
+
+    def report_parser(opts)
+      OptionParser.new do |o|
+        o.banner = "Usage: fathom report [options] FILE"
+        o.separator ""
+        o.separator "Prints the functions with the largest values in a pprof profile, like"
+        o.separator "`go tool pprof -top` (flat: in the function itself, cum: including callees)."
+        o.separator ""
+        o.on("--sample-index NAME", "alloc_objects, alloc_space, inuse_objects or inuse_space",
+             "(default: the profile's default, inuse_space)") { |v| opts[:sample_index] = v }
+        o.on("--top N", "rows to show (default: 20)") { |v| opts[:top] = v }
+        o.on("-h", "--help", "show this help") { opts[:help] = true }
+      end
+    end
+
+    def report_command(argv)
+      opts = {}
+      parser = report_parser(opts)
+      parse(parser, argv, order: false)
+      if opts[:help]
+        @stdout.puts parser
+        return 0
+      end
+      raise UsageError, "missing FILE" if argv.empty?
+      raise UsageError, "too many arguments: #{argv.join(" ")}" if argv.size > 1
+
+      top = validate { Options.parse_integer("--top", opts.fetch(:top, "20"), 1..) }
+      path = argv.first
+      profile = begin
+        Pprof.read_file(path)
+      rescue SystemCallError => e
+        @stderr.puts "fathom report: cannot read #{path}: #{e.message}"
+        return 1
+      rescue Pprof::DecodeError => e
+        @stderr.puts "fathom report: not a pprof profile: #{e.message.delete_prefix("fathom: ")}"
+        return 1
+      end
+      report = validate { Report::Top.new(profile, sample_index: opts[:sample_index], top: top) }
+      @stdout.print report.to_s
+      0
+    end
+  end
+end

@@ -1,0 +1,69 @@
+# frozen_string_literal: true
+
+module Fathom
+  # Keeps running profilers and flushers alive across fork.
+  #
+  # Ruby 3.1+ routes every fork (Kernel#fork, Process.fork, IO.popen("-"), ...)
+  # through Process._fork, so prepending an override of it to Process's
+  # singleton class sees them all. In the child, each registered object gets
+  # #after_fork_child, in registration order (profilers are normally started,
+  # and so registered, before the flushers that drain them).
+  #
+  # Objects register when they start and unregister when they stop, so the
+  # registry only ever holds live objects and needs no weak references.
+  module ForkHooks
+    @registry = []
+    @lock = Mutex.new
+
+    class << self
+      def register(obj)
+        install
+        @lock.synchronize { @registry << obj unless @registry.any? { |o| o.equal?(obj) } }
+        obj
+      end
+
+      def unregister(obj)
+        @lock.synchronize { @registry.reject! { |o| o.equal?(obj) } }
+        obj
+      end
+
+      def registered
+        @lock.synchronize { @registry.dup }
+      end
+
+      # Called in the child right after fork, with only the forking thread alive.
+      def run_child_hooks
+        # The lock may have been held by a thread that no longer exists here.
+        @lock = Mutex.new
+        @registry.dup.each do |obj|
+          obj.after_fork_child
+        rescue StandardError => e
+          # A child that cannot keep profiling must still run normally.
+          $stderr.puts "fathom: #{obj.class} could not resume after fork: #{e.class}: #{e.message}"
+        end
+      end
+
+      def installed?
+        @installed == true
+      end
+
+      private
+
+      def install
+        return if @installed
+
+        @installed = true
+        Process.singleton_class.prepend(ProcessExtension)
+      end
+    end
+
+    # Prepended to Process.singleton_class.
+    module ProcessExtension
+      def _fork
+        pid = super
+        ForkHooks.run_child_hooks if pid.zero?
+        pid
+      end
+    end
+  end
+end

@@ -1,0 +1,50 @@
+# frozen_string_literal: true
+
+require_relative "error"
+
+module Fathom
+  # Loads the C++ extension (Fathom::Native::MemoryCollector).
+  #
+  # Loading is attempted once, at require time, but a missing or broken build
+  # is not fatal then: the pure-Ruby parts (the pprof reader, `fathom report`,
+  # option validation) work without it. Whatever needs the collector calls
+  # NativeLoader.require!, which raises a LoadError that says how to fix it.
+  module NativeLoader
+    # Set by the ASan build (rake test:asan) to load an instrumented extension.
+    PATH_ENV = "FATHOM_EXT_PATH"
+
+    class << self
+      def available?
+        load_once
+        @error.nil?
+      end
+
+      # Raises a LoadError explaining how to build the extension unless it loaded.
+      def require!
+        return true if available?
+
+        raise LoadError, "fathom: the native extension is not available (#{@error.message}); " \
+                         "build it with `rake compile` (or reinstall the gem)"
+      end
+
+      private
+
+      def load_once
+        return if @attempted
+
+        @attempted = true
+        path = ENV[PATH_ENV]
+        if path && !path.empty?
+          require File.expand_path(path)
+        else
+          require "fathom/fathom_ext"
+        end
+        @error = nil
+      rescue LoadError => e
+        @error = e
+      end
+    end
+  end
+end
+
+Fathom::NativeLoader.available?

@@ -1,0 +1,439 @@
+# frozen_string_literal: true
+
+require "zlib"
+require_relative "../error"
+
+module Fathom
+  # A pure-Ruby reader for pprof profiles (perftools.profiles.Profile, see
+  # github.com/google/pprof/proto/profile.proto), gzipped or raw. It decodes
+  # into plain structs with every string-table index already resolved.
+  module Pprof
+    class DecodeError < Fathom::Error; end
+
+    # location_ids: leaf first. values: one per sample type.
+    # labels: {"key" => "string"} or {"key" => [number, unit_or_nil]}.
+    Sample = Struct.new(:location_ids, :values, :labels)
+    Function = Struct.new(:id, :name, :system_name, :filename, :start_line)
+    Mapping = Struct.new(:id, :memory_start, :memory_limit, :file_offset, :filename, :build_id)
+
+    # sample_types: [[type, unit], ...]; period_type: [type, unit] or nil.
+    # locations: {id => [[function_id, line], ...]} (innermost inlined line first).
+    # functions: {id => Function}; mappings: {id => Mapping}.
+    # default_sample_type: a type name or nil. comments: [String].
+    Profile = Struct.new(:sample_types, :samples, :locations, :functions, :mappings, :string_table,
+                         :time_nanos, :duration_nanos, :period_type, :period, :default_sample_type,
+                         :comments, :drop_frames, :keep_frames) do
+      def sample_type_names
+        sample_types.map(&:first)
+      end
+
+      # Index of a sample type by name, or nil.
+      def sample_type_index(name)
+        sample_types.index { |type, _| type == name }
+      end
+
+      # Function names of a sample's stack, leaf first (inlined frames expanded).
+      def stack_names(sample)
+        names = []
+        sample.location_ids.each do |loc_id|
+          locations.fetch(loc_id).each { |function_id, _line| names << function_name(function_id) }
+        end
+        names
+      end
+
+      def function_name(function_id)
+        fn = functions[function_id]
+        fn ? fn.name : "<unknown function #{function_id}>"
+      end
+    end
+
+    GZIP_MAGIC = "\x1f\x8b".b.freeze
+
+    module_function
+
+    # Decodes a profile from its bytes (gzipped or not) or from a file path:
+    # a Pathname, or a String without control characters. (Profile bytes
+    # always have some: gzip's header does, and a protobuf's tags and small
+    # lengths are bytes below 0x20.)
+    def read(bytes_or_path)
+      if bytes_or_path.respond_to?(:to_path)
+        read_file(bytes_or_path.to_path)
+      elsif !bytes_or_path.is_a?(String)
+        raise TypeError, "fathom: Pprof.read needs profile bytes or a path, got #{bytes_or_path.class}"
+      elsif !bytes_or_path.empty? && !bytes_or_path.b.match?(/[\x00-\x1f]/n)
+        read_file(bytes_or_path)
+      else
+        decode(bytes_or_path)
+      end
+    end
+
+    def read_file(path)
+      decode(File.binread(path))
+    rescue DecodeError => e
+      raise DecodeError, e.message.sub(/\A(fathom: )?/, "fathom: #{path}: ")
+    end
+
+    def decode(bytes)
+      bytes = bytes.b
+      if bytes.start_with?(GZIP_MAGIC)
+        begin
+          bytes = Zlib.gunzip(bytes)
+        rescue Zlib::Error => e
+          raise DecodeError, "fathom: not a valid gzip stream (#{e.message})"
+        end
+      end
+      Decoder.new(bytes).profile
+    end
+
+    # The protobuf wire-format decoder. It walks one binary String with an
+    # integer cursor (@pos) and never slices out sub-messages, so the only
+    # objects it allocates are the results. Varint reads are inlined in the
+    # hot loops (packed ids and values) because method calls dominate there.
+    class Decoder
+      TWO_63 = 1 << 63
+      TWO_64 = 1 << 64
+
+      def initialize(buf)
+        @buf = buf
+        @pos = 0
+      end
+
+      def profile
+        strings = []
+        # Sub-messages that need the string table (written after them by most
+        # encoders) are remembered as [start, end) offsets and decoded after.
+        sample_types = []
+        samples = []
+        locations = []
+        functions = []
+        mappings = []
+        period_type = nil
+        comment_ids = []
+        scalars = Hash.new(0)
+        limit = @buf.bytesize
+        while @pos < limit
+          k = varint
+          wire = k & 7
+          case (field = k >> 3)
+          when 1 then sample_types << message_range(wire)
+          when 2
+            # The most frequent field: two flat Integers instead of a pair.
+            stop = length_limit(wire)
+            samples << @pos << stop
+            @pos = stop
+          when 3 then mappings << message_range(wire)
+          when 4 then locations << message_range(wire)
+          when 5 then functions << message_range(wire)
+          when 6 then strings << string(wire)
+          when 7, 8, 9, 10, 12, 14 then scalars[field] = int64(wire)
+          when 11 then period_type = message_range(wire)
+          when 13 then repeated_int64(wire, comment_ids)
+          else skip(wire)
+          end
+        end
+        strings = [""] if strings.empty?
+        raise DecodeError, "fathom: string_table[0] must be empty" unless strings[0].empty?
+
+        @strings = strings
+        types = sample_types.map { |s, e| value_type(s, e) }
+        profile = Profile.new(
+          types,
+          decode_samples(samples, types.size),
+          locations.each_with_object({}) { |(s, e), h| location(s, e, h) },
+          functions.each_with_object({}) { |(s, e), h| function(s, e, h) },
+          mappings.each_with_object({}) { |(s, e), h| mapping(s, e, h) },
+          strings,
+          scalars[9], scalars[10],
+          period_type && value_type(*period_type),
+          scalars[12],
+          scalars[14].zero? ? nil : str(scalars[14]),
+          comment_ids.map { |i| str(i) },
+          scalars[7].zero? ? nil : str(scalars[7]),
+          scalars[8].zero? ? nil : str(scalars[8])
+        )
+        check_references(profile)
+        profile
+      end
+
+      private
+
+      def error(message)
+        raise DecodeError, "fathom: malformed pprof data at byte #{@pos}: #{message}"
+      end
+
+      def str(index)
+        @strings.fetch(index) { error("string index #{index} out of range (table has #{@strings.size})") }
+      end
+
+      def varint
+        buf = @buf
+        pos = @pos
+        b = buf.getbyte(pos) or error("truncated varint")
+        pos += 1
+        if b < 0x80
+          @pos = pos
+          return b
+        end
+        result = b & 0x7f
+        shift = 7
+        while true # rubocop:disable Style/InfiniteLoop -- `loop` costs a block call per byte
+          b = buf.getbyte(pos) or error("truncated varint")
+          pos += 1
+          result |= (b & 0x7f) << shift
+          break if b < 0x80
+
+          shift += 7
+          error("varint longer than 10 bytes") if shift > 63
+        end
+        @pos = pos
+        result
+      end
+
+      # int64 fields are two's complement in 10-byte varints when negative.
+      def int64(wire)
+        error("expected a varint, got wire type #{wire}") unless wire.zero?
+        v = varint
+        v >= TWO_63 ? v - TWO_64 : v
+      end
+
+      def key
+        k = varint
+        [k >> 3, k & 7]
+      end
+
+      def length_limit(wire)
+        error("expected a length-delimited field, got wire type #{wire}") unless wire == 2
+        len = varint
+        stop = @pos + len
+        error("length #{len} runs past the end") if stop > @buf.bytesize
+        stop
+      end
+
+      def message_range(wire)
+        stop = length_limit(wire)
+        start = @pos
+        @pos = stop
+        [start, stop]
+      end
+
+      def string(wire)
+        stop = length_limit(wire)
+        s = @buf.byteslice(@pos, stop - @pos).force_encoding(Encoding::UTF_8).freeze
+        @pos = stop
+        s
+      end
+
+      def skip(wire)
+        case wire
+        when 0 then varint
+        when 1 then @pos += 8
+        when 2 then @pos = length_limit(2)
+        when 5 then @pos += 4
+        else error("unsupported wire type #{wire}")
+        end
+        error("field runs past the end") if @pos > @buf.bytesize
+      end
+
+      # Appends one (unpacked) or many (packed) varints to `into`.
+      # signed: convert int64 two's complement.
+      def repeated_varints(wire, into, signed)
+        if wire.zero?
+          v = varint
+          into << (signed && v >= TWO_63 ? v - TWO_64 : v)
+          return
+        end
+        stop = length_limit(wire)
+        buf = @buf
+        pos = @pos
+        while pos < stop
+          b = buf.getbyte(pos)
+          pos += 1
+          if b < 0x80
+            into << b
+            next
+          end
+          v = b & 0x7f
+          shift = 7
+          while true # rubocop:disable Style/InfiniteLoop
+            b = buf.getbyte(pos)
+            @pos = pos
+            error("truncated packed varint") if b.nil? || pos >= stop
+            pos += 1
+            v |= (b & 0x7f) << shift
+            break if b < 0x80
+
+            shift += 7
+            error("varint longer than 10 bytes") if shift > 63
+          end
+          into << (signed && v >= TWO_63 ? v - TWO_64 : v)
+        end
+        @pos = pos
+      end
+
+      def repeated_int64(wire, into)
+        repeated_varints(wire, into, true)
+      end
+
+      def value_type(start, stop)
+        @pos = start
+        type = unit = 0
+        while @pos < stop
+          field, wire = key
+          case field
+          when 1 then type = int64(wire)
+          when 2 then unit = int64(wire)
+          else skip(wire)
+          end
+        end
+        check_end(stop)
+        [str(type), str(unit)]
+      end
+
+      def decode_samples(ranges, type_count)
+        out = Array.new(ranges.size / 2)
+        i = 0
+        while i < out.size
+          out[i] = sample(ranges[2 * i], ranges[2 * i + 1], type_count)
+          i += 1
+        end
+        out
+      end
+
+      def sample(start, stop, type_count)
+        @pos = start
+        locs = []
+        values = []
+        labels = {}
+        while @pos < stop
+          k = varint
+          wire = k & 7
+          case k >> 3
+          when 1 then repeated_varints(wire, locs, false)
+          when 2 then repeated_varints(wire, values, true)
+          when 3 then label(length_limit(wire), labels)
+          else skip(wire)
+          end
+        end
+        check_end(stop)
+        if values.size != type_count
+          error("sample has #{values.size} values but the profile has #{type_count} sample types")
+        end
+        Sample.new(locs, values, labels)
+      end
+
+      def label(stop, labels)
+        key_id = str_id = num = unit = 0
+        has_num = false
+        while @pos < stop
+          k = varint
+          field = k >> 3
+          if field.between?(1, 4) && (k & 7).zero?
+            v = varint
+            case field
+            when 1 then key_id = v
+            when 2 then str_id = v
+            when 3
+              num = v >= TWO_63 ? v - TWO_64 : v
+              has_num = true
+            else unit = v
+            end
+          else
+            skip(k & 7)
+          end
+        end
+        check_end(stop)
+        # A label with a num and no str is numeric (pprof's own rule).
+        labels[str(key_id)] = str_id.zero? && has_num ? [num, unit.zero? ? nil : str(unit)] : str(str_id)
+      end
+
+      def location(start, stop, into)
+        @pos = start
+        id = 0
+        lines = []
+        while @pos < stop
+          field, wire = key
+          case field
+          when 1 then id = varint_field(wire)
+          when 4 then lines << line(length_limit(wire))
+          else skip(wire) # mapping_id, address, is_folded: not needed by the reports
+          end
+        end
+        check_end(stop)
+        error("location id 0 is reserved") if id.zero?
+        into[id] = lines
+      end
+
+      def line(stop)
+        function_id = line_no = 0
+        while @pos < stop
+          k = varint
+          wire = k & 7
+          case k >> 3
+          when 1 then function_id = varint_field(wire)
+          when 2 then line_no = int64(wire)
+          else skip(wire)
+          end
+        end
+        check_end(stop)
+        [function_id, line_no]
+      end
+
+      def function(start, stop, into)
+        @pos = start
+        f = [0, 0, 0, 0, 0]
+        while @pos < stop
+          field, wire = key
+          if field.between?(1, 5)
+            f[field - 1] = int64(wire)
+          else
+            skip(wire)
+          end
+        end
+        check_end(stop)
+        error("function id 0 is reserved") if f[0].zero?
+        into[f[0]] = Function.new(f[0], str(f[1]), str(f[2]), str(f[3]), f[4])
+      end
+
+      def mapping(start, stop, into)
+        @pos = start
+        m = [0, 0, 0, 0, 0, 0]
+        while @pos < stop
+          field, wire = key
+          if field.between?(1, 6)
+            m[field - 1] = int64(wire)
+          else
+            skip(wire)
+          end
+        end
+        check_end(stop)
+        into[m[0]] = Mapping.new(m[0], m[1], m[2], m[3], str(m[4]), str(m[5]))
+      end
+
+      def varint_field(wire)
+        error("expected a varint, got wire type #{wire}") unless wire.zero?
+        varint
+      end
+
+      def check_end(stop)
+        error("sub-message overruns its length") if @pos != stop
+      end
+
+      def check_references(profile)
+        locations = profile.locations
+        profile.samples.each do |s|
+          s.location_ids.each do |id|
+            raise DecodeError, "fathom: malformed pprof data: sample refers to missing location #{id}" unless locations.key?(id)
+          end
+        end
+        functions = profile.functions
+        locations.each do |loc_id, lines|
+          lines.each do |function_id, _|
+            next if function_id.zero? || functions.key?(function_id)
+
+            raise DecodeError, "fathom: malformed pprof data: location #{loc_id} refers to missing function #{function_id}"
+          end
+        end
+      end
+    end
+  end
+end

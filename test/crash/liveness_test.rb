@@ -1,0 +1,74 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "support/profile_helpers"
+
+# "No sample counted live after its object died": objects that die are
+# gone from inuse at the next flush, including when their slots are reused
+# by new objects and when GC.compact moved them in between.
+class LivenessTest < Minitest::Test
+  include ProfileHelpers
+
+  # Array.new(n) { Object.new } also allocates the Array and some internal
+  # objects; count only the Objects.
+  OBJECTS = { "class" => "Object" }.freeze
+
+  class Victims
+    def make(n)
+      Array.new(n) { Object.new }
+    end
+  end
+
+  class Successors
+    def make(n)
+      Array.new(n) { Object.new }
+    end
+  end
+
+  def setup
+    require_native!
+    skip_unless_go!
+  end
+
+  def check_liveness(exact:, compact:)
+    n = exact ? scaled(20_000) : scaled(200_000)
+    with_profiler(exact: exact, interval: 0.00002) do |profiler|
+      victims = Victims.new.make(n)
+      GC.compact if compact
+      raw = raw_of(profiler.flush(gc: true))
+      live_victims = raw.cum("inuse_objects", /Victims#make/, labels: OBJECTS)
+      if exact
+        assert_equal n, live_victims
+      else
+        assert_in_delta n, live_victims, n * 0.5
+      end
+
+      victims = nil # rubocop:disable Lint/UselessAssignment
+      GC.start
+      # Same size class: the freed slots are handed to these objects.
+      successors = Successors.new.make(n)
+      GC.compact if compact
+      raw = raw_of(profiler.flush(gc: true))
+      assert_equal 0, raw.cum("inuse_objects", /Victims#make/, labels: OBJECTS), "dead victims still counted live"
+      live_successors = raw.cum("inuse_objects", /Successors#make/, labels: OBJECTS)
+      exact ? assert_equal(n, live_successors) : assert_operator(live_successors, :>, 0)
+      successors.size
+    end
+  end
+
+  def test_exact_slot_reuse
+    check_liveness(exact: true, compact: false)
+  end
+
+  def test_exact_with_compaction
+    check_liveness(exact: true, compact: true)
+  end
+
+  def test_sampled_slot_reuse
+    check_liveness(exact: false, compact: false)
+  end
+
+  def test_sampled_with_compaction
+    check_liveness(exact: false, compact: true)
+  end
+end

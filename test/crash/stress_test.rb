@@ -1,0 +1,124 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "support/profile_helpers"
+
+# The crash-prone paths, run in the normal and the ASan/UBSan builds:
+# GC.compact during profiling, GC.stress windows, threads allocating while
+# another flushes, many start/stop cycles, fork.
+class StressTest < Minitest::Test
+  include ProfileHelpers
+
+  class Churn
+    def work(n, keep)
+      n.times { |i| keep << "s#{i}" * 3 if i % 10 == 0 }
+      keep
+    end
+  end
+
+  def setup
+    require_native!
+  end
+
+  [true, false].each do |exact|
+    mode = exact ? "exact" : "sampled"
+
+    define_method("test_gc_compact_during_profiling_#{mode}") do
+      kept = []
+      with_profiler(exact: exact, interval: 0.00005) do |profiler|
+        5.times do
+          Churn.new.work(scaled(20_000), kept)
+          GC.compact
+          profiler.flush
+        end
+        profile = profiler.flush(gc: true)
+        assert_operator profile.stats[:live_samples], :>, 0
+      end
+    end
+
+    define_method("test_gc_stress_window_#{mode}") do
+      kept = []
+      with_profiler(exact: exact, interval: 0.00005) do |profiler|
+        begin
+          GC.stress = true
+          Churn.new.work(asan? ? 100 : 400, kept)
+        ensure
+          GC.stress = false
+        end
+        profiler.flush(gc: true)
+      end
+    end
+
+    define_method("test_threads_allocate_while_another_flushes_#{mode}") do
+      with_profiler(exact: exact, interval: 0.00005) do |profiler|
+        threads = 4.times.map do |t|
+          Thread.new do
+            Thread.current.name = "worker-#{t}"
+            kept = []
+            # A fixed amount of work: on Ruby 3.1 a flush that yields the GVL
+            # to four busy threads waits their 100 ms time slices each time.
+            scaled(40).times { Churn.new.work(2_000, kept) }
+            kept.size
+          end
+        end
+        profiles = []
+        profiles << profiler.flush while threads.any?(&:alive?) && profiles.size < 50
+        threads.each(&:join)
+        profiles << profiler.flush(gc: true)
+        assert(profiles.all? { |p| p.bytes.bytesize > 0 })
+        if PprofRaw.go_available?
+          seen = profiles.flat_map { |p| raw_of(p).by_label("alloc_objects", "thread").keys }.uniq
+          assert_operator (seen & %w[worker-0 worker-1 worker-2 worker-3]).size, :>=, (exact ? 4 : 2), seen.inspect
+        end
+      end
+    end
+
+    define_method("test_start_stop_cycles_#{mode}") do
+      profiler = Fathom::MemoryProfiler.new(exact: exact, interval: 0.00005)
+      kept = []
+      100.times do |i|
+        profiler.start
+        Churn.new.work(200, kept)
+        profiler.stop
+        profiler.flush if i % 10 == 0
+      end
+      refute profiler.running?
+      profiler.flush(gc: true)
+    end
+
+    define_method("test_fork_child_profiles_itself_#{mode}") do
+      skip "fork unsupported" unless Process.respond_to?(:fork)
+      with_profiler(exact: exact, interval: 0.00005) do |profiler|
+        Churn.new.work(2_000, [])
+        reader, writer = IO.pipe
+        pid = fork do
+          reader.close
+          kept = []
+          Churn.new.work(scaled(20_000), kept)
+          profile = profiler.flush(gc: true)
+          writer.write([profile.stats[:samples], profile.bytes.bytesize].join(","))
+          writer.close
+          exit!(profiler.running? ? 0 : 3)
+        end
+        writer.close
+        Churn.new.work(2_000, [])
+        _, status = Process.wait2(pid)
+        samples, bytes = reader.read.split(",").map(&:to_i)
+        assert status.success?, "child failed: #{status.inspect}"
+        assert_operator samples, :>, 0
+        assert_operator bytes, :>, 0
+        assert profiler.running?
+        profiler.flush
+      end
+    end
+  end
+
+  def test_only_one_profiler_runs_at_a_time
+    a = Fathom::MemoryProfiler.new
+    b = Fathom::MemoryProfiler.new
+    a.start
+    assert_raises(Fathom::Error) { b.start }
+  ensure
+    a&.stop
+  end
+end

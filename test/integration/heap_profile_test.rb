@@ -1,0 +1,94 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "support/pprof_raw"
+require "fixtures/keep_and_drop"
+
+# The acceptance test of the heap profiler, read back with the reference
+# reader (go tool pprof -raw -symbolize=none).
+class HeapProfileTest < Minitest::Test
+  def setup
+    require_native!
+    skip_unless_go!
+    KeepAndDrop.reset
+    @dir = Dir.mktmpdir("fathom-heap")
+  end
+
+  def teardown
+    KeepAndDrop.reset
+    FileUtils.rm_rf(@dir)
+  end
+
+  def profile_keep_and_drop(**opts)
+    path = File.join(@dir, "heap.pb.gz")
+    # Sampled mode: repeat the workload until the sampler has seen enough of
+    # it; the profile covers every repetition, so proportions stay the same.
+    profile = Fathom.profile(mode: :heap, out: path, **opts) do
+      repeats = opts[:exact] ? 1 : 8
+      repeats.times { KeepAndDrop.run }
+    end
+    [profile, PprofRaw.read(path)]
+  end
+
+  def assert_keeper_dominates(raw)
+    inuse_total = raw.total("inuse_space")
+    kept = raw.cum("inuse_space", /Keeper#keep/)
+    assert_operator inuse_total, :>, 0, "no inuse_space at all:\n#{raw.output[0, 3000]}"
+    assert_operator kept.fdiv(inuse_total), :>=, 0.90,
+                    "Keeper#keep holds #{kept} of #{inuse_total} inuse bytes:\n#{raw.output[0, 3000]}"
+    assert_equal 0, raw.cum("inuse_space", /Dropper#drop/, labels: { "class" => "String" }),
+                 "dropped strings must not be in use"
+
+    keep_alloc = raw.cum("alloc_space", /Keeper#keep/)
+    drop_alloc = raw.cum("alloc_space", /Dropper#drop/)
+    ratio = keep_alloc.fdiv(drop_alloc)
+    assert_in_delta 1.0, ratio, 0.35, "alloc_space keep=#{keep_alloc} drop=#{drop_alloc}"
+  end
+
+  def test_exact_mode_attributes_live_and_allocated_bytes
+    profile, raw = profile_keep_and_drop(exact: true)
+    assert_keeper_dominates(raw)
+    # Exact mode counts every object: 10,000 kept strings of 1 KB.
+    kept_objects = raw.cum("inuse_objects", /Keeper#keep/)
+    assert_operator kept_objects, :>=, 10_000
+    assert_operator raw.cum("inuse_space", /Keeper#keep/), :>=, 10_000 * 1024
+    assert_equal %w[alloc_objects alloc_space inuse_objects inuse_space], raw.sample_types
+    assert_operator profile.stats[:samples], :>=, 20_000
+  end
+
+  def test_sampled_mode_attributes_live_and_allocated_bytes
+    _profile, raw = profile_keep_and_drop(exact: false, interval: 0.00002)
+    assert_keeper_dominates(raw)
+    # Weighted estimates: about 10,000 kept strings (8 repetitions keep 80,000).
+    est = raw.cum("inuse_objects", /Keeper#keep/)
+    assert_in_delta 80_000, est, 80_000 * 0.35, "estimated live strings"
+  end
+
+  def test_stacks_have_ruby_names_files_and_lines
+    _profile, raw = profile_keep_and_drop(exact: true)
+    names = raw.function_names
+    # rb_profile_frames reports a block inside a method as that method's
+    # entry (all Rubies), so the block's allocations carry the method's name
+    # and the block's line.
+    assert_includes names, "KeepAndDrop::Keeper#keep"
+    assert_includes names, "Integer#times"
+    assert_includes names, "String#*"
+    assert(names.any? { |n| n.include?("HeapProfileTest#profile_keep_and_drop") }, names.inspect)
+    assert_match(%r{test/fixtures/keep_and_drop\.rb:\d+}, raw.output)
+    classes = raw.by_label("inuse_space", "class")
+    assert_operator classes["String"], :>=, 10_000 * 1024
+    threads = raw.by_label("alloc_objects", "thread")
+    assert_operator threads["main"], :>, 0
+  end
+
+  def test_max_depth_truncates_with_marker
+    path = File.join(@dir, "deep.pb.gz")
+    deep = ->(n) { n.zero? ? KeepAndDrop::KEPT << ("x" * 100) : deep.(n - 1) }
+    Fathom.profile(mode: :heap, exact: true, max_depth: 8, out: path) { deep.(50) }
+    raw = PprofRaw.read(path)
+    sample = raw.samples.find { |s| s.functions.first == "String#*" }
+    refute_nil sample, raw.output[0, 2000]
+    assert_equal 9, sample.functions.size, "8 frames plus the marker"
+    assert_equal "(truncated)", sample.functions.last
+  end
+end

@@ -1,0 +1,94 @@
+# frozen_string_literal: true
+
+require "test_helper"
+
+class ForkHooksTest < Minitest::Test
+  class Recorder
+    def initialize(io)
+      @io = io
+    end
+
+    def after_fork_child
+      @io.write("#{Process.pid}\n")
+    end
+  end
+
+  class Broken
+    def after_fork_child
+      raise "cannot resume"
+    end
+  end
+
+  def setup
+    skip "fork unsupported" unless Process.respond_to?(:fork)
+  end
+
+  def with_registered(*objects)
+    objects.each { |o| Fathom::ForkHooks.register(o) }
+    yield
+  ensure
+    objects.each { |o| Fathom::ForkHooks.unregister(o) }
+  end
+
+  def child_pids_seen(&fork_style)
+    assert_includes Process.singleton_class.ancestors, Fathom::ForkHooks::ProcessExtension if Fathom::ForkHooks.installed?
+    reader, writer = IO.pipe
+    recorder = Recorder.new(writer)
+    with_registered(recorder) do
+      pid = fork_style.call
+      Process.wait(pid)
+    end
+    writer.close
+    reader.read.split.map(&:to_i)
+  end
+
+  def test_every_fork_path_runs_the_hooks_in_the_child
+    { "Kernel#fork" => -> { fork { exit!(0) } },
+      "Process.fork" => -> { Process.fork { exit!(0) } },
+      "fork without block" => -> { fork || exit!(0) } }.each do |name, style|
+      pids = child_pids_seen(&style)
+      assert_equal 1, pids.size, name
+      refute_equal Process.pid, pids.first, "#{name}: hook ran in the parent"
+    end
+  end
+
+  def test_unregistered_objects_are_not_called
+    reader, writer = IO.pipe
+    recorder = Recorder.new(writer)
+    Fathom::ForkHooks.register(recorder)
+    Fathom::ForkHooks.unregister(recorder)
+    Process.wait(fork { exit!(0) })
+    writer.close
+    assert_equal "", reader.read
+  end
+
+  def test_registration_is_by_identity_and_idempotent
+    a = Recorder.new(nil)
+    Fathom::ForkHooks.register(a)
+    Fathom::ForkHooks.register(a)
+    assert_equal 1, Fathom::ForkHooks.registered.count { |o| o.equal?(a) }
+  ensure
+    Fathom::ForkHooks.unregister(a)
+  end
+
+  def test_a_failing_hook_does_not_break_the_child_or_the_others
+    reader, writer = IO.pipe
+    err_reader, err_writer = IO.pipe
+    with_registered(Broken.new, Recorder.new(writer)) do
+      # The hooks run before the child's block: swap $stderr around the fork.
+      saved = $stderr
+      $stderr = err_writer
+      begin
+        pid = fork { exit!(0) }
+      ensure
+        $stderr = saved
+      end
+      _, status = Process.wait2(pid)
+      assert status.success?
+    end
+    writer.close
+    err_writer.close
+    assert_equal 1, reader.read.split.size
+    assert_match(/fathom: ForkHooksTest::Broken could not resume after fork: RuntimeError: cannot resume/, err_reader.read)
+  end
+end
