@@ -57,12 +57,22 @@ module Fathom
       end
     end
 
-    # Prepended to Process.singleton_class.
+    # Prepended to Process.singleton_class. The native side pauses the
+    # sampling timer thread around fork, so that no thread of ours holds a
+    # lock (ours, or malloc's) at the moment the process is copied.
     module ProcessExtension
       def _fork
+        Native.before_fork if NativeLoader.available?
         pid = super
-        ForkHooks.run_child_hooks if pid.zero?
+        if pid.zero?
+          ForkHooks.run_child_hooks
+        elsif NativeLoader.available?
+          Native.after_fork_parent
+        end
         pid
+      rescue StandardError
+        Native.after_fork_parent if NativeLoader.available? # fork itself failed
+        raise
       end
     end
   end

@@ -12,10 +12,11 @@ module Fathom
     DURATION_RE = /\A\s*(\d+(?:\.\d*)?|\.\d+)(?:e([-+]?\d+))?\s*(ns|us|µs|ms|s)?\s*\z/.freeze
     DURATION_HINT = 'a positive duration in seconds (Float/Integer) or a String like "1ms"'
 
-    # Limits shared by the profilers, the CLI and autorun. Timers cannot
-    # usefully tick faster than 1us; an hour is a typo guard (and keeps the
-    # nanoseconds far inside the native int64).
-    SAMPLING_INTERVAL_NS = (1_000..3_600_000_000_000).freeze
+    # Limits shared by the profilers, the CLI and autorun. Below 10us each
+    # tick (a signal, a postponed job, a hook install) costs more than the
+    # interval; an hour is a typo guard (and keeps the nanoseconds far
+    # inside the native int64). The extension checks the same lower bound.
+    SAMPLING_INTERVAL_NS = (10_000..3_600_000_000_000).freeze
     MAX_DEPTH_RANGE = (1..4096).freeze
 
     module_function

@@ -27,7 +27,9 @@ class StressTest < Minitest::Test
       kept = []
       with_profiler(exact: exact, interval: 0.00005) do |profiler|
         5.times do
-          Churn.new.work(scaled(20_000), kept)
+          # At least 20 ms of work per round, whatever the build's speed.
+          deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 0.02
+          Churn.new.work(2_000, kept) while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
           GC.compact
           profiler.flush
         end
@@ -55,9 +57,15 @@ class StressTest < Minitest::Test
           Thread.new do
             Thread.current.name = "worker-#{t}"
             kept = []
-            # A fixed amount of work: on Ruby 3.1 a flush that yields the GVL
-            # to four busy threads waits their 100 ms time slices each time.
-            scaled(40).times { Churn.new.work(2_000, kept) }
+            # A bounded amount of work (150 ms of this thread's CPU): on Ruby
+            # 3.1 a flush that yields the GVL to four busy threads waits out
+            # their 100 ms time slices, so unbounded workers would starve it.
+            cpu = -> { Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) }
+            deadline = cpu.call + 0.15
+            while cpu.call < deadline
+              Churn.new.work(2_000, kept)
+              kept.clear if kept.size > 50_000
+            end
             kept.size
           end
         end
@@ -94,7 +102,15 @@ class StressTest < Minitest::Test
         pid = fork do
           reader.close
           kept = []
-          Churn.new.work(scaled(20_000), kept)
+          # Work for at least 50 ms and until the child has sampled (bounded:
+          # a dead timer thread in the child fails the test, not hangs it).
+          start = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+          taken = profiler.stats[:samples_taken]
+          loop do
+            Churn.new.work(2_000, kept)
+            elapsed = Process.clock_gettime(Process::CLOCK_MONOTONIC) - start
+            break if elapsed > 5 || (elapsed > 0.05 && profiler.stats[:samples_taken] > taken + 5)
+          end
           profile = profiler.flush(gc: true)
           writer.write([profile.stats[:samples], profile.bytes.bytesize].join(","))
           writer.close
@@ -110,6 +126,20 @@ class StressTest < Minitest::Test
         assert profiler.running?
         profiler.flush
       end
+    end
+  end
+
+  # The child exits through an exception and at_exit while the profiler (and
+  # its timer thread) still runs: process teardown must not crash.
+  def test_fork_child_exits_with_exception_while_profiling
+    with_profiler(interval: 0.00005) do
+      pid = fork do
+        $stderr.reopen(File::NULL)
+        Churn.new.work(5_000, [])
+        raise "boom in child"
+      end
+      _, status = Process.wait2(pid)
+      assert_equal 1, status.exitstatus, "child died of #{status.inspect}"
     end
   end
 

@@ -54,7 +54,7 @@ class CLITest < Minitest::Test
     assert_usage_error(/fathom run: --mode must be one of heap, got "gc"/, "run", "--mode", "gc", "--", "ruby", "-e", "1")
     assert_usage_error(/fathom run: --interval must be a positive duration .*got "-1"/, "run", "--interval", "-1", "--", "true")
     assert_usage_error(/fathom run: --interval must be .*got "soon"/, "run", "--interval", "soon", "--", "true")
-    assert_usage_error(/fathom run: --interval must be between 1us and 3600s/, "run", "--interval", "1ns", "--", "true")
+    assert_usage_error(/fathom run: --interval must be between 10us and 3600s/, "run", "--interval", "1ns", "--", "true")
     assert_usage_error(/fathom run: --max-depth must be in 1..4096, got 0/, "run", "--max-depth", "0", "--", "true")
     assert_usage_error(/fathom run: invalid option: --bogus/, "run", "--bogus", "--", "true")
     assert_usage_error(/fathom run: missing argument: --interval/, "run", "--interval")
@@ -87,7 +87,7 @@ class CLITest < Minitest::Test
   end
 
   def test_run_keeps_existing_rubyopt
-    out, = fathom("run", "--", RbConfig.ruby, "-e", "print ENV['RUBYOPT']", env: { "RUBYOPT" => "-W0" })
+    out, = fathom("run", "--", RbConfig.ruby, "-e", "print ENV['RUBYOPT']", env: { "RUBYOPT" => "-W0" }, chdir: @dir)
     assert out.end_with?("-rfathom/autorun -W0"), out
   end
 

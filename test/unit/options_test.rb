@@ -19,7 +19,7 @@ class OptionsTest < Minitest::Test
     assert_error(ArgumentError, /interval must be a positive duration.*got 0/) { Fathom::MemoryProfiler.new(interval: 0) }
     assert_error(ArgumentError, /interval .*got Infinity/) { Fathom::MemoryProfiler.new(interval: Float::INFINITY) }
     assert_error(ArgumentError, /interval .*got NaN/) { Fathom::MemoryProfiler.new(interval: Float::NAN) }
-    assert_error(ArgumentError, /interval must be between 1us and 3600s, got 1.0e-09/) { Fathom::MemoryProfiler.new(interval: 1e-9) }
+    assert_error(ArgumentError, /interval must be between 10us and 3600s, got 1.0e-09/) { Fathom::MemoryProfiler.new(interval: 1e-9) }
     assert_error(ArgumentError, /interval must be between/) { Fathom::MemoryProfiler.new(interval: 7200) }
     assert_error(ArgumentError, /interval .*"fast"/) { Fathom::MemoryProfiler.new(interval: "fast") }
     assert_error(TypeError, /interval must be .*got nil/) { Fathom::MemoryProfiler.new(interval: nil) }

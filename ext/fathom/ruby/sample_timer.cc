@@ -25,11 +25,15 @@ pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t g_wakeup;
 bool g_cond_ready = false;
 
-std::vector<pid_t> g_threads;  // Ruby threads we may signal; guarded by g_lock
+// Ruby threads we may signal; guarded by g_lock. Deliberately leaked: a
+// static vector would be destroyed by exit() while the timer thread may
+// still be reading it (seen under ASan when a forked child exits).
+std::vector<pid_t>& g_threads = *new std::vector<pid_t>();
 size_t g_target = 0;           // index into g_threads; guarded by g_lock
 pthread_t g_thread;
 bool g_thread_running = false;  // touched only with the GVL held
 bool g_stop_requested = false;  // guarded by g_lock
+bool g_paused_for_fork = false;  // touched only with the GVL held
 uint64_t g_interval_ns = 0;
 
 // Shared with the signal handler: lock-free atomics only.
@@ -127,8 +131,11 @@ void AddNanos(struct timespec* ts, uint64_t ns) {
 }
 
 // A job that was signalled but has not run after this many ticks is asked
-// for again (the thread that took the signal may have blocked right after).
-constexpr uint64_t kOutstandingTicksBeforeRetry = 8;
+// for again, of the next thread: on 3.1 ruby_thread_has_gvl_p() also says
+// yes for a thread that is runnable but waiting for the GVL (it only knows
+// whether the thread is inside a blocking region), and such a thread runs
+// the job only when its turn comes, up to 100 ms per other busy thread.
+constexpr uint64_t kOutstandingTicksBeforeRetry = 4;
 
 void* TimerMain(void*) {
   pid_t pid = getpid();
@@ -148,10 +155,15 @@ void* TimerMain(void*) {
 
     g_ticks++;
     if (SampleTimer::hook_armed.load()) continue;  // a sample is already on its way
-    if (g_job_outstanding.load() && ++outstanding_ticks < kOutstandingTicksBeforeRetry) continue;
+    bool stale = false;
+    if (g_job_outstanding.load()) {
+      if (++outstanding_ticks < kOutstandingTicksBeforeRetry) continue;
+      stale = true;
+    }
     outstanding_ticks = 0;
     if (g_threads.empty()) continue;
-    if (g_missed.exchange(false)) g_target++;  // the last one did not hold the GVL: try the next
+    // The last one did not hold the GVL, or did not run the job: try the next.
+    if (g_missed.exchange(false) || stale) g_target++;
     for (size_t attempts = 0; attempts < g_threads.size(); attempts++) {
       pid_t tid = g_threads[g_target % g_threads.size()];
       g_job_outstanding.store(true);
@@ -208,20 +220,45 @@ bool SampleTimer::Start(uint64_t interval_ns, rb_postponed_job_func_t job, std::
   return true;
 }
 
-void SampleTimer::Stop() {
-  if (!g_thread_running) return;
+namespace {
+void JoinThread() {
   pthread_mutex_lock(&g_lock);
   g_stop_requested = true;
   pthread_cond_signal(&g_wakeup);
   pthread_mutex_unlock(&g_lock);
   pthread_join(g_thread, nullptr);
   g_thread_running = false;
+}
+
+void Respawn() {
+  std::string error;
+  if (!SpawnThread(&error)) g_enabled.store(false);  // sampling stops; the program goes on
+}
+}  // namespace
+
+void SampleTimer::Stop() {
+  g_paused_for_fork = false;
+  if (!g_thread_running) return;
+  JoinThread();
   g_enabled.store(false, std::memory_order_release);
   hook_armed.store(false);
 }
 
+void SampleTimer::PauseForFork() {
+  if (!g_thread_running) return;
+  JoinThread();
+  g_paused_for_fork = true;
+}
+
+void SampleTimer::ResumeAfterForkParent() {
+  if (!g_paused_for_fork) return;
+  g_paused_for_fork = false;
+  Respawn();
+}
+
 void SampleTimer::AfterForkChild() {
-  bool was_running = g_thread_running;
+  bool resume = g_paused_for_fork || g_thread_running;  // running: a fork path that skipped PauseForFork
+  g_paused_for_fork = false;
   pthread_mutex_init(&g_lock, nullptr);
   g_cond_ready = false;
   g_thread_running = false;
@@ -229,10 +266,7 @@ void SampleTimer::AfterForkChild() {
   g_target = 0;
   g_missed.store(false);
   g_job_outstanding.store(false);
-  if (was_running) {
-    std::string error;
-    if (!SpawnThread(&error)) g_enabled.store(false);
-  }
+  if (resume) Respawn();
 }
 
 void SampleTimer::AddThread(pid_t tid) {

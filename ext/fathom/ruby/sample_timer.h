@@ -31,8 +31,12 @@ class SampleTimer {
   // owned by someone else).
   static bool Start(uint64_t interval_ns, rb_postponed_job_func_t job, std::string* error);
   static void Stop();
-  // In a forked child: the timer thread did not survive fork; start a new
-  // one if the parent's was running, knowing only the calling thread.
+  // Around fork: the timer thread is joined before fork (so it holds no
+  // lock, ours or the allocator's, when the process is copied) and started
+  // again after it, in the parent and, knowing only the forking thread, in
+  // the child.
+  static void PauseForFork();
+  static void ResumeAfterForkParent();
   static void AfterForkChild();
 
   // Ruby threads the timer may signal (native thread ids).

@@ -1,0 +1,53 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "support/pprof_raw"
+
+# `fathom run` end to end: a real program under the profiler, a failing exit
+# status passed through, the profile read by `fathom report` and by go tool pprof.
+class CliRunTest < Minitest::Test
+  FIXTURE = File.expand_path("../fixtures/keep_and_drop_script.rb", __dir__)
+  # The suite runs under `bundle exec`, whose RUBYOPT would load Bundler into
+  # the profiled program too; profile the program alone.
+  PLAIN_ENV = { "RUBYOPT" => nil, "BUNDLE_GEMFILE" => nil, "BUNDLE_BIN_PATH" => nil, "BUNDLER_SETUP" => nil }.freeze
+
+  def setup
+    require_native!
+    skip_unless_go!
+    @dir = Dir.mktmpdir("fathom-cli")
+  end
+
+  def teardown
+    FileUtils.rm_rf(@dir)
+  end
+
+  def test_run_exact_with_failing_program_then_report
+    out = File.join(@dir, "heap.pb.gz")
+    _o, err, status = TestHelper.run_fathom("run", "--mode", "heap", "--exact", "-o", out, "--", RbConfig.ruby, FIXTURE,
+                                 env: PLAIN_ENV.merge("FIXTURE_EXIT" => "3"))
+    assert_equal 3, status.exitstatus, err
+    assert_match(/fathom: wrote heap profile to #{Regexp.escape(out)}/, err)
+
+    report, err, status = TestHelper.run_fathom("report", out, "--top", "40")
+    assert status.success?, err
+    assert_match(/Type: inuse_space/, report)
+    assert_match(/String#\*/, report)
+
+    top = go_pprof("-top", "-symbolize=none", "-sample_index=inuse_space", out)
+    assert_match(/String#\*/, top)
+    raw = PprofRaw.read(out)
+    kept = raw.cum("inuse_space", /Keeper#keep/)
+    assert_operator kept.fdiv(raw.total("inuse_space")), :>=, 0.9
+    assert_operator raw.cum("inuse_objects", /Keeper#keep/, labels: { "class" => "String" }), :>=, 10_000
+  end
+
+  def test_run_sampled_default
+    out = File.join(@dir, "sampled.pb.gz")
+    _o, err, status = TestHelper.run_fathom("run", "--interval", "50us", "-o", out, "--", RbConfig.ruby, FIXTURE,
+                                            env: PLAIN_ENV)
+    assert status.success?, err
+    raw = PprofRaw.read(out)
+    assert_operator raw.total("alloc_objects"), :>, 20_000
+    assert_includes raw.function_names, "<main>"
+  end
+end
