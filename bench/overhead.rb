@@ -91,8 +91,10 @@ workloads.each do |workload|
   base = median(times["baseline"])
   puts
   puts "#{workload}:"
+  base_min = times["baseline"].min
   MODES.each do |mode|
     m = median(times[mode])
-    puts format("  %-9s median %8.3fs  ratio %.3fx  (runs: %s)", mode, m, m / base, times[mode].map { |t| format("%.3f", t) }.join(" "))
+    puts format("  %-9s median %7.3fs ratio %.3fx | min %7.3fs ratio %.3fx  (runs: %s)", mode, m, m / base,
+                times[mode].min, times[mode].min / base_min, times[mode].map { |t| format("%.3f", t) }.join(" "))
   end
 end

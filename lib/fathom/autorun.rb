@@ -60,7 +60,7 @@ module Fathom
         Options.one_of("FATHOM_MODE", mode, [:heap])
         {
           exact: Options.parse_boolean("FATHOM_EXACT", ENV.fetch("FATHOM_EXACT", "0")),
-          interval: "#{Options.duration_ns("FATHOM_INTERVAL", ENV.fetch("FATHOM_INTERVAL", "1ms"))}ns",
+          interval: "#{Options.duration_ns("FATHOM_INTERVAL", ENV.fetch("FATHOM_INTERVAL", "10ms"))}ns",
           max_depth: Options.parse_integer("FATHOM_MAX_DEPTH", ENV.fetch("FATHOM_MAX_DEPTH", "128"),
                                            Options::MAX_DEPTH_RANGE),
         }

@@ -113,7 +113,7 @@ module Fathom
         o.separator ""
         o.on("--mode MODE", "what to profile: #{MODES.join(", ")} (default: heap)") { |v| opts[:mode] = v }
         o.on("--exact", "record every allocation instead of sampling (slow)") { opts[:exact] = true }
-        o.on("--interval DUR", "sampling interval, e.g. 500us, 1ms, 0.002 (default: 1ms)") { |v| opts[:interval] = v }
+        o.on("--interval DUR", "sampling interval, e.g. 1ms, 10ms, 0.002 (default: 10ms)") { |v| opts[:interval] = v }
         o.on("--max-depth N", "deepest stack recorded, 1..4096 (default: 128)") { |v| opts[:max_depth] = v }
         o.on("-o", "--out FILE", "where to write the profile (default: #{DEFAULT_OUT})") { |v| opts[:out] = v }
         o.on("-h", "--help", "show this help") { opts[:help] = true }
@@ -140,7 +140,7 @@ module Fathom
       raise UsageError, "--mode must be one of #{MODES.join(", ")}, got #{mode.inspect}" unless MODES.include?(mode)
 
       interval_ns = validate do
-        Options.duration_ns("--interval", opts.fetch(:interval, "1ms"),
+        Options.duration_ns("--interval", opts.fetch(:interval, "10ms"),
                             min_ns: Options::SAMPLING_INTERVAL_NS.begin, max_ns: Options::SAMPLING_INTERVAL_NS.end)
       end
       max_depth = validate { Options.parse_integer("--max-depth", opts.fetch(:max_depth, "128"), Options::MAX_DEPTH_RANGE) }

@@ -9,7 +9,7 @@ module Fathom
   # Heap (allocation + in-use) profiler: the Ruby face of
   # Fathom::Native::MemoryCollector.
   #
-  #   profiler = Fathom::MemoryProfiler.new(interval: "1ms")
+  #   profiler = Fathom::MemoryProfiler.new(interval: "10ms")
   #   profiler.start
   #   ...
   #   profile = profiler.flush(gc: true)   # => Fathom::Profile
@@ -19,7 +19,11 @@ module Fathom
   # with hooks off between samples; exact: true records every allocation
   # (slow, for tests and small scripts).
   class MemoryProfiler
-    DEFAULTS = { exact: false, interval: 0.001, max_depth: 128 }.freeze
+    # 10 ms: each tick costs ~60us on the machines measured (a signal and a
+    # postponed job ~30us, installing + removing the hook ~30us), so 100
+    # samples/s stays within ~1% on an allocation-heavy loop while 1 ms
+    # costs 5-9% (IMPLEMENTATION.md, "Cost").
+    DEFAULTS = { exact: false, interval: 0.01, max_depth: 128 }.freeze
 
     attr_reader :exact, :interval_ns, :max_depth
 

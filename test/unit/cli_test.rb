@@ -83,7 +83,7 @@ class CLITest < Minitest::Test
   def test_run_defaults
     script = 'print ENV.values_at("FATHOM_OUT", "FATHOM_EXACT", "FATHOM_INTERVAL", "FATHOM_MAX_DEPTH").join(",")'
     out, = fathom("run", RbConfig.ruby, "-e", script, chdir: @dir)
-    assert_equal "#{File.join(File.realpath(@dir), "fathom-heap.pb.gz")},0,1000000ns,128", out
+    assert_equal "#{File.join(File.realpath(@dir), "fathom-heap.pb.gz")},0,10000000ns,128", out
   end
 
   def test_run_keeps_existing_rubyopt
