@@ -23,7 +23,7 @@ class MemoryProfilerTest < Minitest::Test
   def test_defaults_and_lifecycle
     profiler = Fathom::MemoryProfiler.new
     refute profiler.exact
-    assert_equal 1_000_000, profiler.interval_ns
+    assert_equal 10_000_000, profiler.interval_ns
     assert_equal 128, profiler.max_depth
     refute profiler.running?
     assert_same profiler, profiler.start
