@@ -87,6 +87,14 @@ module Fathom
     end
 
     # OptionParser's own errors (unknown option, missing argument) become usage errors.
+    # Parses argv with a command's parser; prints its help and returns true
+    # when --help was given.
+    def parse_or_help(parser, argv, opts, order:)
+      parse(parser, argv, order: order)
+      @stdout.puts parser if opts[:help]
+      opts[:help]
+    end
+
     def parse(parser, argv, order:)
       order ? parser.order!(argv) : parser.permute!(argv)
     rescue OptionParser::ParseError => e
@@ -122,12 +130,8 @@ module Fathom
 
     def run_command(argv)
       opts = {}
-      parser = run_parser(opts)
-      parse(parser, argv, order: true)
-      if opts[:help]
-        @stdout.puts parser
-        return 0
-      end
+      return 0 if parse_or_help(run_parser(opts), argv, opts, order: true)
+
       raise UsageError, "missing COMMAND to run (e.g. fathom run -- ruby script.rb)" if argv.empty?
 
       env = run_env(opts)
@@ -190,12 +194,8 @@ module Fathom
 
     def report_command(argv)
       opts = {}
-      parser = report_parser(opts)
-      parse(parser, argv, order: false)
-      if opts[:help]
-        @stdout.puts parser
-        return 0
-      end
+      return 0 if parse_or_help(report_parser(opts), argv, opts, order: false)
+
       raise UsageError, "missing FILE" if argv.empty?
       raise UsageError, "too many arguments: #{argv.join(" ")}" if argv.size > 1
 

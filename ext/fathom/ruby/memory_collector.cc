@@ -478,7 +478,7 @@ VALUE CollectorAlloc(VALUE klass) {
 
 VALUE CollectorInitialize(VALUE self, VALUE exact, VALUE interval_ns, VALUE max_depth) {
   Collector* c = GetCollector(self);
-  if (c->running) rb_raise(eFathomError, "fathom: cannot re-initialize a running collector");
+  if (c->max_depth != 0) rb_raise(eFathomError, "fathom: collector is already initialized");
   if (!RB_INTEGER_TYPE_P(interval_ns)) rb_raise(rb_eTypeError, "fathom: interval must be an Integer of nanoseconds");
   if (!RB_INTEGER_TYPE_P(max_depth)) rb_raise(rb_eTypeError, "fathom: max_depth must be an Integer");
   long long interval = NUM2LL(interval_ns);
