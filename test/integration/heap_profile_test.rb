@@ -64,6 +64,22 @@ class HeapProfileTest < Minitest::Test
     assert_in_delta 80_000, est, 80_000 * 0.35, "estimated live strings"
   end
 
+  # Weights telescope: the sampled alloc_objects total must match Ruby's own
+  # allocation counter over the run (less the allocations after the last
+  # sample, which belong to the next window).
+  def test_sampled_alloc_total_matches_ruby_counter
+    profiler = Fathom::MemoryProfiler.new(interval: 0.0001)
+    before = GC.stat(:total_allocated_objects)
+    profiler.start
+    4.times { KeepAndDrop.run }
+    profiler.stop
+    truth = GC.stat(:total_allocated_objects) - before
+    path = File.join(@dir, "total.pb.gz")
+    profiler.flush.write(path)
+    total = PprofRaw.read(path).total("alloc_objects")
+    assert_in_delta 1.0, total.fdiv(truth), 0.05, "estimated #{total} allocations, Ruby counted #{truth}"
+  end
+
   def test_stacks_have_ruby_names_files_and_lines
     _profile, raw = profile_keep_and_drop(exact: true)
     names = raw.function_names
