@@ -11,21 +11,26 @@ $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
 require "fathom"
 
 objects = 1_000_000
-OptionParser.new { |o| o.on("--objects N", Integer) { |n| objects = n } }.parse!
+sites = 100
+OptionParser.new do |o|
+  o.on("--objects N", Integer) { |n| objects = n }
+  o.on("--sites N", Integer, "distinct allocation stacks (default 100)") { |n| sites = n }
+end.parse!
 
-# A few hundred distinct stacks, like an application's allocation sites.
-module Sites
-  100.times do |i|
-    define_method(:"site_#{i}") { |n, out| n.times { out << Object.new } }
-  end
+# Distinct allocation sites, like an application's.
+module Sites; end
+# module_eval of source, not define_method: each site needs its own iseq to
+# be its own stack (define_method blocks would share one).
+sites.times do |i|
+  Sites.module_eval("def site_#{i}(n, out) = n.times { out << Object.new }", "site_#{i}.rb", 1)
 end
 include Sites
 
 profiler = Fathom::MemoryProfiler.new(exact: true)
 profiler.start
 kept = []
-per_site = objects / 100
-100.times { |i| send(:"site_#{i}", per_site, kept) }
+per_site = objects / sites
+sites.times { |i| send(:"site_#{i}", per_site, kept) }
 profiler.stop
 GC.start
 
@@ -42,17 +47,20 @@ end
 sleep 0.05
 max_late = 0.0
 
+gc0 = GC.stat.values_at(:minor_gc_count, :major_gc_count)
 t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 profile = profiler.flush
 t1 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+gcs = GC.stat.values_at(:minor_gc_count, :major_gc_count).zip(gc0).map { |a, b| a - b }
 stop = true
 ticker.join
 
 s = profile.stats
-puts "Fathom flush benchmark (Ruby #{RUBY_VERSION}): #{kept.size} live objects, exact mode"
+puts "Fathom flush benchmark (Ruby #{RUBY_VERSION}): #{kept.size} live objects from #{sites} sites, exact mode"
 puts format("  flush total        %8.1f ms (wall, measured outside)", (t1 - t0) * 1e3)
 puts format("  flush_ns           %8.1f ms  (walk %.1f ms, symbolize %.1f ms, encode+gzip off-GVL %.1f ms)",
             s[:flush_ns] / 1e6, s[:walk_ns] / 1e6, s[:symbolize_ns] / 1e6, s[:encode_ns] / 1e6)
 puts format("  longest GVL hold   %8.2f ms  (%d yields)", s[:max_gvl_hold_ns] / 1e6, s[:gvl_yields])
 puts format("  ticker max late    %8.2f ms  (what another thread felt)", max_late * 1e3)
+puts format("  Ruby GCs during    %d minor, %d major (a GC holds the GVL by nature; symbolizing allocates)", *gcs)
 puts format("  live samples       %8d, profile %d bytes gzipped", s[:live_samples], s[:bytes])

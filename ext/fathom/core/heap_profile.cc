@@ -33,30 +33,39 @@ void HeapAggregator::ReleaseStacks() {
   retained_stacks_.clear();
 }
 
-HeapSnapshot MakeHeapSnapshot(const SampleStore& store, const HeapAggregator& aggregator) {
-  const StackTable& stacks = store.stacks();
-  HeapSnapshot snap;
-  snap.labels = store.labels_const().strings();
-  std::unordered_map<uint32_t, uint32_t> stack_map;   // stack id -> snapshot stack
-  std::unordered_map<uint32_t, uint32_t> symbol_map;  // frame index -> snapshot symbol
-  snap.rows.reserve(aggregator.rows().size());
-  for (const auto& [key, values] : aggregator.rows()) {
-    auto [it, inserted] = stack_map.try_emplace(key.stack_id, static_cast<uint32_t>(snap.stacks.size()));
+HeapSnapshotBuilder::HeapSnapshotBuilder(const SampleStore& store, const HeapAggregator& aggregator)
+    : store_(store), next_(aggregator.rows().begin()), end_(aggregator.rows().end()) {
+  snap_.labels = store.labels_const().strings();
+  snap_.rows.reserve(aggregator.rows().size());
+}
+
+bool HeapSnapshotBuilder::Step(size_t max_rows) {
+  const StackTable& stacks = store_.stacks();
+  for (size_t n = 0; n < max_rows && next_ != end_; n++, ++next_) {
+    const auto& [key, values] = *next_;
+    auto [it, inserted] = stack_map_.try_emplace(key.stack_id, static_cast<uint32_t>(snap_.stacks.size()));
     if (inserted) {
       const auto& frames = stacks.frames(key.stack_id);
       const auto& lines = stacks.lines(key.stack_id);
       std::vector<HeapSnapshot::Frame> out(frames.size());
       for (size_t i = 0; i < frames.size(); i++) {
-        auto [sym, fresh] = symbol_map.try_emplace(frames[i], static_cast<uint32_t>(snap.symbols.size()));
-        if (fresh) snap.symbols.push_back(stacks.symbol(frames[i]));
+        auto [sym, fresh] = symbol_map_.try_emplace(frames[i], static_cast<uint32_t>(snap_.symbols.size()));
+        if (fresh) snap_.symbols.push_back(stacks.symbol(frames[i]));
         out[i] = HeapSnapshot::Frame{sym->second, lines[i]};
       }
-      snap.stacks.push_back(std::move(out));
-      snap.truncated.push_back(stacks.truncated(key.stack_id));
+      snap_.stacks.push_back(std::move(out));
+      snap_.truncated.push_back(stacks.truncated(key.stack_id));
     }
-    snap.rows.push_back(HeapSnapshot::Row{it->second, key.class_label, key.thread_label, values});
+    snap_.rows.push_back(HeapSnapshot::Row{it->second, key.class_label, key.thread_label, values});
   }
-  return snap;
+  return next_ == end_;
+}
+
+HeapSnapshot MakeHeapSnapshot(const SampleStore& store, const HeapAggregator& aggregator) {
+  HeapSnapshotBuilder builder(store, aggregator);
+  while (!builder.Step(SIZE_MAX)) {
+  }
+  return builder.Take();
 }
 
 std::string EncodeHeapProfile(const HeapSnapshot& snap) {

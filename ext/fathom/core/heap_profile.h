@@ -70,8 +70,28 @@ struct HeapSnapshot {
   std::string comment;
 };
 
-// Copies rows, their stacks, the frames' symbols and the labels. All frames
-// of the referenced stacks must have been symbolized (FrameSymbol::resolved).
+// Copies rows, their stacks, the frames' symbols and the labels, a batch of
+// rows at a time so that a caller holding the GVL can yield between batches
+// (a profile can have 100k rows). The aggregator must not change meanwhile;
+// the stack table may grow (nothing is kept pointing into it across Step
+// calls) but the aggregated stacks, which it retains, do not change. All
+// frames of those stacks must have been symbolized (FrameSymbol::resolved).
+class HeapSnapshotBuilder {
+ public:
+  HeapSnapshotBuilder(const SampleStore& store, const HeapAggregator& aggregator);
+  // Copies up to max_rows more rows; returns true once every row is copied.
+  bool Step(size_t max_rows);
+  HeapSnapshot Take() { return std::move(snap_); }
+
+ private:
+  const SampleStore& store_;
+  std::unordered_map<SampleKey, HeapValues, SampleKeyHash>::const_iterator next_, end_;
+  std::unordered_map<uint32_t, uint32_t> stack_map_;   // stack id -> snapshot stack
+  std::unordered_map<uint32_t, uint32_t> symbol_map_;  // frame index -> snapshot symbol
+  HeapSnapshot snap_;
+};
+
+// The whole copy in one go (HeapSnapshotBuilder without pauses).
 HeapSnapshot MakeHeapSnapshot(const SampleStore& store, const HeapAggregator& aggregator);
 
 // Encodes to gzipped pprof. Pure computation: safe to run without the GVL.

@@ -15,12 +15,12 @@ void SampleStore::MarkFreed(uint32_t index) {
   freed_head_ = index;
 }
 
-size_t SampleStore::DrainFreed() {
+size_t SampleStore::DrainFreed(size_t limit) {
   size_t drained = 0;
   // Frees come in runs from the same allocation site: remember the last row.
   SampleKey last_key{StackTable::kNone, 0, 0};
   AllocTotals* last_totals = nullptr;
-  while (freed_head_ != UINT32_MAX) {
+  while (freed_head_ != UINT32_MAX && drained < limit) {
     uint32_t index = freed_head_;
     SampleRecord& r = records_[index];
     freed_head_ = r.next_freed;

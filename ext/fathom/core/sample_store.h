@@ -83,8 +83,10 @@ class SampleStore {
   // so a churning program keeps only live records (exact mode would
   // otherwise hold one record per allocation until the next flush).
   // Allocates: call outside GC.
-  // Returns how many records it recycled.
-  size_t DrainFreed();
+  // Drains at most `limit` records (so a caller holding a lock can pause
+  // between batches) and returns how many it recycled.
+  size_t DrainFreed(size_t limit = SIZE_MAX);
+  bool has_freed() const { return freed_head_ != UINT32_MAX; }
   // Totals of drained records since the last TakeFreedTotals. Each entry
   // holds a reference on its stack, which the caller takes over.
   std::unordered_map<SampleKey, AllocTotals, SampleKeyHash> TakeFreedTotals();

@@ -17,16 +17,17 @@ std::string ToStdString(VALUE s) {
 
 FrameSymbol SymbolizeFrame(VALUE frame) {
   FrameSymbol sym;
-  // full_label is "block in Foo#bar" / "Foo.bar" / "<main>" for Ruby frames.
-  // For C functions some Rubies return nil or a bare method name, so fall
-  // back to the qualified method name ("Integer#times").
+  // full_label is "block in Foo#bar" / "Foo.bar" / "<main>" for Ruby frames
+  // and "Integer#times" for C functions on 3.1. Each call below may allocate
+  // a String, and a flush symbolizes thousands of frames while the heap may
+  // be large (every allocation brings the next GC closer), so fallbacks are
+  // asked for only when needed.
   VALUE label = rb_profile_frame_full_label(frame);
-  VALUE qualified = rb_profile_frame_qualified_method_name(frame);
-  if (NIL_P(label) || (RB_TYPE_P(qualified, T_STRING) && NIL_P(rb_profile_frame_path(frame)))) label = qualified;
+  if (NIL_P(label)) label = rb_profile_frame_qualified_method_name(frame);
   if (NIL_P(label)) label = rb_profile_frame_method_name(frame);
   sym.name = NIL_P(label) ? std::string("(unknown)") : ToStdString(label);
 
-  VALUE path = rb_profile_frame_absolute_path(frame);
+  VALUE path = rb_profile_frame_absolute_path(frame);  // the iseq's own String: no allocation
   if (NIL_P(path)) path = rb_profile_frame_path(frame);
   sym.filename = ToStdString(path);
 

@@ -597,6 +597,7 @@ struct FlushState {
   bool gc = false;
   std::unique_ptr<HeapAggregator> aggregator;
   std::vector<uint32_t> frames_to_symbolize;
+  std::unique_ptr<HeapSnapshotBuilder> snapshot_builder;  // copies rows in batches, yielding between
   HeapSnapshot snapshot;
   std::string bytes;
   // Statistics.
@@ -687,9 +688,13 @@ void SymbolizeFrames(FlushState* f) {
   // other threads' hooks may then grow the stack table under any reference
   // we held into it. Frames referenced by retained stacks cannot die.
   std::vector<uint32_t>& todo = f->frames_to_symbolize;
-  for (const auto& row : f->aggregator->rows())
+  size_t rows = 0;
+  for (const auto& row : f->aggregator->rows()) {
     for (uint32_t frame : stacks.frames(row.first.stack_id))
       if (!stacks.symbol(frame).resolved) todo.push_back(frame);
+    // Only flush code touches the aggregator, so iterating on after a yield is safe.
+    if ((++rows & 1023) == 0) MaybeYield(f);
+  }
   for (size_t n = 0; n < todo.size(); n++) {
     uint32_t frame = todo[n];
     if (stacks.symbol(frame).resolved) continue;  // duplicates in todo
@@ -710,6 +715,12 @@ VALUE FlushBody(VALUE arg) {
   Collector* c = f->c;
   f->started_ns = MonotonicNs();
   f->hold_started_ns = f->started_ns;
+  // A GC can leave millions of freed records to fold: do it in batches,
+  // yielding between them, before CommitPending would do it in one go.
+  while (c->store.has_freed()) {
+    c->drained_since_flush += c->store.DrainFreed(4096);
+    MaybeYield(f);
+  }
   CommitPending(c);
   if (f->gc) rb_gc_start();
 
@@ -723,7 +734,9 @@ VALUE FlushBody(VALUE arg) {
   WalkRecords(f);
   int64_t t1 = MonotonicNs();
   SymbolizeFrames(f);
-  f->snapshot = MakeHeapSnapshot(c->store, *f->aggregator);
+  f->snapshot_builder = std::make_unique<HeapSnapshotBuilder>(c->store, *f->aggregator);
+  while (!f->snapshot_builder->Step(2048)) MaybeYield(f);
+  f->snapshot = f->snapshot_builder->Take();
   f->aggregator->ReleaseStacks();
   int64_t t2 = MonotonicNs();
   f->walk_ns = t1 - t0;
