@@ -379,34 +379,31 @@ module Fathom
       end
 
       def function(start, stop, into)
-        @pos = start
-        f = [0, 0, 0, 0, 0]
-        while @pos < stop
-          field, wire = key
-          if field.between?(1, 5)
-            f[field - 1] = int64(wire)
-          else
-            skip(wire)
-          end
-        end
-        check_end(stop)
+        f = scalar_fields(start, stop, 5)
         error("function id 0 is reserved") if f[0].zero?
         into[f[0]] = Function.new(f[0], str(f[1]), str(f[2]), str(f[3]), f[4])
       end
 
       def mapping(start, stop, into)
+        m = scalar_fields(start, stop, 6)
+        into[m[0]] = Mapping.new(m[0], m[1], m[2], m[3], str(m[4]), str(m[5]))
+      end
+
+      # A message whose fields 1..count are all integer scalars (Function,
+      # and the parts of Mapping we keep): their values, 0 when absent.
+      def scalar_fields(start, stop, count)
         @pos = start
-        m = [0, 0, 0, 0, 0, 0]
+        values = Array.new(count, 0)
         while @pos < stop
           field, wire = key
-          if field.between?(1, 6)
-            m[field - 1] = int64(wire)
+          if field.between?(1, count)
+            values[field - 1] = int64(wire)
           else
             skip(wire)
           end
         end
         check_end(stop)
-        into[m[0]] = Mapping.new(m[0], m[1], m[2], m[3], str(m[4]), str(m[5]))
+        values
       end
 
       def varint_field(wire)
