@@ -87,6 +87,19 @@ class HeapProfileTest < Minitest::Test
     assert_in_delta 1.0, total.fdiv(truth), 0.10, "estimated #{total} allocations, Ruby counted #{truth}"
   end
 
+  # Ruby 3.3+ triggers the arming job straight from the timer thread
+  # (rb_postponed_job_trigger); older Rubies signal the GVL holder. Found by
+  # have_func at build time: on 3.1 the 3.3 path must be absent.
+  def test_timer_mechanism_matches_ruby_version
+    profiler = Fathom::MemoryProfiler.new(interval: 0.001).start
+    KeepAndDrop.run
+    stats = profiler.stats
+    profiler.stop
+    expected = Gem::Version.new(RUBY_VERSION) >= Gem::Version.new("3.3") ? "trigger" : "signal"
+    assert_equal expected, stats[:timer_mechanism]
+    assert_operator stats[:samples_taken], :>, 0
+  end
+
   def test_stacks_have_ruby_names_files_and_lines
     _profile, raw = profile_keep_and_drop(exact: true)
     names = raw.function_names

@@ -853,6 +853,7 @@ VALUE CollectorStats(VALUE self) {
   set("timer_signals", t.signals_sent);
   set("timer_misses", t.handler_misses);
   set("timer_jobs", t.jobs_registered);
+  rb_hash_aset(h, ID2SYM(rb_intern("timer_mechanism")), rb_str_new_cstr(SampleTimer::mechanism()));
   return h;
 }
 

@@ -43,6 +43,24 @@ std::atomic<bool> g_missed{false};
 std::atomic<bool> g_job_outstanding{false};
 std::atomic<uint64_t> g_ticks{0}, g_signals{0}, g_misses{0}, g_registered{0};
 
+#ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
+// Ruby 3.3+: a preregistered job can be triggered from any thread ("async-
+// signal-safe and can be called from any thread", ruby/debug.h), so the
+// timer thread triggers it directly: no signal, no hunt for the GVL holder,
+// no SIGPROF handler. Verified against the 3.3 header by reading only; 3.1
+// (where this is tested) takes the signal path. Preregistration is for the
+// process lifetime (the table has 32 entries), so it happens once.
+rb_postponed_job_handle_t g_job_handle = POSTPONED_JOB_HANDLE_INVALID;
+#endif
+
+bool UsesTrigger() {
+#ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
+  return g_job_handle != POSTPONED_JOB_HANDLE_INVALID;
+#else
+  return false;
+#endif
+}
+
 // The SIGPROF disposition before ours. We never put it back: a SIGPROF we
 // sent can still be pending on a descheduled thread after stop, and under
 // SIG_DFL it would kill the process. Once stopped our handler forwards to
@@ -161,6 +179,14 @@ void* TimerMain(void*) {
       stale = true;
     }
     outstanding_ticks = 0;
+#ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
+    if (UsesTrigger()) {
+      g_job_outstanding.store(true);
+      rb_postponed_job_trigger(g_job_handle);
+      g_registered++;
+      continue;
+    }
+#endif
     if (g_threads.empty()) continue;
     // The last one did not hold the GVL, or did not run the job: try the next.
     if (g_missed.exchange(false) || stale) g_target++;
@@ -206,7 +232,10 @@ pid_t CurrentTid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
 
 bool SampleTimer::Start(uint64_t interval_ns, rb_postponed_job_func_t job, std::string* error) {
   if (g_thread_running) return true;
-  if (!InstallHandler(error)) return false;
+#ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
+  if (g_job_handle == POSTPONED_JOB_HANDLE_INVALID) g_job_handle = rb_postponed_job_preregister(0, job, nullptr);
+#endif
+  if (!UsesTrigger() && !InstallHandler(error)) return false;
   g_interval_ns = interval_ns;
   g_job.store(job);
   g_missed.store(false);
@@ -293,5 +322,7 @@ void SampleTimer::JobRan() { g_job_outstanding.store(false); }
 SampleTimer::Stats SampleTimer::stats() {
   return Stats{g_ticks.load(), g_signals.load(), g_misses.load(), g_registered.load()};
 }
+
+const char* SampleTimer::mechanism() { return UsesTrigger() ? "trigger" : "signal"; }
 
 }  // namespace fathom

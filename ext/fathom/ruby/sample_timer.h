@@ -9,7 +9,9 @@
 // code soon, so the handler checks ruby_thread_has_gvl_p(): on a miss it
 // records it and the timer moves to the next known Ruby thread at the next
 // tick. Threads are learned at start (Thread.list) and from THREAD_BEGIN/END
-// events. See IMPLEMENTATION.md, "Sampled mode".
+// events. On Ruby 3.3+ (rb_postponed_job_preregister found by have_func) the
+// timer thread triggers a preregistered job directly instead, with no signal.
+// See IMPLEMENTATION.md, "Sampled mode".
 #pragma once
 
 #include <sys/types.h>
@@ -55,6 +57,9 @@ class SampleTimer {
     uint64_t ticks, signals_sent, handler_misses, jobs_registered;
   };
   static Stats stats();
+  // How ticks reach Ruby: "signal" (SIGPROF to the GVL holder, Ruby < 3.3)
+  // or "trigger" (rb_postponed_job_trigger from the timer thread, 3.3+).
+  static const char* mechanism();
 };
 
 pid_t CurrentTid();
