@@ -467,8 +467,6 @@ Collector* GetCollector(VALUE self) {
   return static_cast<Collector*>(rb_check_typeddata(self, &kCollectorType));
 }
 
-void SetRoot(VALUE* slot, VALUE value) { *slot = value; }
-
 // ---------------------------------------------------------------- lifecycle
 
 VALUE CollectorAlloc(VALUE klass) {
@@ -521,7 +519,7 @@ void ReleaseFreeobjOwnership() {
   RemoveFreeobjHook();
   g_freeobj_owner->liveness_lost = true;
   g_freeobj_owner = nullptr;
-  SetRoot(&g_freeobj_owner_self, Qnil);
+  g_freeobj_owner_self = Qnil;
 }
 
 VALUE CollectorStart(VALUE self) {
@@ -538,12 +536,12 @@ VALUE CollectorStart(VALUE self) {
   c->liveness_lost = false;
 
   g_active = c;
-  SetRoot(&g_active_self, self);
+  g_active_self = self;
   if (c->exact) {
     if (g_freeobj_owner != c) {
       ReleaseFreeobjOwnership();
       g_freeobj_owner = c;
-      SetRoot(&g_freeobj_owner_self, self);
+      g_freeobj_owner_self = self;
       AddFreeobjHook();
     }
     AddNewobjHook();
@@ -558,7 +556,7 @@ VALUE CollectorStart(VALUE self) {
       rb_remove_event_hook(ThreadBeginHook);
       rb_remove_event_hook(ThreadEndHook);
       g_active = nullptr;
-      SetRoot(&g_active_self, Qnil);
+      g_active_self = Qnil;
       rb_raise(eFathomError, "fathom: %s", error.c_str());
     }
   }
@@ -583,7 +581,7 @@ VALUE CollectorStop(VALUE self) {
   CommitPending(c);
   c->running = false;
   g_active = nullptr;
-  SetRoot(&g_active_self, Qnil);
+  g_active_self = Qnil;
   return self;
 }
 
@@ -593,7 +591,6 @@ VALUE CollectorRunningP(VALUE self) { return GetCollector(self)->running ? Qtrue
 
 struct FlushState {
   Collector* c = nullptr;
-  VALUE self = Qnil;
   bool gc = false;
   std::unique_ptr<HeapAggregator> aggregator;
   std::vector<uint32_t> frames_to_symbolize;
@@ -790,7 +787,6 @@ VALUE CollectorFlush(VALUE self, VALUE gc) {
   c->flushing = true;
   auto* f = new FlushState();
   f->c = c;
-  f->self = self;
   f->gc = RTEST(gc);
   int state = 0;
   // Everything that can raise or longjmp runs under rb_protect with its C++
