@@ -1,11 +1,16 @@
 # frozen_string_literal: true
 
-# Overhead of the memory profiler, as ratios against a baseline measured in
-# the same invocation. Not a test: timings on a shared machine are noisy, so
+# Overhead of the profilers, as ratios against a baseline measured in the
+# same invocation. Not a test: timings on a shared machine are noisy, so
 # every configuration runs in its own fresh process, rounds are interleaved
 # (baseline, sampled, exact, baseline, ...) and medians are compared.
 #
 #   ruby -Ilib bench/overhead.rb [--rounds 7] [--workload alloc_loop,rmp_like]
+#                                [--modes baseline,sampled,exact,gc,gc_every]
+#
+# Modes: sampled / exact = the heap profiler; gc = the GC profiler as shipped
+# (steps coalesced, 10 ms); gc_every = the GC profiler with coalescing off
+# (every GC step becomes a period), to show what coalescing saves.
 require "optparse"
 require "rbconfig"
 
@@ -41,7 +46,13 @@ WORKLOADS = {
   end,
 }.freeze
 
-MODES = %w[baseline sampled exact].freeze
+PROFILERS = {
+  "baseline" => nil,
+  "sampled" => -> { Fathom::MemoryProfiler.new },
+  "exact" => -> { Fathom::MemoryProfiler.new(exact: true) },
+  "gc" => -> { Fathom::GcProfiler.new },
+  "gc_every" => -> { Fathom::GcProfiler.new(coalesce: 0) },
+}.freeze
 
 def child(mode, workload)
   $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
@@ -50,7 +61,7 @@ def child(mode, workload)
   require "fathom"
   work = WORKLOADS.fetch(workload)
   GC.start
-  profiler = Fathom::MemoryProfiler.new(exact: mode == "exact") unless mode == "baseline"
+  profiler = PROFILERS.fetch(mode)&.call
   t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
   profiler&.start
   work.call
@@ -59,7 +70,7 @@ def child(mode, workload)
   flush_s = 0.0
   if profiler
     profile = profiler.flush
-    flush_s = profile.stats[:flush_ns] / 1e9
+    flush_s = profile.stats[:flush_ns].to_i / 1e9
   end
   puts format("%.6f %.6f", t1 - t0, flush_s)
 end
@@ -71,10 +82,16 @@ end
 
 rounds = 7
 workloads = WORKLOADS.keys
+modes = %w[baseline sampled exact]
 OptionParser.new do |o|
   o.on("--rounds N", Integer) { |n| rounds = n }
   o.on("--workload LIST", Array) { |l| workloads = l }
+  o.on("--modes LIST", Array) { |l| modes = l }
 end.parse!
+modes.unshift("baseline") unless modes.include?("baseline")
+unknown = modes - PROFILERS.keys
+abort "unknown mode(s) #{unknown.join(", ")}; known: #{PROFILERS.keys.join(", ")}" unless unknown.empty?
+MODES = modes.freeze
 
 def median(xs) = xs.sort[xs.size / 2]
 

@@ -22,6 +22,8 @@ have_func("rb_profile_thread_frames", "ruby/debug.h") # 3.3+
 # prototypes (ext/fathom/ruby/ruby_private_api.h) when the linker finds them.
 have_func("ruby_thread_has_gvl_p")
 have_func("rb_obj_memsize_of")
+have_func("rb_objspace_reachable_objects_from")      # the retention snapshot's heap walk
+have_func("rb_objspace_reachable_objects_from_root")
 
 src = File.expand_path(__dir__)
 dirs = %w[core ruby]

@@ -6,6 +6,8 @@ require_relative "error"
 require_relative "options"
 require_relative "pprof/reader"
 require_relative "report/top"
+require_relative "report"
+require_relative "output_paths"
 
 module Fathom
   # The `fathom` command. Deliberately does not load the native extension:
@@ -18,15 +20,16 @@ module Fathom
     class UsageError < StandardError; end
 
     LIB_DIR = File.expand_path("..", __dir__)
-    MODES = %w[heap].freeze
-    DEFAULT_OUT = "fathom-heap.pb.gz"
+    MODES = %w[heap gc retention].freeze
+    FORMATS = %w[pprof firefox].freeze
 
     HELP = <<~TEXT
       Usage: fathom COMMAND [options]
 
       Commands:
         run     run a Ruby program under the profiler and write a profile
-        report  print the top functions of a profile (no Go needed)
+        report  print a profile's report (no Go needed)
+        diff    what grew between two profiles, per path (find a leak from two snapshots)
 
       Options:
         -h, --help     show this help (`fathom COMMAND --help` for a command's)
@@ -35,6 +38,9 @@ module Fathom
       Examples:
         fathom run --mode heap -o heap.pb.gz -- ruby script.rb
         fathom report heap.pb.gz --sample-index alloc_space --top 10
+        fathom run --mode gc --format firefox -o gc.json.gz -- ruby script.rb
+        fathom run --mode retention -o retained.pb.gz -- ruby script.rb
+        fathom diff before.pb.gz after.pb.gz
         go tool pprof -http=: heap.pb.gz
     TEXT
 
@@ -61,7 +67,8 @@ module Fathom
         0
       when "run" then run_command(argv)
       when "report" then report_command(argv)
-      else usage_error(nil, "unknown command #{command.inspect} (commands: run, report)")
+      when "diff" then diff_command(argv)
+      else usage_error(nil, "unknown command #{command.inspect} (commands: run, report, diff)")
       end
     rescue UsageError => e
       usage_error(command, e.message)
@@ -74,13 +81,14 @@ module Fathom
       when nil then @stdout.print HELP
       when "run" then @stdout.puts run_parser({})
       when "report" then @stdout.puts report_parser({})
-      else return usage_error(nil, "unknown command #{command.inspect} (commands: run, report)")
+      when "diff" then @stdout.puts diff_parser({})
+      else return usage_error(nil, "unknown command #{command.inspect} (commands: run, report, diff)")
       end
       0
     end
 
     def usage_error(command, message)
-      where = command && %w[run report].include?(command) ? "fathom #{command}" : "fathom"
+      where = command && %w[run report diff].include?(command) ? "fathom #{command}" : "fathom"
       @stderr.puts "#{where}: #{message}"
       @stderr.puts "Run `#{where} --help` for usage."
       2
@@ -119,11 +127,17 @@ module Fathom
         o.separator "profiled; a forked child writes FILE with its pid inserted (heap.<pid>.pb.gz)."
         o.separator "The exit status is COMMAND's."
         o.separator ""
-        o.on("--mode MODE", "what to profile: #{MODES.join(", ")} (default: heap)") { |v| opts[:mode] = v }
+        o.separator "Modes combine (--mode heap,gc): each writes its own file, FILE without its"
+        o.separator "extension plus .<mode>.pb.gz (-o run -> run.heap.pb.gz, run.gc.pb.gz)."
+        o.separator "retention takes a snapshot at exit, after the program's own at_exit handlers."
+        o.separator ""
+        o.on("--mode MODES", "what to profile, comma-separated: #{MODES.join(", ")} (default: heap)") { |v| opts[:mode] = v }
+        o.on("--format FORMAT", "GC profile format: pprof or firefox (Firefox Profiler JSON; default: pprof)") { |v| opts[:format] = v }
+        o.on("--coalesce DUR", "GC: sum GC steps into one sample at most this often, 0 = every step (default: 10ms)") { |v| opts[:coalesce] = v }
         o.on("--exact", "record every allocation instead of sampling (slow)") { opts[:exact] = true }
         o.on("--interval DUR", "sampling interval, e.g. 1ms, 10ms, 0.002 (default: 10ms)") { |v| opts[:interval] = v }
         o.on("--max-depth N", "deepest stack recorded, 1..4096 (default: 128)") { |v| opts[:max_depth] = v }
-        o.on("-o", "--out FILE", "where to write the profile (default: #{DEFAULT_OUT})") { |v| opts[:out] = v }
+        o.on("-o", "--out FILE", "where to write the profile (default: fathom-<mode>.pb.gz)") { |v| opts[:out] = v }
         o.on("-h", "--help", "show this help") { opts[:help] = true }
       end
     end
@@ -140,22 +154,35 @@ module Fathom
 
     # The environment that lib/fathom/autorun.rb reads in the profiled program.
     def run_env(opts)
-      mode = opts.fetch(:mode, "heap")
-      raise UsageError, "--mode must be one of #{MODES.join(", ")}, got #{mode.inspect}" unless MODES.include?(mode)
+      modes = opts.fetch(:mode, "heap").split(",").map(&:strip).reject(&:empty?).uniq
+      bad = modes.reject { |m| MODES.include?(m) }
+      unless bad.empty? && !modes.empty?
+        raise UsageError, "--mode must be one or more of #{MODES.join(", ")}, got #{opts[:mode].inspect}"
+      end
+
+      format = opts.fetch(:format, "pprof")
+      raise UsageError, "--format must be one of #{FORMATS.join(", ")}, got #{format.inspect}" unless FORMATS.include?(format)
+
+      coalesce = opts.fetch(:coalesce, "10ms")
+      validate { Options.duration_ns("--coalesce", coalesce) } unless coalesce.strip == "0"
 
       interval_ns = validate do
         Options.duration_ns("--interval", opts.fetch(:interval, "10ms"),
                             min_ns: Options::SAMPLING_INTERVAL_NS.begin, max_ns: Options::SAMPLING_INTERVAL_NS.end)
       end
       max_depth = validate { Options.parse_integer("--max-depth", opts.fetch(:max_depth, "128"), Options::MAX_DEPTH_RANGE) }
-      out = File.expand_path(opts.fetch(:out, DEFAULT_OUT))
-      raise UsageError, "--out #{out} is a directory; give a file name" if File.directory?(out)
+      # One mode: the file (default fathom-<mode>.pb.gz); several: a base name.
+      out = opts[:out] || (OutputPaths.default(modes.first, format) if modes.size == 1)
+      out &&= File.expand_path(out)
+      raise UsageError, "--out #{out} is a directory; give a file name" if out && File.directory?(out)
       # RUBYOPT is split on whitespace with no quoting, so -I cannot carry such a path.
       raise UsageError, "cannot run from #{LIB_DIR}: RUBYOPT cannot hold a path with spaces" if LIB_DIR.match?(/\s/)
 
       {
-        "FATHOM_MODE" => mode,
-        "FATHOM_OUT" => out,
+        "FATHOM_MODE" => modes.join(","),
+        "FATHOM_OUT" => out || "",
+        "FATHOM_FORMAT" => format,
+        "FATHOM_COALESCE" => coalesce,
         "FATHOM_EXACT" => opts[:exact] ? "1" : "0",
         "FATHOM_INTERVAL" => "#{interval_ns}ns",
         "FATHOM_MAX_DEPTH" => max_depth.to_s,
@@ -182,8 +209,10 @@ module Fathom
       OptionParser.new do |o|
         o.banner = "Usage: fathom report [options] FILE"
         o.separator ""
-        o.separator "Prints the functions with the largest values in a pprof profile, like"
-        o.separator "`go tool pprof -top` (flat: in the function itself, cum: including callees)."
+        o.separator "Heap profiles: the functions with the largest values, like `go tool pprof"
+        o.separator "-top` (flat: in the function itself, cum: including callees)."
+        o.separator "GC profiles (pprof or Firefox JSON): GC counts, time in GC, pause percentiles."
+        o.separator "Retention profiles: the top retainers with their reference chain."
         o.separator ""
         o.on("--sample-index NAME", "alloc_objects, alloc_space, inuse_objects or inuse_space",
              "(default: the profile's default, inuse_space)") { |v| opts[:sample_index] = v }
@@ -201,16 +230,55 @@ module Fathom
 
       top = validate { Options.parse_integer("--top", opts.fetch(:top, "20"), 1..) }
       path = argv.first
-      profile = begin
-        Pprof.read_file(path)
+      bytes = begin
+        File.binread(path)
       rescue SystemCallError => e
         @stderr.puts "fathom report: cannot read #{path}: #{e.message}"
         return 1
+      end
+      report = begin
+        validate { Report.for_bytes(bytes, sample_index: opts[:sample_index], top: top) }
       rescue Pprof::DecodeError => e
-        @stderr.puts "fathom report: not a pprof profile: #{e.message.delete_prefix("fathom: ")}"
+        @stderr.puts "fathom report: not a pprof profile: #{path}: #{e.message.delete_prefix("fathom: ")}"
         return 1
       end
-      report = validate { Report::Top.new(profile, sample_index: opts[:sample_index], top: top) }
+      @stdout.print report.to_s
+      0
+    end
+
+    # ---- fathom diff ---------------------------------------------------
+
+    def diff_parser(opts)
+      OptionParser.new do |o|
+        o.banner = "Usage: fathom diff [options] BEFORE AFTER"
+        o.separator ""
+        o.separator "Growth per path between two pprof profiles of the same kind. For retention"
+        o.separator "profiles a path is the reference chain that keeps objects alive, so two"
+        o.separator "snapshots taken a while apart show what leaks and through which chain."
+        o.separator "For heap profiles a path is an allocation stack."
+        o.separator ""
+        o.on("--sample-index NAME", "the value to compare (default: the profiles' default, inuse_space)") { |v| opts[:sample_index] = v }
+        o.on("--top N", "rows to show (default: 20)") { |v| opts[:top] = v }
+        o.on("-h", "--help", "show this help") { opts[:help] = true }
+      end
+    end
+
+    def diff_command(argv)
+      opts = {}
+      return 0 if parse_or_help(diff_parser(opts), argv, opts, order: false)
+      raise UsageError, "need two profiles: BEFORE AFTER" unless argv.size == 2
+
+      top = validate { Options.parse_integer("--top", opts.fetch(:top, "20"), 1..) }
+      before, after = argv.map do |path|
+        Pprof.read_file(path)
+      rescue SystemCallError => e
+        @stderr.puts "fathom diff: cannot read #{path}: #{e.message}"
+        return 1
+      rescue Pprof::DecodeError => e
+        @stderr.puts "fathom diff: not a pprof profile: #{path}: #{e.message.delete_prefix("fathom: ")}"
+        return 1
+      end
+      report = validate { Report::Diff.new(before, after, sample_index: opts[:sample_index], top: top) }
       @stdout.print report.to_s
       0
     end

@@ -3,7 +3,7 @@
 require_relative "options"
 require_relative "native"
 require_relative "profile"
-require_relative "fork_hooks"
+require_relative "collector_lifecycle"
 
 module Fathom
   # Heap (allocation + in-use) profiler: the Ruby face of
@@ -19,6 +19,8 @@ module Fathom
   # with hooks off between samples; exact: true records every allocation
   # (slow, for tests and small scripts).
   class MemoryProfiler
+    include CollectorLifecycle
+
     # 10 ms: each tick costs ~60us on the machines measured (a signal and a
     # postponed job ~30us, installing + removing the hook ~30us), so 100
     # samples/s stays within ~1% on an allocation-heavy loop while 1 ms
@@ -45,23 +47,6 @@ module Fathom
       @interval_ns / 1e9
     end
 
-    # Raises Fathom::Error if another profiler is already running in this process.
-    def start
-      @lock.synchronize { @collector.start }
-      ForkHooks.register(self)
-      self
-    end
-
-    def stop
-      @lock.synchronize { @collector.stop }
-      ForkHooks.unregister(self)
-      self
-    end
-
-    def running?
-      @collector.running?
-    end
-
     # Encodes what has been collected so far (the profiler keeps running).
     # gc: true runs a full GC first so that in-use numbers only count objects
     # that are really reachable.
@@ -69,32 +54,17 @@ module Fathom
       gc = Options.boolean("gc", gc)
       # The lock keeps a flusher thread's flush from racing start/stop.
       bytes, stats = @lock.synchronize { @collector.flush(gc) }
-      Profile.new(bytes, stats)
+      Profile.new(bytes, stats, kind: :heap)
     end
 
-    def stats
-      @collector.stats
-    end
-
-    # Runs the block with the profiler started, stops it (also when the block
-    # raises), then returns the flushed Fathom::Profile.
-    def profile(gc: true)
-      raise ArgumentError, "fathom: MemoryProfiler#profile needs a block" unless block_given?
-
-      start
-      begin
-        yield self
-      ensure
-        stop
-      end
-      flush(gc: gc)
-    end
-
-    # Called by ForkHooks in a forked child (only while running).
-    def after_fork_child
-      # The lock may have been held by a thread that did not survive the fork.
-      @lock = Mutex.new
-      @collector.after_fork_child
+    # [[site, object], ...] for up to `limit` live sampled objects, site
+    # naming where each was allocated ("String#* ← Foo#bar foo.rb:12").
+    # Exact mode reports objects not yet seen freed: run GC.start first so
+    # they are really reachable. The objects are kept alive while the caller
+    # holds the array. Used to explain the top sites with a retention snapshot.
+    def live_objects(limit: 100_000)
+      limit = Options.integer("limit", limit, 1..)
+      @lock.synchronize { @collector.live_objects(limit) }
     end
 
     def inspect

@@ -1,27 +1,58 @@
 # frozen_string_literal: true
 
+require "json"
+require "stringio"
+require "zlib"
 require_relative "atomic_file"
 require_relative "options"
 require_relative "pprof/reader"
-require_relative "report/top"
+require_relative "report"
 
 module Fathom
-  # One encoded profile: gzipped pprof bytes plus the collector's statistics
-  # about how it was produced.
+  # One encoded profile plus the collector's statistics about how it was
+  # produced. kind: :heap, :gc or :retention; format: :pprof (gzipped
+  # protobuf) or :firefox (Firefox Profiler JSON, gzipped or not).
   class Profile
-    attr_reader :bytes, :stats, :path
+    KINDS = %i[heap gc retention].freeze
 
-    # Reads a profile written earlier (no stats are stored in the file).
+    attr_reader :bytes, :stats, :path, :kind, :format
+
+    # Reads a profile written earlier (no stats are stored in the file); the
+    # kind and format are recognized from the content.
     def self.load(path)
-      new(File.binread(path), {}, path: File.expand_path(path))
+      bytes = File.binread(path)
+      format = Profile.firefox_json?(bytes) ? :firefox : :pprof
+      new(bytes, {}, path: File.expand_path(path), format: format, kind: format == :firefox ? :gc : nil)
     end
 
-    def initialize(bytes, stats = {}, path: nil)
+    # Does this look like Firefox Profiler JSON (optionally gzipped)?
+    def self.firefox_json?(bytes)
+      head = bytes.start_with?(Pprof::GZIP_MAGIC) ? Zlib::GzipReader.new(StringIO.new(bytes)).read(64).to_s : bytes[0, 64]
+      head.lstrip.start_with?("{")
+    rescue Zlib::Error
+      false
+    end
+
+    def initialize(bytes, stats = {}, path: nil, kind: nil, format: :pprof)
       raise TypeError, "fathom: profile bytes must be a String, got #{bytes.class}" unless bytes.is_a?(String)
 
       @bytes = bytes
       @stats = (stats || {}).freeze
       @path = path
+      @format = format
+      @kind = kind
+    end
+
+    # Recognized from the sample types when not given: retained_space means
+    # a retention profile, gc_steps a GC profile, else a heap profile.
+    def kind
+      @kind ||= begin
+        names = decode.sample_type_names
+        if names.include?("retained_space") then :retention
+        elsif names.include?("gc_steps") then :gc
+        else :heap
+        end
+      end
     end
 
     # Writes the profile atomically; returns the absolute path.
@@ -29,22 +60,37 @@ module Fathom
       @path = AtomicFile.write(Options.path("path", path), @bytes)
     end
 
-    # The decoded profile (Fathom::Pprof::Profile), decoded once.
+    # The decoded pprof profile (Fathom::Pprof::Profile), decoded once.
     def decode
+      raise Fathom::Error, "fathom: a #{@format} profile is not pprof; open it at https://profiler.firefox.com" unless @format == :pprof
+
       @decode ||= Pprof.read(@bytes)
     end
 
-    # The `pprof -top`-style table as a String.
+    # The parsed Firefox Profiler JSON (Hash).
+    def firefox_json
+      raise Fathom::Error, "fathom: not a Firefox profile" unless @format == :firefox
+
+      text = @bytes.start_with?(Pprof::GZIP_MAGIC) ? Zlib::GzipReader.new(StringIO.new(@bytes)).read : @bytes
+      JSON.parse(text)
+    end
+
+    # The text report for this kind of profile: the `pprof -top` table for
+    # heap profiles (sample_index, top), the GC summary for GC profiles (pprof
+    # or Firefox), the top retainers with their paths for retention profiles.
     def report(sample_index: nil, top: 20)
-      Report::Top.new(decode, sample_index: sample_index, top: top).to_s
+      return Report::FirefoxSummary.new(firefox_json).to_s if @format == :firefox
+
+      Report.for_profile(decode, sample_index: sample_index, top: top).to_s
     end
 
     def to_s
-      parts = ["#{@bytes.bytesize} bytes gzipped"]
+      parts = ["#{@bytes.bytesize} bytes#{" gzipped" if @bytes.start_with?(Pprof::GZIP_MAGIC)}"]
       parts << "#{@stats[:samples]} samples (#{@stats[:live_samples]} live)" if @stats.key?(:samples)
+      parts << "#{@stats[:steps]} GC steps in #{@stats[:periods]} periods" if @stats.key?(:steps)
       parts << "flushed in #{Options.format_ns(@stats[:flush_ns])}" if @stats[:flush_ns]
       parts << "written to #{@path}" if @path
-      "Fathom heap profile: #{parts.join(", ")}"
+      "Fathom #{@kind || :heap} profile#{" (Firefox Profiler JSON)" if @format == :firefox}: #{parts.join(", ")}"
     end
 
     def inspect

@@ -41,8 +41,11 @@ class HeapProfileTest < Minitest::Test
     assert_operator inuse_total, :>, 0, "no inuse_space at all:\n#{raw.output[0, 3000]}"
     assert_operator kept.fdiv(inuse_total), :>=, 0.90,
                     "Keeper#keep holds #{kept} of #{inuse_total} inuse bytes:\n#{raw.output[0, 3000]}"
-    assert_equal 0, raw.cum("inuse_space", /Dropper#drop/, labels: { "class" => "String" }),
-                 "dropped strings must not be in use"
+    # Ruby scans the C stack conservatively: a stale pointer left in a
+    # register or stack slot can keep one or two dropped strings alive
+    # (seen once: 1065 bytes of the 10 MB dropped). Any more is a bug.
+    assert_operator raw.cum("inuse_space", /Dropper#drop/, labels: { "class" => "String" }), :<=, 3 * 1100,
+                    "dropped strings must not be in use"
 
     keep_alloc = raw.cum("alloc_space", /Keeper#keep/)
     drop_alloc = raw.cum("alloc_space", /Dropper#drop/)

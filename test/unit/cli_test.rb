@@ -48,10 +48,12 @@ class CLITest < Minitest::Test
     _, err, status = fathom
     assert_equal 2, status.exitstatus
     assert_match(/Usage: fathom COMMAND/, err)
-    assert_usage_error(/fathom: unknown command "frobnicate" \(commands: run, report\)/, "frobnicate")
+    assert_usage_error(/fathom: unknown command "frobnicate" \(commands: run, report, diff\)/, "frobnicate")
     assert_usage_error(/fathom run: missing COMMAND/, "run")
     assert_usage_error(/fathom run: missing COMMAND/, "run", "-o", "x.pb.gz", "--")
-    assert_usage_error(/fathom run: --mode must be one of heap, got "gc"/, "run", "--mode", "gc", "--", "ruby", "-e", "1")
+    assert_usage_error(/fathom run: --mode must be one or more of heap, gc, retention, got "cpu"/, "run", "--mode", "cpu", "--", "ruby", "-e", "1")
+    assert_usage_error(/fathom run: --format must be one of pprof, firefox, got "svg"/, "run", "--format", "svg", "--", "true")
+    assert_usage_error(/fathom run: --coalesce must be/, "run", "--coalesce", "soon", "--", "true")
     assert_usage_error(/fathom run: --interval must be a positive duration .*got "-1"/, "run", "--interval", "-1", "--", "true")
     assert_usage_error(/fathom run: --interval must be .*got "soon"/, "run", "--interval", "soon", "--", "true")
     assert_usage_error(/fathom run: --interval must be between 10us and 3600s/, "run", "--interval", "1ns", "--", "true")

@@ -53,8 +53,9 @@ class OptionsTest < Minitest::Test
   end
 
   def test_fathom_profile_mode
-    assert_error(ArgumentError, /mode must be one of :heap, got :gc/) { Fathom.profile(mode: :gc) { nil } }
-    assert_error(ArgumentError, /mode must be one of :heap, got :retention/) { Fathom.profile(mode: :retention) { nil } }
+    assert_error(ArgumentError, /mode must be one of :heap, :gc, :retention, got :cpu/) { Fathom.profile(mode: :cpu) { nil } }
+    assert_error(ArgumentError, /mode must be one of :heap, :gc, :retention, got :cpu/) { Fathom.profile(mode: %i[heap cpu]) { nil } }
+    assert_error(ArgumentError, /mode must name at least one/) { Fathom.profile(mode: []) { nil } }
     assert_error(TypeError, /mode must be a Symbol/) { Fathom.profile(mode: 3) { nil } }
   end
 

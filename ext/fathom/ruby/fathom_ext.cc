@@ -3,6 +3,8 @@
 // loaded first defines it, the other reuses it.
 #include <ruby.h>
 
+#include "gc_collector.h"
+#include "heap_snapshot.h"
 #include "memory_collector.h"
 
 extern "C" __attribute__((visibility("default"))) void Init_fathom_ext(void) {
@@ -12,4 +14,6 @@ extern "C" __attribute__((visibility("default"))) void Init_fathom_ext(void) {
                      : rb_define_class_under(mFathom, "Error", rb_eStandardError);
   VALUE mNative = rb_define_module_under(mFathom, "Native");
   fathom::InitMemoryCollector(mNative, eError);
+  fathom::InitGcCollector(mNative, eError);
+  fathom::InitHeapSnapshot(mNative, eError);
 }

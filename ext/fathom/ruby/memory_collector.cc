@@ -37,6 +37,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "clock.h"
 #include "frame_symbolizer.h"
 #include "heap_profile.h"
 #include "ruby_private_api.h"
@@ -66,18 +67,6 @@ constexpr int kMaxDepthLimit = 4096;
 // job per allocation would double the per-allocation cost. Pending objects
 // are pinned until committed, so this also bounds what we keep alive.
 constexpr size_t kExactCommitBatch = 256;
-
-int64_t MonotonicNs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
-}
-
-int64_t RealtimeNs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
-}
 
 struct Collector {
   // Configuration (immutable after initialize).
@@ -764,6 +753,57 @@ VALUE FlushBody(VALUE arg) {
   return rb_str_new(f->bytes.data(), static_cast<long>(f->bytes.size()));
 }
 
+// live_objects(limit) -> [[site, object], ...]: up to `limit` objects of
+// live records, each with its allocation site ("String#* ← Foo#bar
+// foo.rb:12": the leaf frame, then the first Ruby frame with its line).
+// For the heap+retention combination: the retention snapshot explains why
+// these are alive. Exact mode: records FREEOBJ has not retired (run a GC
+// first so that they are really reachable); sampled mode: object_ids that
+// still resolve. Holding the returned objects keeps them alive.
+std::string SiteOf(Collector* c, uint32_t stack_id) {
+  StackTable& stacks = c->store.stacks();
+  // Copies: symbolizing calls Ruby, and other threads' hooks may then grow
+  // the stack table under any reference into it.
+  const std::vector<uint32_t> frames = stacks.frames(stack_id);
+  const std::vector<int32_t> lines = stacks.lines(stack_id);
+  if (frames.empty()) return "(no stack)";
+  auto symbol = [&](uint32_t frame) -> FrameSymbol {
+    if (!stacks.symbol(frame).resolved)
+      stacks.SetSymbol(frame, SymbolizeFrame(static_cast<VALUE>(stacks.frame_handle(frame))));
+    return stacks.symbol(frame);
+  };
+  std::string site = symbol(frames[0]).name;
+  for (size_t k = 0; k < frames.size(); k++) {
+    FrameSymbol sym = symbol(frames[k]);
+    if (sym.filename.empty() || sym.filename[0] == '<') continue;  // C frames: "<cfunc>"
+    if (k > 0) site += " \u2190 " + sym.name;
+    site += " " + sym.filename + ":" + std::to_string(lines[k]);
+    break;
+  }
+  return site;
+}
+
+VALUE CollectorLiveObjects(VALUE self, VALUE limit_value) {
+  Collector* c = GetCollector(self);
+  long limit = NUM2LONG(limit_value);
+  VALUE out = rb_ary_new();
+  if (c->liveness_lost || c->flushing) return out;
+  std::vector<std::pair<uint32_t, uint64_t>> picked;  // (stack, object or object_id)
+  for (uint32_t i = 0; i < c->store.capacity() && static_cast<long>(picked.size()) < limit; i++) {
+    const SampleRecord& r = c->store.at(i);
+    if (r.state != RecordState::kLive) continue;
+    picked.emplace_back(r.stack_id, c->exact ? r.object : r.object_id);
+  }
+  // Ruby calls from here on (symbolizing, _id2ref): nothing above is used by reference.
+  for (auto& p : picked) {
+    VALUE obj = c->exact ? static_cast<VALUE>(p.second) : (p.second ? LiveObjectForId(p.second) : Qundef);
+    if (obj == Qundef) continue;
+    std::string site = SiteOf(c, p.first);
+    rb_ary_push(out, rb_assoc_new(rb_utf8_str_new(site.data(), static_cast<long>(site.size())), obj));
+  }
+  return out;
+}
+
 VALUE StatsHash(const FlushState& f, VALUE bytes) {
   VALUE h = rb_hash_new();
   auto set = [&](const char* key, long long v) { rb_hash_aset(h, ID2SYM(rb_intern(key)), LL2NUM(v)); };
@@ -892,6 +932,7 @@ void InitMemoryCollector(VALUE mNative, VALUE eError) {
   rb_define_method(cMemoryCollector, "flush", RUBY_METHOD_FUNC(CollectorFlush), 1);
   rb_define_method(cMemoryCollector, "after_fork_child", RUBY_METHOD_FUNC(CollectorAfterForkChild), 0);
   rb_define_method(cMemoryCollector, "stats", RUBY_METHOD_FUNC(CollectorStats), 0);
+  rb_define_method(cMemoryCollector, "live_objects", RUBY_METHOD_FUNC(CollectorLiveObjects), 1);
   // Process-wide fork hooks, called by lib/fathom/fork_hooks.rb around
   // Process._fork (the child's side is MemoryCollector#after_fork_child).
   rb_define_module_function(mNative, "before_fork", RUBY_METHOD_FUNC(NativeBeforeFork), 0);

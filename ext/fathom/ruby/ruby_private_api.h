@@ -16,4 +16,14 @@ int ruby_thread_has_gvl_p(void);
 // gc.c (what ObjectSpace.memsize_of calls).
 size_t rb_obj_memsize_of(VALUE obj);
 #endif
+#if defined(HAVE_RB_OBJSPACE_REACHABLE_OBJECTS_FROM) && defined(HAVE_RB_OBJSPACE_REACHABLE_OBJECTS_FROM_ROOT)
+#define FATHOM_HAVE_HEAP_WALK 1
+// gc.c, Ruby 2.1+ (what ObjectSpace.reachable_objects_from and
+// .reachable_objects_from_root call). The callback gets each object the
+// given object marks (its references), or each root with its category
+// name. Must not be called during GC. Signatures checked against gc.c of
+// 3.1 and 3.4 (unchanged).
+void rb_objspace_reachable_objects_from(VALUE obj, void (*func)(VALUE, void*), void* data);
+void rb_objspace_reachable_objects_from_root(void (*func)(const char* category, VALUE, void*), void* data);
+#endif
 }

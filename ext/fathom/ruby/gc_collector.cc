@@ -1,0 +1,325 @@
+// Fathom::Native::GcCollector — what garbage collection costs, and when.
+//
+// Four internal event hooks feed a GcTracker (core/gc_tracker.h):
+//   GC_ENTER / GC_EXIT    each GC step: wall clock and the thread's CPU clock
+//   GC_START              a cycle begins: its type, reason (major_by), cause
+//                         (gc_by) and heap_live_slots before
+//   GC_END_SWEEP          the cycle finished sweeping: heap_live_slots after
+// All four run inside the GC (Ruby 3.0+; 3.1 is our floor): no allocation,
+// no exceptions, no Ruby calls. What they do call:
+//   - clock_gettime (CLOCK_MONOTONIC via the vDSO; CLOCK_THREAD_CPUTIME_ID is
+//     a real syscall, ~0.3 us, which is why steps are coalesced rather than
+//     each becoming a sample);
+//   - rb_gc_latest_gc_info(symbol) and rb_gc_stat(symbol): with a Symbol key
+//     they only read the objspace's counters and return immediates
+//     (Symbols/Integers of static ids). Both intern their key table on first
+//     use, so InitGcCollector calls them once outside any GC first. The
+//     Datadog profiler relies on the same property of rb_gc_latest_gc_info.
+// When the tracker closes a period (every 10 ms of GC activity by default,
+// or when a major GC finishes) the exit hook registers DrainJob, a
+// postponed job that moves closed periods out of the tracker's fixed ring
+// into an ordinary vector at the next safe point.
+#include "gc_collector.h"
+
+#include <ruby/debug.h>
+#include <ruby/thread.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "clock.h"
+#include "gc_profile.h"
+#include "gc_tracker.h"
+#include "firefox_gc_track.h"
+
+namespace fathom {
+namespace {
+
+VALUE eFathomError = Qnil;
+VALUE sym_major_by, sym_gc_by, sym_heap_live_slots;
+VALUE sym_nofree, sym_oldgen, sym_shady, sym_force, sym_oldmalloc;
+VALUE sym_newobj, sym_malloc, sym_method, sym_capi, sym_stress;
+VALUE sym_pprof, sym_firefox;
+
+struct GcCollector {
+  std::unique_ptr<GcTracker> tracker;  // null until initialize
+  bool running = false;
+  std::vector<GcPeriod> periods;  // drained from the tracker
+  int64_t start_realtime_ns = 0, start_monotonic_ns = 0;
+  uint64_t drain_jobs = 0;
+};
+
+// The running collector: the hooks read it. One at a time per process.
+GcCollector* g_running = nullptr;
+
+GcReason ReasonOf(VALUE major_by) {
+  if (NIL_P(major_by)) return GcReason::kNone;
+  if (major_by == sym_nofree) return GcReason::kNofree;
+  if (major_by == sym_oldgen) return GcReason::kOldgen;
+  if (major_by == sym_shady) return GcReason::kShady;
+  if (major_by == sym_force) return GcReason::kForce;
+  if (major_by == sym_oldmalloc) return GcReason::kOldmalloc;
+  return GcReason::kUnknown;
+}
+
+GcCause CauseOf(VALUE gc_by) {
+  if (gc_by == sym_newobj) return GcCause::kNewobj;
+  if (gc_by == sym_malloc) return GcCause::kMalloc;
+  if (gc_by == sym_method) return GcCause::kMethod;
+  if (gc_by == sym_capi) return GcCause::kCapi;
+  if (gc_by == sym_stress) return GcCause::kStress;
+  return GcCause::kUnknown;
+}
+
+int64_t HeapLiveSlots() { return static_cast<int64_t>(rb_gc_stat(sym_heap_live_slots)); }
+
+// ---------------------------------------------------------------- hooks (inside GC)
+
+void DrainJob(void*) {
+  GcCollector* c = g_running;
+  if (!c) return;
+  c->drain_jobs++;
+  c->tracker->Drain(&c->periods);
+}
+
+void GcEnterHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
+  GcCollector* c = g_running;
+  if (!c) return;
+  // Wall first here and last in the exit hook, so CPU time never exceeds wall.
+  int64_t wall = MonotonicNs();
+  c->tracker->OnStepEnter(wall, ThreadCpuNs());
+}
+
+void GcExitHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
+  GcCollector* c = g_running;
+  if (!c) return;
+  int64_t cpu = ThreadCpuNs();
+  if (c->tracker->OnStepExit(MonotonicNs(), cpu)) rb_postponed_job_register_one(0, DrainJob, nullptr);
+}
+
+void GcStartHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
+  GcCollector* c = g_running;
+  if (!c) return;
+  // gc_start() stores the new cycle's reason flags before firing GC_START,
+  // so latest_gc_info describes the cycle that is starting.
+  VALUE major_by = rb_gc_latest_gc_info(sym_major_by);
+  GcType type = NIL_P(major_by) ? GcType::kMinor : GcType::kMajor;
+  c->tracker->OnCycleStart(type, ReasonOf(major_by), CauseOf(rb_gc_latest_gc_info(sym_gc_by)), HeapLiveSlots());
+}
+
+void GcEndSweepHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
+  GcCollector* c = g_running;
+  if (!c) return;
+  c->tracker->OnCycleEnd(HeapLiveSlots());
+}
+
+void AddHooks() {
+  rb_add_event_hook(GcEnterHook, RUBY_INTERNAL_EVENT_GC_ENTER, Qnil);
+  rb_add_event_hook(GcExitHook, RUBY_INTERNAL_EVENT_GC_EXIT, Qnil);
+  rb_add_event_hook(GcStartHook, RUBY_INTERNAL_EVENT_GC_START, Qnil);
+  rb_add_event_hook(GcEndSweepHook, RUBY_INTERNAL_EVENT_GC_END_SWEEP, Qnil);
+}
+
+void RemoveHooks() {
+  rb_remove_event_hook(GcEnterHook);
+  rb_remove_event_hook(GcExitHook);
+  rb_remove_event_hook(GcStartHook);
+  rb_remove_event_hook(GcEndSweepHook);
+}
+
+// ---------------------------------------------------------------- Ruby object
+
+void CollectorFree(void* ptr) {
+  GcCollector* c = static_cast<GcCollector*>(ptr);
+  // At VM shutdown Ruby frees every object, running or not: leave the hooks
+  // installed but inert rather than calling into a VM being torn down.
+  if (g_running == c) g_running = nullptr;
+  delete c;
+}
+
+size_t CollectorSize(const void* ptr) {
+  const GcCollector* c = static_cast<const GcCollector*>(ptr);
+  size_t ring = c->tracker ? c->tracker->config().ring_capacity * sizeof(GcPeriod) : 0;
+  return sizeof(*c) + ring + c->periods.capacity() * sizeof(GcPeriod);
+}
+
+const rb_data_type_t kGcCollectorType = {
+    "Fathom::Native::GcCollector",
+    {nullptr, CollectorFree, CollectorSize, nullptr, {nullptr}},
+    nullptr,
+    nullptr,
+    RUBY_TYPED_FREE_IMMEDIATELY,
+};
+
+GcCollector* Get(VALUE self) {
+  GcCollector* c = static_cast<GcCollector*>(rb_check_typeddata(self, &kGcCollectorType));
+  if (!c->tracker) rb_raise(eFathomError, "fathom: GC collector was not initialized");
+  return c;
+}
+
+VALUE CollectorAlloc(VALUE klass) { return TypedData_Wrap_Struct(klass, &kGcCollectorType, new GcCollector()); }
+
+// initialize(coalesce_ns, flush_on_major): coalesce_ns 0 turns coalescing off.
+VALUE CollectorInitialize(VALUE self, VALUE coalesce_ns, VALUE flush_on_major) {
+  GcCollector* c = static_cast<GcCollector*>(rb_check_typeddata(self, &kGcCollectorType));
+  if (c->tracker) rb_raise(eFathomError, "fathom: GC collector is already initialized");
+  if (!RB_INTEGER_TYPE_P(coalesce_ns)) rb_raise(rb_eTypeError, "fathom: coalesce must be an Integer of nanoseconds");
+  long long ns = NUM2LL(coalesce_ns);
+  if (ns < 0) rb_raise(rb_eArgError, "fathom: coalesce must be >= 0, got %lldns", ns);
+  GcTracker::Config config;
+  config.flush_interval_ns = ns;
+  config.flush_on_major = RTEST(flush_on_major);
+  // Uncoalesced, every step is a period and an allocation loop makes 50k/s:
+  // a bigger ring rides out a late postponed job without merging.
+  config.ring_capacity = ns == 0 ? 65536 : 4096;
+  c->tracker = std::make_unique<GcTracker>(config);
+  return self;
+}
+
+void ResetData(GcCollector* c) {
+  c->periods.clear();
+  c->start_realtime_ns = RealtimeNs();
+  c->start_monotonic_ns = MonotonicNs();
+  c->tracker->Reset(c->start_monotonic_ns);
+}
+
+VALUE CollectorStart(VALUE self) {
+  GcCollector* c = Get(self);
+  if (c->running) return self;
+  if (g_running) rb_raise(eFathomError, "fathom: another GC profiler is already running in this process");
+  if (c->periods.empty() && c->tracker->stats().steps == 0) ResetData(c);
+  c->running = true;
+  g_running = c;
+  AddHooks();
+  return self;
+}
+
+VALUE CollectorStop(VALUE self) {
+  GcCollector* c = Get(self);
+  if (!c->running) return self;
+  RemoveHooks();
+  c->tracker->CloseOpenPeriod();
+  c->tracker->Drain(&c->periods);
+  c->running = false;
+  g_running = nullptr;
+  return self;
+}
+
+VALUE CollectorRunningP(VALUE self) { return Get(self)->running ? Qtrue : Qfalse; }
+
+// In a forked child: the parent's GC history is the parent's to report.
+VALUE CollectorAfterForkChild(VALUE self) {
+  GcCollector* c = Get(self);
+  ResetData(c);
+  return self;
+}
+
+GcProfileData TakeData(GcCollector* c) {
+  if (c->running) {
+    // Not inside GC here (Ruby code is running), so no step is open.
+    c->tracker->CloseOpenPeriod();
+  }
+  c->tracker->Drain(&c->periods);
+  GcProfileData d;
+  d.periods = c->periods;
+  d.pauses = c->tracker->pauses();
+  d.stats = c->tracker->stats();
+  d.start_realtime_ns = c->start_realtime_ns;
+  d.start_monotonic_ns = c->start_monotonic_ns;
+  d.end_monotonic_ns = MonotonicNs();
+  d.flush_interval_ns = c->tracker->config().flush_interval_ns;
+  d.pid = static_cast<int64_t>(getpid());
+  return d;
+}
+
+struct EncodeJob {
+  const GcProfileData* data;
+  bool firefox;
+  bool gzip;
+  std::string out;
+  std::string error;
+};
+
+void* EncodeWithoutGvl(void* arg) {
+  auto* job = static_cast<EncodeJob*>(arg);
+  try {
+    job->out = job->firefox ? EncodeGcFirefox(*job->data, job->gzip) : EncodeGcPprof(*job->data);
+  } catch (const std::exception& e) {
+    job->error = e.what();
+  }
+  return nullptr;
+}
+
+// encode(format, gzip) -> String: :pprof (always gzipped) or :firefox
+// (JSON, gzipped when gzip is true). Covers everything since start (or the
+// fork); the collector keeps running.
+VALUE CollectorEncode(VALUE self, VALUE format, VALUE gzip) {
+  GcCollector* c = Get(self);
+  if (format != sym_pprof && format != sym_firefox)
+    rb_raise(rb_eArgError, "fathom: format must be :pprof or :firefox, got %" PRIsVALUE, rb_inspect(format));
+  auto data = std::make_unique<GcProfileData>(TakeData(c));
+  EncodeJob job{data.get(), format == sym_firefox, RTEST(gzip), {}, {}};
+  // Encoding and gzip are pure computation on the copy: no GVL needed.
+  rb_thread_call_without_gvl(EncodeWithoutGvl, &job, nullptr, nullptr);
+  if (!job.error.empty()) rb_raise(eFathomError, "fathom: encoding the GC profile failed: %s", job.error.c_str());
+  return rb_str_new(job.out.data(), static_cast<long>(job.out.size()));
+}
+
+VALUE CollectorStats(VALUE self) {
+  GcCollector* c = Get(self);
+  const GcTracker::Stats& s = c->tracker->stats();
+  const PauseHistogram& p = c->tracker->pauses();
+  VALUE h = rb_hash_new();
+  auto set = [&](const char* key, long long v) { rb_hash_aset(h, ID2SYM(rb_intern(key)), LL2NUM(v)); };
+  set("steps", static_cast<long long>(s.steps));
+  set("cycles", static_cast<long long>(s.cycles));
+  set("periods", static_cast<long long>(s.periods_closed));
+  set("merged_on_overflow", static_cast<long long>(s.merged_on_overflow));
+  set("unmatched_exits", static_cast<long long>(s.unmatched_exits));
+  set("drain_jobs", static_cast<long long>(c->drain_jobs));
+  set("gc_wall_ns", static_cast<long long>(p.sum()));
+  set("max_pause_ns", static_cast<long long>(p.max()));
+  return h;
+}
+
+}  // namespace
+
+void InitGcCollector(VALUE mNative, VALUE eError) {
+  eFathomError = eError;
+  auto sym = [](const char* name) { return ID2SYM(rb_intern(name)); };
+  sym_major_by = sym("major_by");
+  sym_gc_by = sym("gc_by");
+  sym_heap_live_slots = sym("heap_live_slots");
+  sym_nofree = sym("nofree");
+  sym_oldgen = sym("oldgen");
+  sym_shady = sym("shady");
+  sym_force = sym("force");
+  sym_oldmalloc = sym("oldmalloc");
+  sym_newobj = sym("newobj");
+  sym_malloc = sym("malloc");
+  sym_method = sym("method");
+  sym_capi = sym("capi");
+  sym_stress = sym("stress");
+  sym_pprof = sym("pprof");
+  sym_firefox = sym("firefox");
+  // Both functions build their symbol tables on first use (which may
+  // allocate): do it now, outside any GC, so the hooks never do.
+  rb_gc_latest_gc_info(rb_hash_new());
+  rb_gc_stat(sym_heap_live_slots);
+
+  VALUE klass = rb_define_class_under(mNative, "GcCollector", rb_cObject);
+  rb_gc_register_mark_object(klass);
+  rb_define_alloc_func(klass, CollectorAlloc);
+  rb_define_method(klass, "initialize", RUBY_METHOD_FUNC(CollectorInitialize), 2);
+  rb_define_method(klass, "start", RUBY_METHOD_FUNC(CollectorStart), 0);
+  rb_define_method(klass, "stop", RUBY_METHOD_FUNC(CollectorStop), 0);
+  rb_define_method(klass, "running?", RUBY_METHOD_FUNC(CollectorRunningP), 0);
+  rb_define_method(klass, "encode", RUBY_METHOD_FUNC(CollectorEncode), 2);
+  rb_define_method(klass, "after_fork_child", RUBY_METHOD_FUNC(CollectorAfterForkChild), 0);
+  rb_define_method(klass, "stats", RUBY_METHOD_FUNC(CollectorStats), 0);
+}
+
+}  // namespace fathom

@@ -1,0 +1,10 @@
+// Defines Fathom::Native::GcCollector (see gc_collector.cc).
+#pragma once
+
+#include <ruby.h>
+
+namespace fathom {
+
+void InitGcCollector(VALUE mNative, VALUE eError);
+
+}  // namespace fathom

@@ -1,0 +1,54 @@
+# frozen_string_literal: true
+
+require_relative "fork_hooks"
+
+module Fathom
+  # start / stop / running? / after_fork_child / profile for the profilers
+  # that wrap a native collector (@collector) behind a lock (@lock: a flusher
+  # thread's flush must not race start/stop). Including classes define
+  # #flush(gc:).
+  module CollectorLifecycle
+    # Raises Fathom::Error if another profiler of the same kind is already
+    # running in this process (Ruby's hooks are process-wide).
+    def start
+      @lock.synchronize { @collector.start }
+      ForkHooks.register(self)
+      self
+    end
+
+    def stop
+      @lock.synchronize { @collector.stop }
+      ForkHooks.unregister(self)
+      self
+    end
+
+    def running?
+      @collector.running?
+    end
+
+    def stats
+      @collector.stats
+    end
+
+    # Runs the block with the profiler started, stops it (also when the
+    # block raises), then returns the flushed Fathom::Profile.
+    def profile(gc: true)
+      raise ArgumentError, "fathom: #{self.class.name.split("::").last}#profile needs a block" unless block_given?
+
+      start
+      begin
+        yield self
+      ensure
+        stop
+      end
+      flush(gc: gc)
+    end
+
+    # Called by ForkHooks in a forked child (only while running).
+    def after_fork_child
+      # The lock may have been held by a thread that did not survive the fork.
+      @lock = Mutex.new
+      @collector.after_fork_child
+    end
+  end
+end

@@ -1,0 +1,48 @@
+# frozen_string_literal: true
+
+require "json"
+require "stringio"
+require "zlib"
+require_relative "pprof/reader"
+require_relative "report/top"
+require_relative "report/gc_summary"
+require_relative "report/firefox_summary"
+require_relative "report/retention"
+require_relative "report/diff"
+require_relative "report/site_retention"
+
+module Fathom
+  # Picks the text report that fits a profile's kind.
+  module Report
+    module_function
+
+    # bytes: a file's content — gzipped or plain pprof, or Firefox Profiler JSON.
+    def for_bytes(bytes, sample_index: nil, top: 20)
+      json = firefox_json(bytes)
+      return FirefoxSummary.new(json) if json
+
+      for_profile(Pprof.read(bytes), sample_index: sample_index, top: top)
+    end
+
+    # profile: a decoded Fathom::Pprof::Profile.
+    def for_profile(profile, sample_index: nil, top: 20)
+      if GcSummary.gc_profile?(profile)
+        GcSummary.new(profile)
+      elsif Retention.retention_profile?(profile)
+        Retention.new(profile, sample_index: sample_index, top: top)
+      else
+        Top.new(profile, sample_index: sample_index, top: top)
+      end
+    end
+
+    # The parsed JSON when bytes hold a (possibly gzipped) JSON object, else nil.
+    def firefox_json(bytes)
+      text = bytes.start_with?(Pprof::GZIP_MAGIC) ? Zlib::GzipReader.new(StringIO.new(bytes)).read : bytes
+      return nil unless text.lstrip.start_with?("{")
+
+      JSON.parse(text)
+    rescue Zlib::Error, JSON::ParserError
+      nil
+    end
+  end
+end

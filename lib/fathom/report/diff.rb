@@ -1,0 +1,90 @@
+# frozen_string_literal: true
+
+require_relative "units"
+
+module Fathom
+  module Report
+    # Growth per path between two profiles of the same kind (`fathom diff`):
+    # samples are keyed by their full stack (function names, root first) —
+    # for a retention profile that is the reference chain that keeps the
+    # objects alive, for a heap profile the allocation stack — and the
+    # chosen value is compared. The way to find a leak from two moments:
+    # what grew, and through which chain.
+    #
+    #   Growth of inuse_space from before.pb.gz to after.pb.gz: +10.2MB (18.2MB -> 28.4MB)
+    #       growth     before      after  objects  path
+    #     +10.0MB      1.0MB     11.0MB  +10000   (root: vm) → ... → {…} (Session) → @payload (String)
+    class Diff
+      Row = Struct.new(:path, :before, :after, :objects_before, :objects_after) do
+        def growth
+          after - before
+        end
+      end
+
+      def initialize(before, after, sample_index: nil, top: 20)
+        @index_name = sample_index || before.default_sample_type || before.sample_type_names.last
+        @before_i = before.sample_type_index(@index_name)
+        @after_i = after.sample_type_index(@index_name)
+        unless @before_i && @after_i
+          raise ArgumentError, "fathom: sample type #{@index_name.inspect} is not in both profiles " \
+                               "(before: #{before.sample_type_names.join(", ")}; after: #{after.sample_type_names.join(", ")})"
+        end
+
+        @unit = before.sample_types[@before_i][1]
+        @objects_name = %w[inuse_objects alloc_objects].find { |n| before.sample_type_index(n) && after.sample_type_index(n) }
+        @top = top
+        @rows = {}
+        add(before, :before)
+        add(after, :after)
+      end
+
+      def rows
+        @rows.values.reject { |r| r.growth.zero? && r.objects_after == r.objects_before }
+             .sort_by { |r| [-r.growth, r.path] }
+      end
+
+      def total(side)
+        @rows.values.sum { |r| r[side] }
+      end
+
+      def to_s
+        b = total(:before)
+        a = total(:after)
+        out = +"Growth of #{@index_name}: #{signed(a - b)} (#{fmt(b)} -> #{fmt(a)})\n"
+        shown = rows.select { |r| r.growth.positive? }
+        shown = shown.first(@top) if @top
+        if shown.empty?
+          out << "No path grew.\n"
+          return out
+        end
+        out << format("%10s %10s %10s %8s  %s\n", "growth", "before", "after", "objects", "path")
+        shown.each do |r|
+          objects = @objects_name ? format("%+d", r.objects_after - r.objects_before) : "-"
+          out << format("%10s %10s %10s %8s  %s\n", signed(r.growth), fmt(r.before), fmt(r.after), objects, r.path.join(" → "))
+        end
+        out
+      end
+
+      private
+
+      def add(profile, side)
+        i = side == :before ? @before_i : @after_i
+        oi = @objects_name && profile.sample_type_index(@objects_name)
+        profile.samples.each do |s|
+          path = profile.stack_names(s).reverse
+          row = @rows[path] ||= Row.new(path, 0, 0, 0, 0)
+          row[side] += s.values[i]
+          row[side == :before ? :objects_before : :objects_after] += s.values[oi] if oi
+        end
+      end
+
+      def fmt(v)
+        Units.format_value(v, @unit)
+      end
+
+      def signed(v)
+        v.negative? ? fmt(v) : "+#{fmt(v)}"
+      end
+    end
+  end
+end

@@ -1,0 +1,111 @@
+# frozen_string_literal: true
+
+require_relative "units"
+
+module Fathom
+  module Report
+    # The text summary of a GC profile (pprof written by Fathom::GcProfiler):
+    #
+    #   GC profile: 2.51s of wall time, 153 GCs (103 minor, 50 major)
+    #   time in GC      204.73ms wall (8.16%), 203.4ms CPU, 987 steps
+    #   pauses (steps)  p50 18.43us  p90 425.98us  p99 2.88ms  longest 3.71ms
+    #
+    #   by type, reason and cause
+    #          wall   wall%     cpu  steps   GCs  type   reason   cause
+    #    130.26ms  63.63% 129.99ms     48    48  major  force    method
+    #   ...
+    #
+    # GC counts come from the gcs/count sample type, grouped by the "gc type"
+    # label; pause percentiles from the "fathom.gc.pauses" comment, which
+    # the collector fills from a histogram of every step (within 25%).
+    class GcSummary
+      Row = Struct.new(:type, :reason, :cause, :wall, :cpu, :steps, :gcs)
+
+      def self.gc_profile?(profile)
+        names = profile.sample_type_names
+        names.include?("gc_steps") && names.include?("wall")
+      end
+
+      def initialize(profile)
+        raise ArgumentError, "fathom: not a GC profile (no gc_steps sample type)" unless self.class.gc_profile?(profile)
+
+        @profile = profile
+        @index = %w[wall cpu gc_steps gcs].to_h { |name| [name, profile.sample_type_index(name)] }
+        @rows = group_rows
+        @pauses = parse_pauses
+      end
+
+      attr_reader :rows, :pauses
+
+      def total(name)
+        @rows.sum { |r| r[name] }
+      end
+
+      def gc_count(type = nil)
+        @rows.select { |r| type.nil? || r.type == type }.sum(&:gcs)
+      end
+
+      def duration_ns
+        @profile.duration_nanos.to_i
+      end
+
+      def to_s
+        wall = total(:wall)
+        out = +""
+        out << "GC profile: #{Units.format_value(duration_ns, "nanoseconds")} of wall time, " \
+               "#{gc_count} GCs (#{gc_count("minor")} minor, #{gc_count("major")} major)\n"
+        share = duration_ns.positive? ? " (#{Units.percentage(wall, duration_ns).strip})" : ""
+        out << "time in GC      #{Units.format_value(wall, "nanoseconds")} wall#{share}, " \
+               "#{Units.format_value(total(:cpu), "nanoseconds")} CPU, #{total(:steps)} steps\n"
+        if @pauses
+          out << "pauses (steps)  " + %w[p50 p90 p99].map { |k| "#{k} #{fmt(@pauses[:"#{k}_ns"])}" }.join("  ") +
+                 "  longest #{fmt(@pauses[:max_ns])}\n"
+        end
+        return out if @rows.empty?
+
+        out << "\nby type, reason and cause\n"
+        out << format("%10s %7s %10s %7s %6s  %-6s %-10s %s\n", "wall", "wall%", "cpu", "steps", "GCs", "type", "reason", "cause")
+        @rows.sort_by { |r| [-r.wall, r.type.to_s, r.reason.to_s, r.cause.to_s] }.each do |r|
+          out << format("%10s %7s %10s %7d %6d  %-6s %-10s %s\n", fmt(r.wall), Units.percentage(r.wall, wall),
+                        fmt(r.cpu), r.steps, r.gcs, r.type, r.reason.to_s.empty? ? "-" : r.reason, r.cause)
+        end
+        out
+      end
+
+      private
+
+      def fmt(ns)
+        Units.format_value(ns.to_i, "nanoseconds")
+      end
+
+      def value(sample, name)
+        i = @index[name]
+        i ? sample.values[i] : 0
+      end
+
+      def group_rows
+        rows = {}
+        @profile.samples.each do |s|
+          labels = s.labels
+          key = [labels["gc type"], labels["gc reason"], labels["gc cause"]]
+          row = rows[key] ||= Row.new(*key, 0, 0, 0, 0)
+          row.wall += value(s, "wall")
+          row.cpu += value(s, "cpu")
+          row.steps += value(s, "gc_steps")
+          row.gcs += value(s, "gcs")
+        end
+        rows.values
+      end
+
+      def parse_pauses
+        line = @profile.comments.to_a.find { |c| c.start_with?("fathom.gc.pauses ") } or return nil
+        line.split.drop(1).to_h do |pair|
+          k, v = pair.split("=", 2)
+          [k.to_sym, Integer(v, 10)]
+        end
+      rescue ArgumentError
+        nil
+      end
+    end
+  end
+end

@@ -1,0 +1,133 @@
+# frozen_string_literal: true
+
+require_relative "options"
+require_relative "native"
+require_relative "profile"
+
+module Fathom
+  # Retention analysis: why objects are still alive.
+  #
+  # A snapshot walks the heap from the GC roots (stopping the world: it holds
+  # the GVL for the walk and the naming of references, and reports how long
+  # in stats[:gvl_held_ns]), computes the dominator tree and each object's
+  # retained size without the GVL, and encodes a pprof whose stacks are
+  # reference chains — root category at the bottom, then the named edges
+  # (Registry::SESSIONS, @payload, [3], {:key}, $cache...) down to the object.
+  #
+  #   profile = Fathom.retention_snapshot(out: "retained.pb.gz")
+  #   puts profile.report
+  #   # later, after the suspected leak grew:
+  #   Fathom.retention_snapshot(out: "retained2.pb.gz")
+  #   # $ fathom diff retained.pb.gz retained2.pb.gz
+  module Retention
+    DEFAULTS = { gc: true, max_depth: 64, progress: :auto }.freeze
+    MAX_DEPTH_RANGE = (2..4096).freeze
+
+    module_function
+
+    # Takes a snapshot now and returns a Fathom::Profile (kind :retention),
+    # written atomically to `out` when given. gc: run a full GC first (so
+    # only reachable objects are counted). progress: an IO for progress
+    # lines (shown once a snapshot takes more than a second), nil for none,
+    # :auto for $stderr. focus: objects whose retention paths to return in
+    # profile.stats[:focus_paths] (Array of Arrays of frame names, root first;
+    # nil for an object that is not reachable).
+    def snapshot(out: nil, focus: nil, **opts)
+      Options.check_unknown!(opts, DEFAULTS.keys, "Fathom.retention_snapshot")
+      opts = DEFAULTS.merge(opts)
+      gc = Options.boolean("gc", opts[:gc])
+      max_depth = Options.integer("max_depth", opts[:max_depth], MAX_DEPTH_RANGE)
+      progress = opts[:progress] == :auto ? $stderr : opts[:progress]
+      raise TypeError, "fathom: progress must be an IO (or nil, :auto), got #{progress.inspect}" unless progress.nil? || progress.respond_to?(:write)
+      raise TypeError, "fathom: focus must be an Array of objects, got #{focus.class}" unless focus.nil? || focus.is_a?(Array)
+
+      out = Options.path("out", out) unless out.nil?
+      NativeLoader.require!
+      native = Native::HeapSnapshot.new(max_depth)
+      paths = quietly { native.take(gc, progress, focus) }
+      bytes = native.encode
+      stats = native.stats.merge(bytes: bytes.bytesize)
+      stats[:focus_paths] = paths if focus
+      profile = Profile.new(bytes, stats, kind: :retention)
+      profile.write(out) if out
+      profile
+    end
+
+    # The heap profiler says where live memory was allocated; this says why
+    # it is still alive. Takes the `top` allocation sites with the most live
+    # samples in `memory_profiler`, up to `per_site` objects of each, and a
+    # snapshot that follows them: stats[:sites] is
+    #   [{site:, live_samples:, paths: [[frames, objects], ...]}, ...]
+    # with each distinct retention path (dominator path, root first) and how
+    # many of the site's objects it holds. Report::SiteRetention prints it.
+    def explain_sites(memory_profiler, top: 5, per_site: 3, **opts)
+      top = Options.integer("top", top, 1..)
+      per_site = Options.integer("per_site", per_site, 1..)
+      GC.start # exact mode: only objects that survive a GC count as live
+      sites, focus = pick_focus(memory_profiler, top, per_site)
+      # Only the focus array may hold the objects now (the snapshot ignores
+      # its references): any other would show up as a retainer.
+      profile = snapshot(focus: focus, **opts)
+      paths = profile.stats[:focus_paths]
+      offset = 0
+      explained = sites.map do |site, live, picked|
+        mine = paths[offset, picked]
+        offset += picked
+        grouped = mine.group_by { |path| path || ["(not reachable: garbage waiting for GC)"] }
+        { site: site, live_samples: live, paths: grouped.map { |path, list| [path, list.size] } }
+      end
+      Profile.new(profile.bytes, profile.stats.merge(sites: explained), kind: :retention)
+    end
+
+    # [[site, live samples, objects picked], ...] and the picked objects; the
+    # intermediate arrays die with this frame.
+    def pick_focus(memory_profiler, top, per_site)
+      by_site = memory_profiler.live_objects.group_by(&:first)
+      sites = by_site.sort_by { |site, pairs| [-pairs.size, site] }.first(top)
+      focus = sites.flat_map { |_, pairs| pairs.first(per_site).map(&:last) }
+      [sites.map { |site, pairs| [site, pairs.size, [pairs.size, per_site].min] }, focus]
+    end
+
+    # Naming reads every constant (rb_const_get_at, never an autoload), and
+    # reading a deprecated one (::Fixnum, Struct::Passwd...) warns under -w.
+    def quietly
+      verbose = $VERBOSE
+      deprecated = Warning[:deprecated]
+      $VERBOSE = nil
+      Warning[:deprecated] = false
+      yield
+    ensure
+      $VERBOSE = verbose
+      Warning[:deprecated] = deprecated
+    end
+  end
+
+  # Fathom.profile(mode: :retention) { ... }: a snapshot when the block ends.
+  class RetentionProfiler
+    DEFAULTS = { max_depth: Retention::DEFAULTS[:max_depth] }.freeze
+
+    def initialize(**opts)
+      Options.check_unknown!(opts, DEFAULTS.keys, "Fathom::RetentionProfiler.new")
+      @max_depth = Options.integer("max_depth", DEFAULTS.merge(opts)[:max_depth], Retention::MAX_DEPTH_RANGE)
+    end
+
+    def start = self
+    def stop = self
+    def running? = false
+
+    def flush(gc: true)
+      Retention.snapshot(gc: gc, max_depth: @max_depth)
+    end
+
+    # A snapshot that also explains the top live allocation sites of a heap
+    # profiler (Fathom::Retention.explain_sites); taken before the heap
+    # profiler is flushed.
+    def flush_explaining(memory_profiler)
+      Retention.explain_sites(memory_profiler, max_depth: @max_depth)
+    end
+  end
+
+  def self.retention_snapshot(out: nil, **opts)
+    Retention.snapshot(out: out, **opts)
+  end
+end

@@ -1,0 +1,99 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require_relative "../fixtures/leak_fixture"
+
+# Crash-prone paths of the GC profiler and the retention snapshot, run in
+# the normal and the ASan/UBSan builds: the GC hooks under GC.stress (every
+# allocation runs a GC; a hook that allocated would recurse or corrupt the
+# heap), GC.compact between and during snapshots, threads mutating the heap
+# while a snapshot names references, start/stop loops and fork.
+class GcAndRetentionCrashTest < Minitest::Test
+  def setup
+    require_native!
+  end
+
+  def asan?
+    ENV["FATHOM_ASAN"] == "1"
+  end
+
+  def test_gc_hooks_under_gc_stress
+    profiler = Fathom::GcProfiler.new(coalesce: 0)
+    kept = []
+    profiler.start
+    begin
+      GC.stress = true
+      (asan? ? 150 : 600).times { |i| kept << "s#{i}" * 2 }
+      GC.compact
+    ensure
+      GC.stress = false
+      profiler.stop
+    end
+    stats = profiler.stats
+    assert_operator stats[:cycles], :>=, 100, stats.inspect
+    assert_equal 0, stats[:unmatched_exits]
+    profile = profiler.flush
+    assert_operator profile.report.length, :>, 0
+    Fathom::GcProfiler.new(format: :firefox).profile { GC.start }.firefox_json
+  end
+
+  def test_gc_profiler_start_stop_loop_and_fork
+    profiler = Fathom::GcProfiler.new
+    50.times do
+      profiler.start
+      Array.new(2_000) { "x" * 10 }
+      GC.start if rand < 0.2
+      profiler.stop
+    end
+    profiler.start
+    pid = fork do
+      3.times { GC.start }
+      profile = profiler.flush
+      exit!(Fathom::Pprof.read(profile.bytes).samples.empty? ? 1 : 0)
+    end
+    Process.wait(pid)
+    profiler.stop
+    assert $?.success?, "the forked child profiles its own GCs"
+  end
+
+  def test_retention_snapshot_with_gc_compact
+    LeakFixture.build
+    GC.compact
+    first = Fathom.retention_snapshot(progress: nil)
+    GC.compact
+    LeakFixture.build
+    second = Fathom.retention_snapshot(progress: nil)
+    assert_operator second.stats[:objects], :>, 1_000
+    assert_operator first.stats[:objects], :>, 1_000
+  ensure
+    LeakFixture.clear
+  end
+
+  def test_retention_snapshot_while_threads_mutate_the_heap
+    LeakFixture.build
+    stop = false
+    threads = 3.times.map do |t|
+      Thread.new do
+        local = {}
+        i = 0
+        until stop
+          local[i % 500] = Array.new(20) { "t#{t}-#{i}" }
+          GC.compact if t.zero? && (i % 200).zero?
+          i += 1
+        end
+      end
+    end
+    (asan? ? 2 : 4).times { Fathom.retention_snapshot(progress: nil, gc: false) }
+  ensure
+    stop = true
+    threads&.each(&:join)
+    LeakFixture.clear
+  end
+
+  def test_bad_snapshot_options_raise
+    assert_raises(TypeError) { Fathom.retention_snapshot(progress: 3) }
+    assert_raises(TypeError) { Fathom.retention_snapshot(focus: "x") }
+    assert_raises(ArgumentError) { Fathom.retention_snapshot(max_depth: 1) }
+    assert_raises(ArgumentError) { Fathom.retention_snapshot(bogus: 1) }
+  end
+end

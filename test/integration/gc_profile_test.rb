@@ -1,0 +1,169 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "support/pprof_raw"
+require_relative "../fixtures/gc_churn"
+
+# GC profiling end to end: GC time and counts against what Ruby measures
+# itself, the pprof read by go tool pprof, the report, and `fathom run`.
+class GcProfileTest < Minitest::Test
+  def setup
+    require_native!
+    @dir = Dir.mktmpdir("fathom-gc")
+  end
+
+  def teardown
+    FileUtils.rm_rf(@dir)
+  end
+
+  # Acceptance: 50 GC.start among churn. Ruby's own figure is GC.stat(:time)
+  # (milliseconds, measured around the same gc_enter/gc_exit points our
+  # hooks fire at) over the same GCs, in the same run.
+  def test_majors_counted_and_gc_time_matches_rubys_own_measure
+    skip_unless_go!
+    truth = nil
+    path = File.join(@dir, "gc.pb.gz")
+    profile = Fathom.profile(mode: :gc, out: path) { truth = GcChurn.run }
+    raw = PprofRaw.read(path)
+
+    gcs = raw.by_label("gcs", "gc type")
+    assert_operator gcs["major"], :>=, 50, raw.output
+    assert_equal truth[:major], gcs["major"], "every major GC of the run is counted"
+    assert_equal truth[:minor], gcs["minor"].to_i, raw.output
+
+    wall_ms = raw.total("wall") / 1e6
+    assert_operator truth[:time_ms], :>, 20, "the workload must spend measurable time in GC"
+    assert_in_delta truth[:time_ms], wall_ms, truth[:time_ms] * 0.10,
+                    "profile GC wall #{wall_ms.round(1)}ms vs GC.stat(:time) #{truth[:time_ms]}ms"
+    assert_operator raw.total("cpu"), :<=, raw.total("wall") * 1.05
+    assert_operator raw.total("cpu"), :>, 0
+
+    forced = raw.by_label("gcs", "gc reason")
+    assert_operator forced["force"], :>=, 50, "GC.start is a forced major GC"
+    assert_equal({ "GC" => raw.total("wall") }, raw.by_label("wall", "thread"))
+    assert_equal ["Garbage Collection"], raw.function_names
+    assert_equal profile.stats[:steps], raw.total("gc_steps")
+  end
+
+  def test_report_summarizes_counts_time_and_pauses
+    profile = Fathom.profile(mode: :gc) { GcChurn.run(full_gcs: 5) }
+    report = profile.report
+    assert_match(/\AGC profile: \S+ of wall time, \d+ GCs \(\d+ minor, (\d+) major\)$/, report)
+    assert_operator report[/(\d+) major\)/, 1].to_i, :>=, 5
+    assert_match(/^time in GC\s+\S+ wall \(\S+%\), \S+ CPU, \d+ steps$/, report)
+    assert_match(/^pauses \(steps\)\s+p50 \S+\s+p90 \S+\s+p99 \S+\s+longest \S+$/, report)
+    assert_match(/major\s+force\s+method$/, report)
+    assert_equal :gc, profile.kind
+  end
+
+  def test_coalescing_keeps_periods_few_and_totals_equal
+    coalesced = Fathom::GcProfiler.new
+    every = Fathom::GcProfiler.new(coalesce: 0)
+    churn = -> { 400_000.times { "x" * 64 } }
+    a = coalesced.profile { churn.call }
+    b = every.profile { churn.call }
+    assert_operator a.stats[:periods], :<, a.stats[:steps]
+    assert_equal b.stats[:steps], b.stats[:periods], "coalesce: 0 makes a period per step"
+    assert_equal 0, b.stats[:merged_on_overflow]
+  end
+
+  def test_bad_options_raise_clear_errors
+    e = assert_raises(ArgumentError) { Fathom::GcProfiler.new(format: :svg) }
+    assert_match(/fathom: format must be one of :pprof, :firefox/, e.message)
+    e = assert_raises(ArgumentError) { Fathom::GcProfiler.new(coalsce: 1) }
+    assert_match(/unknown option :coalsce/, e.message)
+    e = assert_raises(TypeError) { Fathom::GcProfiler.new(coalesce: :soon) }
+    assert_match(/fathom: coalesce must be/, e.message)
+    e = assert_raises(ArgumentError) { Fathom.profile(mode: :gc, exact: true) { nil } }
+    assert_match(/unknown option :exact for Fathom.profile\(mode: :gc\)/, e.message)
+  end
+
+  def test_only_one_gc_profiler_at_a_time
+    a = Fathom::GcProfiler.new.start
+    begin
+      e = assert_raises(Fathom::Error) { Fathom::GcProfiler.new.start }
+      assert_match(/another GC profiler is already running/, e.message)
+    ensure
+      a.stop
+    end
+  end
+
+  def test_heap_and_gc_together_write_two_files
+    profiles = Fathom.profile(mode: %i[heap gc], out: File.join(@dir, "run.pb.gz"), exact: true) do
+      GcChurn.run(full_gcs: 2)
+    end
+    assert_equal %i[heap gc], profiles.keys
+    assert File.exist?(File.join(@dir, "run.heap.pb.gz"))
+    assert File.exist?(File.join(@dir, "run.gc.pb.gz"))
+    assert_equal :heap, Fathom::Profile.load(File.join(@dir, "run.heap.pb.gz")).kind
+    assert_equal :gc, Fathom::Profile.load(File.join(@dir, "run.gc.pb.gz")).kind
+  end
+
+  def test_fathom_run_mode_heap_gc
+    skip_unless_go!
+    script = File.expand_path("../fixtures/gc_churn.rb", __dir__)
+    env = { "RUBYOPT" => nil, "BUNDLE_GEMFILE" => nil, "BUNDLE_BIN_PATH" => nil, "BUNDLER_SETUP" => nil }
+    _o, err, status = TestHelper.run_fathom("run", "--mode", "heap,gc", "-o", File.join(@dir, "prof"), "--",
+                                            RbConfig.ruby, script, env: env)
+    assert status.success?, err
+    assert_match(/fathom: wrote heap profile to #{Regexp.escape(File.join(@dir, "prof.heap.pb.gz"))}/, err)
+    assert_match(/fathom: wrote gc profile to #{Regexp.escape(File.join(@dir, "prof.gc.pb.gz"))} \(\d+ GCs, \d+ steps\)/, err)
+    raw = PprofRaw.read(File.join(@dir, "prof.gc.pb.gz"))
+    assert_operator raw.by_label("gcs", "gc type")["major"], :>=, 50
+
+    report, err, status = TestHelper.run_fathom("report", File.join(@dir, "prof.gc.pb.gz"))
+    assert status.success?, err
+    assert_match(/GCs \(\d+ minor, \d+ major\)/, report)
+  end
+end
+
+# The Firefox Profiler timeline: the file the profiler writes passes the
+# structural check of the processed format (v48), and holds one GC marker
+# per period with the GC counts of the run.
+class GcFirefoxProfileTest < Minitest::Test
+  def setup
+    require_native!
+    require "support/firefox_format"
+    @dir = Dir.mktmpdir("fathom-gc-firefox")
+  end
+
+  def teardown
+    FileUtils.rm_rf(@dir)
+  end
+
+  def load_json(path)
+    bytes = File.binread(path)
+    bytes = Zlib.gunzip(bytes) if bytes.start_with?("\x1f\x8b".b)
+    JSON.parse(bytes)
+  end
+
+  def test_firefox_file_passes_the_structural_check_and_counts_gcs
+    truth = nil
+    path = File.join(@dir, "gc.json.gz")
+    Fathom.profile(mode: :gc, format: :firefox, out: path) { truth = GcChurn.run(full_gcs: 10) }
+    json = load_json(path)
+    FirefoxFormat.check!(json)
+    assert_equal 48, json.dig("meta", "preprocessedProfileVersion")
+    gc = json["threads"].find { |t| t["name"] == "Garbage Collection" }
+    refute_nil gc
+    markers = gc["markers"]["data"].select { |d| d && d["type"] == "GC" }
+    majors = markers.select { |m| m["gc_type"] == "major" }.sum { |m| m["gcs"] }
+    assert_equal truth[:major], majors
+    assert(markers.all? { |m| m["gc_ms"] >= 0 && m["steps"] >= 1 })
+    names = gc["markers"]["name"].map { |i| gc["stringArray"][i] }.uniq.sort
+    assert_includes names, "Major GC"
+    assert_equal "tracing-ms", gc["samples"]["weightType"]
+
+    report, err, status = TestHelper.run_fathom("report", path)
+    assert status.success?, err
+    assert_match(/GCs \(\d+ minor, #{truth[:major]} major\)/, report)
+  end
+
+  def test_plain_json_when_not_gzipped_and_cli_naming
+    profile = Fathom::GcProfiler.new(format: :firefox).profile { GC.start }
+    plain = Fathom::GcProfiler.new(format: :firefox).tap(&:start).tap(&:stop).flush(gzip: false)
+    assert plain.bytes.start_with?("{")
+    FirefoxFormat.check!(JSON.parse(plain.bytes))
+    FirefoxFormat.check!(profile.firefox_json)
+  end
+end

@@ -1,0 +1,145 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "support/pprof_raw"
+
+# Retention analysis end to end: `fathom run --mode retention` on the leak
+# fixture, read back with go tool pprof; the report; diffs; focus paths.
+class RetentionTest < Minitest::Test
+  SCRIPT = File.expand_path("../fixtures/leak_script.rb", __dir__)
+  PLAIN_ENV = { "RUBYOPT" => nil, "BUNDLE_GEMFILE" => nil, "BUNDLE_BIN_PATH" => nil, "BUNDLER_SETUP" => nil }.freeze
+
+  # Every frame of a chain names its edge: no "?" (unnamed hop), no
+  # "via Class" fallback, no elision.
+  def assert_fully_named(chain)
+    chain.each do |frame|
+      refute_match(/(\A|→ )(\?|via |…)/, frame, "unnamed edge in #{chain.inspect}")
+    end
+  end
+
+  def setup
+    require_native!
+    skip_unless_go!
+    @dir = Dir.mktmpdir("fathom-retention")
+  end
+
+  def teardown
+    FileUtils.rm_rf(@dir)
+  end
+
+  def run_script
+    out = File.join(@dir, "retained.pb.gz")
+    _o, err, status = TestHelper.run_fathom("run", "--mode", "retention", "-o", out, "--", RbConfig.ruby, SCRIPT,
+                                            env: PLAIN_ENV)
+    assert status.success?, err
+    assert_match(/fathom: wrote retention profile to #{Regexp.escape(out)} \(\d+ objects, GVL held \S+\)/, err)
+    out
+  end
+
+  # Acceptance: the top of inuse_space and of retained_space is the leak's
+  # chain, every edge named.
+  def test_fathom_run_retention_names_the_leak_chains
+    out = run_script
+    top = go_pprof("-top", "-symbolize=none", "-sample_index=inuse_space", out)
+    first = top.lines.find { |l| l =~ /^\s*[\d.]+\w*B\s/ }
+    assert_match(/@payload \(String\)$/, first.to_s, top)
+    top = go_pprof("-top", "-symbolize=none", "-sample_index=retained_space", out)
+    first = top.lines.find { |l| l =~ /^\s*[\d.]+\w*B\s/ }
+    assert_match(/LeakFixture::Registry::SESSIONS \(Hash\)$/, first.to_s, top)
+
+    raw = PprofRaw.read(out)
+    payloads = raw.samples.select { |s| s.functions.first == "@payload (String)" }
+    # 2100 after the program's at_exit; a payload or two may still be held
+    # by the VM or C stack (then charged there), never 100.
+    assert_in_delta 2100, payloads.sum { |s| s.values[raw.index_of("inuse_objects")] }, 5, "snapshot after the program's at_exit"
+    chain = payloads.max_by { |s| s.values[raw.index_of("inuse_objects")] }.functions.reverse
+    # The bottom frame is a root category, or (when the object is reachable
+    # from several) a frame whose hop path starts at one.
+    assert_match(/\A(\(root: \w+\)\z|\w+ → )/, chain.first)
+    assert_match(/LeakFixture::Registry::SESSIONS \(Hash\)\z/, chain[-3])
+    assert_equal ["$hashval (LeakFixture::Session)", "@payload (String)"], chain.last(2)
+    assert_fully_named(chain)
+
+    objects = raw.index_of("inuse_objects")
+    global = raw.samples.select { |s| s.functions.first == "@bytes (String)" }.max_by { |s| s.values[objects] }.functions.reverse
+    assert_equal ["(root: global_tbl)", "$leak_cache (Array)", "[10+] (LeakFixture::Buffer)", "@bytes (String)"], global
+
+    closure = raw.samples.select { |s| s.functions.first == "[0] (String)" && s.functions.include?("@cells (Array)") }
+                 .max_by { |s| s.values[objects] }
+    refute_nil closure, "the closure's captured rows"
+    chain = closure.functions.reverse
+    assert_includes chain, "@hook (Proc)"
+    assert_includes chain, "captured_rows (Array)"
+    assert_equal ["[10+] (LeakFixture::Row)", "@cells (Array)", "[0] (String)"], chain.last(3)
+    assert_fully_named(chain[chain.index("@hook (Proc)")..])
+
+    # Each object charged once: inuse_space sums to what the profile says is reachable.
+    inuse = raw.total("inuse_space")
+    cum = raw.cum("inuse_space", /LeakFixture::Registry::SESSIONS \(Hash\)/)
+    assert_operator cum, :>=, 2100 * LeakFixture::PAYLOAD_BYTES
+    assert_operator cum, :<, inuse
+
+    report, err, status = TestHelper.run_fathom("report", out, "--top", "5")
+    assert status.success?, err
+    assert_match(/\ARetention profile: \d+ objects, \S+ reachable$/, report)
+    assert_match(/^\s+8\.\d+MB .* LeakFixture::Registry::SESSIONS \(Hash\)$/, report.lines[3])
+    assert_match(/^\s+\S+ → .*LeakFixture::Registry::SESSIONS \(Hash\) → \$hashval \(LeakFixture::Session\)$/, report)
+  end
+
+  def test_diff_shows_growth_along_the_chain
+    require_relative "../fixtures/leak_fixture"
+    LeakFixture.build
+    before = File.join(@dir, "before.pb.gz")
+    after = File.join(@dir, "after.pb.gz")
+    Fathom.retention_snapshot(out: before, progress: nil)
+    300.times { |i| LeakFixture::Registry::SESSIONS["grown-#{i}"] = LeakFixture::Session.new(i) }
+    Fathom.retention_snapshot(out: after, progress: nil)
+
+    out, err, status = TestHelper.run_fathom("diff", before, after, "--top", "3")
+    assert status.success?, err
+    assert_match(/\AGrowth of inuse_space: \+/, out)
+    row = out.lines[2]
+    assert_match(/\+\d+(\.\d+)?[kM]B .* \+300  .*LeakFixture::Registry::SESSIONS \(Hash\) → \$hashval \(LeakFixture::Session\) → @payload \(String\)$/, row, out)
+  ensure
+    LeakFixture.clear
+  end
+
+  def test_focus_paths_and_stats
+    require_relative "../fixtures/leak_fixture"
+    LeakFixture.build
+    # Not through a local variable: the VM stack would be a retainer too.
+    profile = Fathom.retention_snapshot(focus: [LeakFixture::Registry::SESSIONS["session-7"]], progress: nil)
+    path, = profile.stats[:focus_paths]
+    refute_includes path.join, "Array)", "the focus list itself is not a retainer"
+    assert_equal "$hashval (LeakFixture::Session)", path.last
+    # Usually "... LeakFixture::Registry::SESSIONS (Hash)"; in a big process
+    # the hash's address may also sit in a C stack slot, and the
+    # conservative machine_context root is then a shorter path to it.
+    assert_match(/(LeakFixture::Registry::SESSIONS|machine_context) \(Hash\)\z/, path[-2])
+    stats = profile.stats
+    assert_operator stats[:objects], :>, 10_000
+    assert_operator stats[:gvl_held_ns], :>, 0
+    assert_equal :retention, profile.kind
+  ensure
+    LeakFixture.clear
+  end
+
+  # heap + retention: the top live allocation sites with the path that retains them.
+  def test_heap_and_retention_explain_the_top_sites
+    require_relative "../fixtures/leak_fixture"
+    profiles = Fathom.profile(mode: %i[heap retention], exact: true) { LeakFixture.build }
+    sites = profiles[:retention].stats[:sites]
+    payload = sites.find { |s| s[:site].start_with?("String#* ← LeakFixture::Session#initialize") }
+    refute_nil payload, sites.map { |s| s[:site] }.inspect
+    assert_operator payload[:live_samples], :>=, 2000
+    path, count = payload[:paths].max_by(&:last)
+    assert_equal 3, count
+    assert_match(/LeakFixture::Registry::SESSIONS \(Hash\)\z/, path[-3])
+    assert_equal ["$hashval (LeakFixture::Session)", "@payload (String)"], path.last(2)
+    text = Fathom::Report::SiteRetention.new(sites).to_s
+    assert_match(/^String#\* ← LeakFixture::Session#initialize \S+leak_fixture.rb:\d+ \(\d+ live samples\)\n  3× .*@payload \(String\)$/, text)
+    assert_operator Fathom::Pprof.read(profiles[:heap].bytes).samples.size, :>, 0
+  ensure
+    LeakFixture.clear
+  end
+end

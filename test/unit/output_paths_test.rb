@@ -1,0 +1,26 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "fathom/autorun"
+
+class OutputPathsTest < Minitest::Test
+  P = Fathom::OutputPaths
+
+  def test_one_mode_uses_the_path_or_its_default
+    assert_equal({ heap: File.expand_path("h.pb.gz") }, P.for_modes("h.pb.gz", [:heap]))
+    assert_equal({ gc: File.expand_path("fathom-gc.pb.gz") }, P.for_modes(nil, [:gc]))
+    assert_equal({ gc: File.expand_path("fathom-gc.json.gz") }, P.for_modes(nil, ["gc"], format: :firefox))
+  end
+
+  def test_several_modes_insert_the_mode_before_the_extension
+    assert_equal({ heap: "/t/run.heap.pb.gz", gc: "/t/run.gc.pb.gz" }, P.for_modes("/t/run.pb.gz", %i[heap gc]))
+    assert_equal({ gc: "/t/run.gc.json.gz", retention: "/t/run.retention.pb.gz" },
+                 P.for_modes("/t/run", %i[gc retention], format: :firefox))
+    assert_equal({ heap: File.expand_path("fathom-heap.pb.gz"), gc: File.expand_path("fathom-gc.pb.gz") },
+                 P.for_modes(nil, %i[heap gc]))
+  end
+
+  def test_forked_children_keep_the_extension
+    assert_equal "/x/gc.42.json.gz", Fathom::Autorun.path_for_pid("/x/gc.json.gz", 42)
+  end
+end
