@@ -38,8 +38,9 @@ module Fathom
       @lock = Mutex.new
     end
 
-    # Everything recorded since start, encoded in `format` (the profiler
-    # keeps running). gzip: applies to :firefox (pprof is always gzipped);
+    # What was recorded since start (or the previous flush), encoded in
+    # `format`; the next flush starts a new window (the profiler keeps
+    # running), so a PeriodicFlusher writes one window per file. gzip: applies to :firefox (pprof is always gzipped);
     # by default a Firefox profile is gzipped, which profiler.firefox.com reads.
     # gc: is accepted for symmetry with MemoryProfiler#flush and ignored
     # (forcing a GC here would only add a GC to the profile).

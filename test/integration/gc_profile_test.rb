@@ -16,9 +16,13 @@ class GcProfileTest < Minitest::Test
     FileUtils.rm_rf(@dir)
   end
 
-  # Acceptance: 50 GC.start among churn. Ruby's own figure is GC.stat(:time)
-  # (milliseconds, measured around the same gc_enter/gc_exit points our
-  # hooks fire at) over the same GCs, in the same run.
+  # Acceptance: 50 GC.start among churn, against Ruby's own measure over the
+  # same GCs in the same run: GC.stat(:time). On Ruby 3.1 that is *process
+  # CPU time* (gc.c's current_process_time; measured here: under a CPU-bound
+  # competing load GC.stat(:time) read 373 ms, our cpu 370 ms, our wall
+  # 784 ms), so the like-for-like check is our cpu total; wall equals it on
+  # an idle machine (208 vs 204.7 ms) and can only exceed it when the
+  # process is descheduled during GC.
   def test_majors_counted_and_gc_time_matches_rubys_own_measure
     skip_unless_go!
     truth = nil
@@ -31,13 +35,12 @@ class GcProfileTest < Minitest::Test
     assert_equal truth[:major], gcs["major"], "every major GC of the run is counted"
     assert_equal truth[:minor], gcs["minor"].to_i, raw.output
 
+    cpu_ms = raw.total("cpu") / 1e6
     wall_ms = raw.total("wall") / 1e6
     assert_operator truth[:time_ms], :>, 20, "the workload must spend measurable time in GC"
-    assert_in_delta truth[:time_ms], wall_ms, truth[:time_ms] * 0.10,
-                    "profile GC wall #{wall_ms.round(1)}ms vs GC.stat(:time) #{truth[:time_ms]}ms"
-    assert_operator raw.total("cpu"), :<=, raw.total("wall") * 1.05
-    assert_operator raw.total("cpu"), :>, 0
-
+    assert_in_delta truth[:time_ms], cpu_ms, [truth[:time_ms] * 0.10, 2].max,
+                    "profile GC cpu #{cpu_ms.round(1)}ms (wall #{wall_ms.round(1)}ms) vs GC.stat(:time) #{truth[:time_ms]}ms"
+    assert_operator wall_ms, :>=, cpu_ms * 0.98
     forced = raw.by_label("gcs", "gc reason")
     assert_operator forced["force"], :>=, 50, "GC.start is a forced major GC"
     assert_equal({ "GC" => raw.total("wall") }, raw.by_label("wall", "thread"))
@@ -165,5 +168,40 @@ class GcFirefoxProfileTest < Minitest::Test
     assert plain.bytes.start_with?("{")
     FirefoxFormat.check!(JSON.parse(plain.bytes))
     FirefoxFormat.check!(profile.firefox_json)
+  end
+end
+
+class GcFlushWindowTest < Minitest::Test
+  def setup
+    require_native!
+  end
+
+  # Each flush covers the window since the previous one, so periodic files
+  # (Fathom::PeriodicFlusher) do not repeat each other.
+  def test_flushes_cover_consecutive_windows
+    profiler = Fathom::GcProfiler.new.start
+    3.times { GC.start }
+    first = Fathom::Report::GcSummary.new(Fathom::Pprof.read(profiler.flush.bytes))
+    2.times { GC.start }
+    second = Fathom::Report::GcSummary.new(Fathom::Pprof.read(profiler.flush.bytes))
+    profiler.stop
+    assert_equal 3, first.gc_count("major")
+    assert_equal 2, second.gc_count("major")
+  end
+
+  def test_periodic_flusher_writes_gc_profiles
+    dir = Dir.mktmpdir("fathom-gc-flusher")
+    profiler = Fathom::GcProfiler.new.start
+    flusher = Fathom::PeriodicFlusher.new(profiler, dir: dir, interval: 0.05).start
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 0.3
+    GC.start while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+    flusher.stop
+    profiler.stop
+    files = Dir[File.join(dir, "*.pb.gz")]
+    assert_operator files.size, :>=, 2
+    majors = files.sum { |f| Fathom::Report::GcSummary.new(Fathom::Pprof.read_file(f)).gc_count("major") }
+    assert_operator majors, :>, 0
+  ensure
+    FileUtils.rm_rf(dir)
   end
 end

@@ -96,6 +96,8 @@ class GcTracker {
   bool CloseOpenPeriod();
   // Forgets everything (after fork in the child, or on restart).
   void Reset(int64_t now_ns);
+  // Starts a new pause histogram (a flush window ended); stats are kept.
+  void ClearPauses() { pauses_.Clear(); }
 
   const PauseHistogram& pauses() const { return pauses_; }
   const Stats& stats() const { return stats_; }

@@ -232,6 +232,12 @@ GcProfileData TakeData(GcCollector* c) {
   d.end_monotonic_ns = MonotonicNs();
   d.flush_interval_ns = c->tracker->config().flush_interval_ns;
   d.pid = static_cast<int64_t>(getpid());
+  // The next flush covers what happens from now on (as the heap profile's
+  // alloc_* values do): periodic files each hold their own window.
+  c->periods.clear();
+  c->tracker->ClearPauses();
+  c->start_realtime_ns = RealtimeNs();
+  c->start_monotonic_ns = d.end_monotonic_ns;
   return d;
 }
 
@@ -254,8 +260,9 @@ void* EncodeWithoutGvl(void* arg) {
 }
 
 // encode(format, gzip) -> String: :pprof (always gzipped) or :firefox
-// (JSON, gzipped when gzip is true). Covers everything since start (or the
-// fork); the collector keeps running.
+// (JSON, gzipped when gzip is true). Covers the window since start (or the
+// previous encode, or the fork) and starts a new one; the collector keeps
+// running.
 VALUE CollectorEncode(VALUE self, VALUE format, VALUE gzip) {
   GcCollector* c = Get(self);
   if (format != sym_pprof && format != sym_firefox)
