@@ -139,7 +139,19 @@ void RootCallback(const char* category, VALUE obj, void* data) {
   static_cast<Snapshot*>(data)->roots.emplace_back(category, obj);
 }
 
-void ChildCallback(VALUE child, void* data) { static_cast<HeapGraphBuilder*>(data)->AddEdgeTo(child); }
+// Called from Ruby's C code (gc_mark_children): a C++ exception must not
+// unwind through it. The only one AddEdgeTo throws in practice is
+// std::length_error past 2^31 - 1 nodes (or bad_alloc): the walk then stops
+// adding edges and TakeBody raises.
+void ChildCallback(VALUE child, void* data) {
+  Snapshot* s = static_cast<Snapshot*>(data);
+  if (!s->error.empty()) return;
+  try {
+    s->builder->AddEdgeTo(child);
+  } catch (const std::exception& e) {
+    s->error = e.what();
+  }
+}
 
 const char* TypeName(int type) {
   switch (type) {
@@ -222,7 +234,8 @@ void Walk(Snapshot* s) {
     // Our own object marks every node (see SnapshotMark); the focus array
     // only exists because the caller asked about its elements.
     if (obj == s->self || obj == s->skip_children_of) continue;
-    rb_objspace_reachable_objects_from(obj, ChildCallback, &b);
+    rb_objspace_reachable_objects_from(obj, ChildCallback, s);
+    if (!s->error.empty()) break;  // TakeBody raises, once Walk's locals are gone
     if ((i & (kProgressEvery - 1)) == 0) Progress(s, "walking", i);
     s->peak_bytes = std::max(s->peak_bytes, b.MemoryBytes());
   }
@@ -614,7 +627,12 @@ VALUE TakeBody(VALUE arg) {
   s->builder = std::make_unique<HeapGraphBuilder>();
   s->builder->Reserve(static_cast<size_t>(rb_gc_stat(ID2SYM(rb_intern("heap_live_slots")))), 0);
   int64_t t0 = MonotonicNs();
-  Walk(s);
+  try {
+    Walk(s);
+  } catch (const std::exception& e) {
+    s->error = e.what();
+  }
+  if (!s->error.empty()) rb_raise(eFathomError, "fathom: the heap snapshot failed: %s", s->error.c_str());
   // Focus objects are looked up while the address table still exists.
   std::vector<uint32_t> focus_nodes;
   if (!NIL_P(a->focus)) {
