@@ -276,7 +276,6 @@ class ChildIndex {
 };
 
 struct Namer {
-  Snapshot* s;
   HeapGraph& g;
   ChildIndex children;
   // Names of a proc's (or binding's) captured locals, by value, waiting for
@@ -415,7 +414,7 @@ void NameConstants(Namer& n, VALUE mod) {
 }
 
 // A binding's locals by value, for the env objects a proc or binding holds.
-void CollectLocals(Namer& n, VALUE binding, uint32_t owner) {
+void CollectLocals(Namer& n, VALUE binding) {
   VALUE names;
   if (!SafeCall(binding, id_local_variables, &names) || !RB_TYPE_P(names, T_ARRAY)) return;
   std::vector<std::pair<VALUE, std::string>> locals;
@@ -431,7 +430,6 @@ void CollectLocals(Namer& n, VALUE binding, uint32_t owner) {
     n.g.SetEdgeName(item.second, "(captured)");
     n.env_locals[item.second] = locals;
   }
-  (void)owner;
 }
 
 void NameThread(Namer& n, VALUE thread) {
@@ -538,9 +536,9 @@ void NameChildrenOf(Namer& n, uint32_t parent) {
       if (RBASIC_CLASS(obj) == 0) break;
       if (rb_obj_is_proc(obj)) {
         VALUE binding;
-        if (SafeCall(obj, id_binding, &binding)) CollectLocals(n, binding, parent);
+        if (SafeCall(obj, id_binding, &binding)) CollectLocals(n, binding);
       } else if (rb_obj_is_kind_of(obj, cBinding)) {
-        CollectLocals(n, obj, parent);
+        CollectLocals(n, obj);
       } else if (rb_obj_is_kind_of(obj, cThread)) {
         NameThread(n, obj);
       }
@@ -560,7 +558,7 @@ void NameChildrenOf(Namer& n, uint32_t parent) {
 }
 
 void NameEdges(Snapshot* s) {
-  Namer n{s, s->graph, {}, {}, {}};
+  Namer n{s->graph, {}, {}, {}};
   CollectGlobals(n);
   HeapGraph& g = s->graph;
   for (uint32_t p = 1; p < g.node_count(); p++) {
