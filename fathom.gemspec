@@ -5,12 +5,16 @@ require_relative "lib/fathom/version"
 Gem::Specification.new do |spec|
   spec.name = "fathom"
   spec.version = Fathom::VERSION
-  spec.summary = "Production-safe memory profiler for Ruby with a C++ core (pprof output)"
+  spec.summary = "Production-safe memory, GC and retention profiler for Ruby with a C++ core (pprof, Firefox Profiler)"
   spec.description = <<~DESC
     Fathom samples Ruby allocations with hooks that stay off between samples,
     tracks which sampled objects are still alive, and writes gzipped pprof
     profiles (alloc_objects, alloc_space, inuse_objects, inuse_space) that open
-    in go tool pprof, speedscope and Grafana/Pyroscope.
+    in go tool pprof, speedscope and Grafana/Pyroscope. It profiles garbage
+    collection (GC as its own thread with reason/cause/type, pause percentiles,
+    a Firefox Profiler timeline) and explains why objects are still alive:
+    reference chains from the GC roots with named edges, dominators and
+    retained sizes, and diffs between snapshots.
   DESC
   spec.authors = ["Fathom developers"]
   spec.license = "MIT"
