@@ -15,6 +15,9 @@ module TestHelper
   LIB = File.join(ROOT, "lib")
   EXE = File.join(ROOT, "exe/fathom")
   PROTO_DIR = "/usr/share/gocode/src/github.com/google/pprof/proto"
+  # The suite runs under `bundle exec`, whose RUBYOPT would load Bundler into
+  # programs run with `fathom run` too; tests profile the program alone.
+  PLAIN_ENV = { "RUBYOPT" => nil, "BUNDLE_GEMFILE" => nil, "BUNDLE_BIN_PATH" => nil, "BUNDLER_SETUP" => nil }.freeze
 
   module_function
 

@@ -229,21 +229,26 @@ module Fathom
       raise UsageError, "too many arguments: #{argv.join(" ")}" if argv.size > 1
 
       top = validate { Options.parse_integer("--top", opts.fetch(:top, "20"), 1..) }
-      path = argv.first
-      bytes = begin
-        File.binread(path)
-      rescue SystemCallError => e
-        @stderr.puts "fathom report: cannot read #{path}: #{e.message}"
-        return 1
-      end
-      report = begin
+      report = decode_file("report", argv.first) do |bytes|
         validate { Report.for_bytes(bytes, sample_index: opts[:sample_index], top: top) }
-      rescue Pprof::DecodeError => e
-        @stderr.puts "fathom report: not a pprof profile: #{path}: #{e.message.delete_prefix("fathom: ")}"
-        return 1
       end
+      return 1 unless report
+
       @stdout.print report.to_s
       0
+    end
+
+    # Reads a profile file and decodes its bytes with the block. A file that
+    # cannot be read or decoded is reported as "fathom COMMAND: ..." and
+    # gives nil (the command then exits 1).
+    def decode_file(command, path)
+      yield File.binread(path)
+    rescue SystemCallError => e
+      @stderr.puts "fathom #{command}: cannot read #{path}: #{e.message}"
+      nil
+    rescue Pprof::DecodeError => e
+      @stderr.puts "fathom #{command}: not a pprof profile: #{path}: #{e.message.delete_prefix("fathom: ")}"
+      nil
     end
 
     # ---- fathom diff ---------------------------------------------------
@@ -269,15 +274,7 @@ module Fathom
       raise UsageError, "need two profiles: BEFORE AFTER" unless argv.size == 2
 
       top = validate { Options.parse_integer("--top", opts.fetch(:top, "20"), 1..) }
-      before, after = argv.map do |path|
-        Pprof.read_file(path)
-      rescue SystemCallError => e
-        @stderr.puts "fathom diff: cannot read #{path}: #{e.message}"
-        return 1
-      rescue Pprof::DecodeError => e
-        @stderr.puts "fathom diff: not a pprof profile: #{path}: #{e.message.delete_prefix("fathom: ")}"
-        return 1
-      end
+      before, after = argv.map { |path| decode_file("diff", path) { |bytes| Pprof.decode(bytes) } or return 1 }
       report = validate { Report::Diff.new(before, after, sample_index: opts[:sample_index], top: top) }
       @stdout.print report.to_s
       0

@@ -7,9 +7,6 @@ require "support/pprof_raw"
 # status passed through, the profile read by `fathom report` and by go tool pprof.
 class CliRunTest < Minitest::Test
   FIXTURE = File.expand_path("../fixtures/keep_and_drop_script.rb", __dir__)
-  # The suite runs under `bundle exec`, whose RUBYOPT would load Bundler into
-  # the profiled program too; profile the program alone.
-  PLAIN_ENV = { "RUBYOPT" => nil, "BUNDLE_GEMFILE" => nil, "BUNDLE_BIN_PATH" => nil, "BUNDLER_SETUP" => nil }.freeze
 
   def setup
     require_native!
@@ -24,7 +21,7 @@ class CliRunTest < Minitest::Test
   def test_run_exact_with_failing_program_then_report
     out = File.join(@dir, "heap.pb.gz")
     _o, err, status = TestHelper.run_fathom("run", "--mode", "heap", "--exact", "-o", out, "--", RbConfig.ruby, FIXTURE,
-                                 env: PLAIN_ENV.merge("FIXTURE_EXIT" => "3"))
+                                 env: TestHelper::PLAIN_ENV.merge("FIXTURE_EXIT" => "3"))
     assert_equal 3, status.exitstatus, err
     assert_match(/fathom: wrote heap profile to #{Regexp.escape(out)}/, err)
 
@@ -44,7 +41,7 @@ class CliRunTest < Minitest::Test
   def test_run_sampled_default
     out = File.join(@dir, "sampled.pb.gz")
     _o, err, status = TestHelper.run_fathom("run", "--interval", "50us", "-o", out, "--", RbConfig.ruby, FIXTURE,
-                                            env: PLAIN_ENV)
+                                            env: TestHelper::PLAIN_ENV)
     assert status.success?, err
     raw = PprofRaw.read(out)
     assert_operator raw.total("alloc_objects"), :>, 10_000

@@ -105,9 +105,8 @@ class GcProfileTest < Minitest::Test
   def test_fathom_run_mode_heap_gc
     skip_unless_go!
     script = File.expand_path("../fixtures/gc_churn.rb", __dir__)
-    env = { "RUBYOPT" => nil, "BUNDLE_GEMFILE" => nil, "BUNDLE_BIN_PATH" => nil, "BUNDLER_SETUP" => nil }
     _o, err, status = TestHelper.run_fathom("run", "--mode", "heap,gc", "-o", File.join(@dir, "prof"), "--",
-                                            RbConfig.ruby, script, env: env)
+                                            RbConfig.ruby, script, env: TestHelper::PLAIN_ENV)
     assert status.success?, err
     assert_match(/fathom: wrote heap profile to #{Regexp.escape(File.join(@dir, "prof.heap.pb.gz"))}/, err)
     assert_match(/fathom: wrote gc profile to #{Regexp.escape(File.join(@dir, "prof.gc.pb.gz"))} \(\d+ GCs, \d+ steps\)/, err)

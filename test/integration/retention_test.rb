@@ -7,7 +7,6 @@ require "support/pprof_raw"
 # fixture, read back with go tool pprof; the report; diffs; focus paths.
 class RetentionTest < Minitest::Test
   SCRIPT = File.expand_path("../fixtures/leak_script.rb", __dir__)
-  PLAIN_ENV = { "RUBYOPT" => nil, "BUNDLE_GEMFILE" => nil, "BUNDLE_BIN_PATH" => nil, "BUNDLER_SETUP" => nil }.freeze
 
   # Every frame of a chain names its edge: no "?" (unnamed hop), no
   # "via Class" fallback, no elision.
@@ -30,7 +29,7 @@ class RetentionTest < Minitest::Test
   def run_script
     out = File.join(@dir, "retained.pb.gz")
     _o, err, status = TestHelper.run_fathom("run", "--mode", "retention", "-o", out, "--", RbConfig.ruby, SCRIPT,
-                                            env: PLAIN_ENV)
+                                            env: TestHelper::PLAIN_ENV)
     assert status.success?, err
     assert_match(/fathom: wrote retention profile to #{Regexp.escape(out)} \(\d+ objects, GVL held \S+\)/, err)
     out
