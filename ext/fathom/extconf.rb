@@ -1,8 +1,9 @@
 # frozen_string_literal: true
 
 # Builds fathom/fathom_ext.so from two source trees:
-#   core/  pure C++17, no Ruby headers (also built alone by CMake for GoogleTest)
-#   ruby/  the only code that includes Ruby's headers
+#   core/<concern>/  pure C++17, no Ruby headers (also built alone by CMake for
+#                    GoogleTest); included as "heap/sample_store.h" etc.
+#   ruby/            the only code that includes Ruby's headers
 # FATHOM_SANITIZE=1 adds -fsanitize=address,undefined (the suite's ASan step).
 require "mkmf"
 
@@ -26,8 +27,10 @@ have_func("rb_objspace_reachable_objects_from")      # the retention snapshot's 
 have_func("rb_objspace_reachable_objects_from_root")
 
 src = File.expand_path(__dir__)
-dirs = %w[core ruby]
-$srcs = dirs.flat_map { |d| Dir[File.join(src, d, "*.cc")].map { |f| File.basename(f) } }.sort
+# Every core/<concern>/ folder but testing/ (GoogleTest helpers), and ruby/.
+dirs = Dir[File.join(src, "core", "*/")].map { |d| "core/#{File.basename(d)}" }.reject { |d| d == "core/testing" }.sort
+dirs << "ruby"
+$srcs = dirs.flat_map { |d| Dir[File.join(src, d, "*.cc")].reject { |f| f.end_with?("_test.cc") }.map { |f| File.basename(f) } }.sort
 dupes = $srcs.group_by(&:itself).select { |_, v| v.size > 1 }.keys
 abort "source file names must be unique across core/ and ruby/: #{dupes.join(', ')}" unless dupes.empty?
 $VPATH.concat(dirs.map { |d| "$(srcdir)/#{d}" })

@@ -6,7 +6,7 @@
 
 #include <ruby.h>
 
-#include "stack_table.h"
+#include "heap/stack_table.h"
 
 namespace fathom {
 

@@ -30,10 +30,10 @@
 #include <string>
 #include <vector>
 
-#include "clock.h"
-#include "gc_profile.h"
-#include "gc_tracker.h"
-#include "firefox_gc_track.h"
+#include "base/clock.h"
+#include "gc/gc_profile.h"
+#include "gc/gc_tracker.h"
+#include "gc/firefox_gc_track.h"
 
 namespace fathom {
 namespace {

@@ -38,10 +38,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "clock.h"
-#include "dominators.h"
-#include "heap_graph.h"
-#include "retention_profile.h"
+#include "base/clock.h"
+#include "retention/dominators.h"
+#include "retention/heap_graph.h"
+#include "retention/retention_profile.h"
 #include "ruby_private_api.h"
 
 namespace fathom {

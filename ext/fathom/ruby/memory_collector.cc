@@ -37,11 +37,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "clock.h"
+#include "base/clock.h"
 #include "frame_symbolizer.h"
-#include "heap_profile.h"
+#include "heap/heap_profile.h"
 #include "ruby_private_api.h"
-#include "sample_store.h"
+#include "heap/sample_store.h"
 #include "sample_timer.h"
 
 namespace fathom {

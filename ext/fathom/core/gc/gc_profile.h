@@ -1,0 +1,42 @@
+// GC profile encoding: the periods a GcTracker closed, turned into pprof
+// (GC as a pseudo-thread on one placeholder frame) or into a Firefox
+// Profiler timeline. Pure computation on a self-contained GcProfileData, so
+// the Ruby side copies the data under the GVL and encodes without it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gc/gc_tracker.h"
+#include "gc/pause_histogram.h"
+
+namespace fathom {
+
+struct GcProfileData {
+  std::vector<GcPeriod> periods;
+  PauseHistogram pauses;
+  GcTracker::Stats stats;
+  int64_t start_realtime_ns = 0;   // wall clock when profiling started (Unix epoch)
+  int64_t start_monotonic_ns = 0;  // CLOCK_MONOTONIC at the same moment
+  int64_t end_monotonic_ns = 0;    // when the data was taken
+  int64_t flush_interval_ns = 0;   // the coalescing interval (0 = off)
+  int64_t pid = 0;
+};
+
+// The frame every GC sample sits on, and the thread label GC samples carry.
+inline constexpr const char* kGcFrameName = "Garbage Collection";
+inline constexpr const char* kGcThreadLabel = "GC";
+
+// Gzipped pprof. Sample types: wall/nanoseconds (default), cpu/nanoseconds,
+// gc_steps/count and gcs/count (GC cycles started; how `fathom report`
+// counts minor and major GCs). Labels: thread=GC, "gc type", "gc cause",
+// and "gc reason" for major GCs. Periods with the same labels merge into one
+// sample, as pprof does. The pause distribution (per step) goes into a
+// comment: "fathom.gc.pauses count=N total_ns=… max_ns=… p50_ns=… p90_ns=… p99_ns=…".
+std::string EncodeGcPprof(const GcProfileData& data);
+
+// The pause-distribution comment line (also used by tests).
+std::string GcPauseComment(const PauseHistogram& pauses);
+
+}  // namespace fathom

@@ -1,0 +1,124 @@
+// GcTracker: turns Ruby's stream of GC steps into a few "periods" worth
+// recording. Pure C++; the Ruby side feeds it from its GC hooks.
+//
+// Why coalesce. Ruby's GC is incremental and sweeps lazily: one GC cycle is
+// many short steps (each one a GC_ENTER/GC_EXIT pair), and an allocation
+// loop produces 50k+ steps per second. Making a sample per step would cost
+// more than the GC itself. So steps are summed into the open *period*, and
+// a period is closed (handed to the Ruby side to record) only
+//   - when `flush_interval_ns` has passed since the last close (10 ms by
+//     default: at most ~100 periods/s whatever the GC does), or
+//   - when a major GC cycle has finished (flush_on_major), so that every
+//     major GC — the expensive, interesting ones — is a period of its own, or
+//   - when a cycle with a different type/reason/cause starts, so that the
+//     labels of a period describe all of its steps.
+// With flush_interval_ns == 0 every step is its own period ("coalescing
+// off", used by the benchmark to show what coalescing saves).
+//
+// Threading and allocation. Every On* method runs inside Ruby's GC (GVL
+// held, allocation forbidden): they only touch fields and a ring of
+// closed periods preallocated by the constructor. Drain() runs at a safe
+// point with the GVL (the Ruby side's postponed job), so the ring has a
+// single producer and a single consumer that never run at the same time.
+// When the ring is full (the job did not get to run), closed periods are
+// merged into the newest ring entry instead of being dropped: totals stay
+// exact, only the timeline loses resolution (stats().merged_on_overflow).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "gc/pause_histogram.h"
+
+namespace fathom {
+
+enum class GcType : uint8_t { kUnknown = 0, kMinor, kMajor };
+// rb_gc_latest_gc_info(:major_by): why a major GC was chosen.
+enum class GcReason : uint8_t { kNone = 0, kNofree, kOldgen, kShady, kForce, kOldmalloc, kUnknown };
+// rb_gc_latest_gc_info(:gc_by): what triggered the GC.
+enum class GcCause : uint8_t { kUnknown = 0, kNewobj, kMalloc, kMethod, kCapi, kStress };
+
+const char* GcTypeName(GcType type);      // "minor", "major", "unknown"
+const char* GcReasonName(GcReason reason);  // "nofree", ..., "" for kNone
+const char* GcCauseName(GcCause cause);    // "newobj", "malloc", "method", ...
+
+// One closed period. Times are CLOCK_MONOTONIC nanoseconds.
+struct GcPeriod {
+  int64_t start_ns = 0;  // when the period's first step began
+  int64_t end_ns = 0;    // when its last step ended
+  int64_t wall_ns = 0;   // summed step durations (wall clock)
+  int64_t cpu_ns = 0;    // summed CPU time of the GC-running thread during the steps
+  uint32_t steps = 0;
+  uint32_t cycles_started = 0;   // GC cycles (GC.count increments) begun in the period
+  uint32_t cycles_finished = 0;  // cycles whose sweep ended in the period
+  GcType type = GcType::kUnknown;
+  GcReason reason = GcReason::kNone;
+  GcCause cause = GcCause::kUnknown;
+  // heap_live_slots when the first cycle of the period started / when the
+  // last one finished sweeping; -1 when not seen in this period.
+  int64_t heap_live_before = -1;
+  int64_t heap_live_after = -1;
+};
+
+class GcTracker {
+ public:
+  struct Config {
+    int64_t flush_interval_ns = 10 * 1000 * 1000;
+    bool flush_on_major = true;
+    size_t ring_capacity = 4096;
+  };
+  struct Stats {
+    uint64_t steps = 0;
+    uint64_t cycles = 0;
+    uint64_t periods_closed = 0;
+    uint64_t merged_on_overflow = 0;  // closed periods folded into another because the ring was full
+    uint64_t unmatched_exits = 0;     // GC_EXIT without GC_ENTER (tracking began mid-step)
+  };
+
+  explicit GcTracker(Config config);
+
+  // ---- called from GC hooks: no allocation ----
+  // GC_ENTER: a step begins.
+  void OnStepEnter(int64_t wall_ns, int64_t cpu_ns);
+  // GC_START: a cycle begins (inside the step that started it).
+  void OnCycleStart(GcType type, GcReason reason, GcCause cause, int64_t heap_live_slots);
+  // GC_END_SWEEP: the current cycle finished sweeping.
+  void OnCycleEnd(int64_t heap_live_slots);
+  // GC_EXIT: the step ends. Returns true when a period was closed, i.e. the
+  // caller should schedule Drain() at the next safe point.
+  bool OnStepExit(int64_t wall_ns, int64_t cpu_ns);
+
+  // ---- called at safe points ----
+  // Moves the closed periods, oldest first, to the end of *out.
+  void Drain(std::vector<GcPeriod>* out);
+  // Closes the open period if it has any step (at stop). Returns whether one was closed.
+  bool CloseOpenPeriod();
+  // Forgets everything (after fork in the child, or on restart).
+  void Reset(int64_t now_ns);
+  // Starts a new pause histogram (a flush window ended); stats are kept.
+  void ClearPauses() { pauses_.Clear(); }
+
+  const PauseHistogram& pauses() const { return pauses_; }
+  const Stats& stats() const { return stats_; }
+  const Config& config() const { return config_; }
+  bool in_step() const { return in_step_; }
+
+ private:
+  void Close();  // pushes open_ into the ring and resets it
+
+  Config config_;
+  GcPeriod open_;
+  bool in_step_ = false;
+  int64_t step_wall_start_ = 0, step_cpu_start_ = 0;
+  bool major_finished_in_period_ = false;
+  int64_t last_close_ns_ = 0;
+
+  std::vector<GcPeriod> ring_;  // capacity fixed at construction
+  size_t ring_head_ = 0, ring_size_ = 0;
+
+  PauseHistogram pauses_;
+  Stats stats_;
+};
+
+}  // namespace fathom

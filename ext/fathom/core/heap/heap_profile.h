@@ -1,0 +1,103 @@
+// Heap profile assembly: aggregate sample records per (stack, class, thread)
+// under the GVL, copy what encoding needs into a self-contained snapshot,
+// then encode that snapshot to gzipped pprof with no lock held.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "encode/pprof_builder.h"
+#include "heap/sample_store.h"
+
+namespace fathom {
+
+// The four values of a heap profile, in pprof sample-type order; the names
+// are Go's, so `-sample_index=alloc_space` etc. work in pprof.
+struct HeapValues {
+  int64_t alloc_objects = 0;
+  int64_t alloc_space = 0;
+  int64_t inuse_objects = 0;
+  int64_t inuse_space = 0;
+};
+
+class HeapAggregator {
+ public:
+  using Key = SampleKey;
+
+  explicit HeapAggregator(StackTable& stacks) : stacks_(stacks) {}
+  ~HeapAggregator() { ReleaseStacks(); }
+  HeapAggregator(const HeapAggregator&) = delete;
+  HeapAggregator& operator=(const HeapAggregator&) = delete;
+
+  // Adds values to the row for key. The first row of a stack takes a
+  // reference on it, so the stack outlives the records that are recycled
+  // during the walk.
+  void Add(const Key& key, const HeapValues& values);
+  // Adds SampleStore::TakeFreedTotals() output and drops the references it carried.
+  void AddFreedTotals(std::unordered_map<SampleKey, AllocTotals, SampleKeyHash>&& totals);
+  const std::unordered_map<Key, HeapValues, SampleKeyHash>& rows() const { return rows_; }
+  // Drops the stack references (idempotent; also done by the destructor).
+  void ReleaseStacks();
+
+ private:
+  StackTable& stacks_;
+  std::unordered_map<Key, HeapValues, SampleKeyHash> rows_;
+  std::vector<uint32_t> retained_stacks_;
+};
+
+// Everything needed to encode, detached from the live tables.
+struct HeapSnapshot {
+  struct Frame {
+    uint32_t symbol;  // index into symbols
+    int32_t line;
+  };
+  struct Row {
+    uint32_t stack;  // index into stacks
+    uint32_t class_label, thread_label;
+    HeapValues values;
+  };
+  std::vector<FrameSymbol> symbols;
+  std::vector<std::vector<Frame>> stacks;  // leaf first
+  std::vector<bool> truncated;
+  std::vector<std::string> labels;  // by label id
+  std::vector<Row> rows;
+  int64_t time_nanos = 0;
+  int64_t duration_nanos = 0;
+  ValueType period_type{"allocations", "count"};
+  int64_t sample_period = 1;  // exact mode: every allocation; sampled: the interval in ns
+  std::string comment;
+};
+
+// Copies rows, their stacks, the frames' symbols and the labels, a batch of
+// rows at a time so that a caller holding the GVL can yield between batches
+// (a profile can have 100k rows). The aggregator must not change meanwhile;
+// the stack table may grow (nothing is kept pointing into it across Step
+// calls) but the aggregated stacks, which it retains, do not change. All
+// frames of those stacks must have been symbolized (FrameSymbol::resolved).
+class HeapSnapshotBuilder {
+ public:
+  HeapSnapshotBuilder(const SampleStore& store, const HeapAggregator& aggregator);
+  // Copies up to max_rows more rows; returns true once every row is copied.
+  bool Step(size_t max_rows);
+  HeapSnapshot Take() { return std::move(snap_); }
+
+ private:
+  const SampleStore& store_;
+  std::unordered_map<SampleKey, HeapValues, SampleKeyHash>::const_iterator next_, end_;
+  std::unordered_map<uint32_t, uint32_t> stack_map_;   // stack id -> snapshot stack
+  std::unordered_map<uint32_t, uint32_t> symbol_map_;  // frame index -> snapshot symbol
+  HeapSnapshot snap_;
+};
+
+// The whole copy in one go (HeapSnapshotBuilder without pauses).
+HeapSnapshot MakeHeapSnapshot(const SampleStore& store, const HeapAggregator& aggregator);
+
+// Encodes to gzipped pprof. Pure computation: safe to run without the GVL.
+std::string EncodeHeapProfile(const HeapSnapshot& snapshot);
+
+// The name of the frame added at the root of stacks cut at the maximum depth.
+inline constexpr const char* kTruncatedFrameName = "(truncated)";
+
+}  // namespace fathom

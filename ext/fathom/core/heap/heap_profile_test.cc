@@ -1,0 +1,128 @@
+#include "heap/heap_profile.h"
+
+#include <gtest/gtest.h>
+
+#include "testing/external_tools.h"
+#include "encode/pprof_builder.h"
+
+namespace fathom {
+namespace {
+
+// A store with two allocation sites; frames are symbolized as the Ruby
+// layer would do before building a snapshot.
+struct Fixture {
+  SampleStore store;
+  uint32_t keep_stack, drop_stack, string_label, main_label;
+
+  Fixture() {
+    uint64_t keep[] = {0x100, 0x200, 0x300};
+    uint64_t drop[] = {0x100, 0x400, 0x300};
+    int32_t lines[] = {0, 5, 1};
+    keep_stack = store.stacks().Intern(keep, lines, 3, false);
+    drop_stack = store.stacks().Intern(drop, lines, 3, true);
+    const char* names[] = {"String#*", "Keeper#keep", "<main>", "Dropper#drop"};
+    uint64_t handles[] = {0x100, 0x200, 0x300, 0x400};
+    for (uint32_t s : {keep_stack, drop_stack})
+      for (uint32_t f : store.stacks().frames(s))
+        for (int i = 0; i < 4; i++)
+          if (store.stacks().frame_handle(f) == handles[i])
+            store.stacks().SetSymbol(f, FrameSymbol{names[i], i == 0 ? "" : "app.rb", i, true});
+    string_label = store.labels().Intern("String");
+    main_label = store.labels().Intern("main");
+  }
+
+  // A committed record (the Ruby layer's CommitPending, minus Ruby).
+  uint32_t AddLive(uint32_t stack, uint64_t object, uint64_t weight, uint64_t bytes) {
+    store.stacks().Retain(stack);
+    SampleRecord r;
+    r.object = object;
+    r.stack_id = stack;
+    r.weight = weight;
+    r.alloc_bytes = bytes;
+    r.class_label = string_label;
+    r.thread_label = main_label;
+    uint32_t i = store.AddPending(r);
+    store.pending().clear();
+    store.at(i).state = RecordState::kLive;
+    store.live_objects().Insert(object, i);
+    return i;
+  }
+};
+
+TEST(HeapProfileTest, FreedRecordsFoldIntoAllocTotalsInBatches) {
+  Fixture fx;
+  for (uint64_t i = 0; i < 10; i++) {
+    uint32_t idx = fx.AddLive(fx.drop_stack, 0x10000 + i * 40, 2, 1000);
+    fx.store.live_objects().Erase(0x10000 + i * 40);
+    fx.store.MarkFreed(idx);  // what the FREEOBJ hook does
+  }
+  EXPECT_TRUE(fx.store.has_freed());
+  EXPECT_EQ(fx.store.DrainFreed(4), 4u);  // bounded batches
+  EXPECT_EQ(fx.store.DrainFreed(), 6u);
+  EXPECT_FALSE(fx.store.has_freed());
+  EXPECT_EQ(fx.store.live_count(), 0u);  // records recycled...
+
+  HeapAggregator agg(fx.store.stacks());
+  agg.AddFreedTotals(fx.store.TakeFreedTotals());
+  ASSERT_EQ(agg.rows().size(), 1u);
+  const HeapValues& v = agg.rows().begin()->second;
+  EXPECT_EQ(v.alloc_objects, 20);  // ...but their weighted totals kept
+  EXPECT_EQ(v.alloc_space, 20000);
+  EXPECT_EQ(v.inuse_objects, 0);
+}
+
+TEST(HeapProfileTest, BatchedSnapshotEqualsOneShot) {
+  Fixture fx;
+  HeapAggregator agg(fx.store.stacks());
+  for (uint32_t t = 0; t < 50; t++) {
+    uint32_t thread = fx.store.labels().Intern("thread " + std::to_string(t));
+    agg.Add({t % 2 ? fx.keep_stack : fx.drop_stack, fx.string_label, thread}, HeapValues{1, 10, 1, 10});
+  }
+  HeapSnapshot one = MakeHeapSnapshot(fx.store, agg);
+  HeapSnapshotBuilder builder(fx.store, agg);
+  int steps = 1;
+  while (!builder.Step(7)) steps++;
+  HeapSnapshot batched = builder.Take();
+  EXPECT_EQ(steps, 8);
+  ASSERT_EQ(batched.rows.size(), one.rows.size());
+  EXPECT_EQ(batched.stacks.size(), 2u);
+  EXPECT_EQ(batched.symbols.size(), 4u);  // shared frames copied once
+  for (size_t i = 0; i < one.rows.size(); i++) {
+    EXPECT_EQ(batched.rows[i].thread_label, one.rows[i].thread_label);
+    EXPECT_EQ(batched.rows[i].values.inuse_space, one.rows[i].values.inuse_space);
+  }
+}
+
+// The whole heap-profile encoding, read back by the reference reader.
+TEST(HeapProfileTest, EncodedProfileReadsBackInGoPprof) {
+  FATHOM_REQUIRE_TOOL("go");
+  Fixture fx;
+  fx.AddLive(fx.keep_stack, 0x5000, 3, 1024);
+  HeapAggregator agg(fx.store.stacks());
+  agg.Add({fx.keep_stack, fx.string_label, fx.main_label}, HeapValues{3, 3072, 3, 3072});
+  agg.Add({fx.drop_stack, fx.string_label, fx.main_label}, HeapValues{5, 5000, 0, 0});
+  HeapSnapshot snap = MakeHeapSnapshot(fx.store, agg);
+  snap.time_nanos = 1700000000000000000;
+  snap.duration_nanos = 2000000000;
+  std::string gz = EncodeHeapProfile(snap);
+
+  test_util::TempDir dir;
+  std::string path = dir.path() + "/heap.pb.gz";
+  test_util::WriteFile(path, gz);
+  std::string env = "HOME=" + dir.path() + " GOCACHE=" + dir.path() + "/cache ";
+  auto top = test_util::RunCommand(env + "go tool pprof -top -symbolize=none -sample_index=alloc_space " + path);
+  ASSERT_EQ(top.exit_code, 0) << top.output;
+  EXPECT_NE(top.output.find("Type: alloc_space"), std::string::npos) << top.output;
+  EXPECT_NE(top.output.find("Dropper#drop"), std::string::npos) << top.output;
+  auto raw = test_util::RunCommand(env + "go tool pprof -raw -symbolize=none " + path);
+  ASSERT_EQ(raw.exit_code, 0) << raw.output;
+  EXPECT_NE(raw.output.find("alloc_objects/count alloc_space/bytes inuse_objects/count inuse_space/bytes[dflt]"),
+            std::string::npos) << raw.output;
+  EXPECT_NE(raw.output.find("(truncated)"), std::string::npos) << raw.output;  // drop_stack was cut
+  EXPECT_NE(raw.output.find("class:[String]"), std::string::npos) << raw.output;
+  EXPECT_NE(raw.output.find("thread:[main]"), std::string::npos) << raw.output;
+  EXPECT_NE(raw.output.find("Keeper#keep app.rb:5"), std::string::npos) << raw.output;
+}
+
+}  // namespace
+}  // namespace fathom

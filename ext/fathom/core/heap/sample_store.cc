@@ -1,0 +1,88 @@
+#include "heap/sample_store.h"
+
+#include "base/hash_util.h"
+
+namespace fathom {
+
+size_t SampleKeyHash::operator()(const SampleKey& k) const {
+  return HashCombine(HashCombine(Mix64(k.stack_id), k.class_label), k.thread_label);
+}
+
+void SampleStore::MarkFreed(uint32_t index) {
+  SampleRecord& r = records_[index];
+  r.state = RecordState::kFreed;
+  r.next_freed = freed_head_;
+  freed_head_ = index;
+}
+
+size_t SampleStore::DrainFreed(size_t limit) {
+  size_t drained = 0;
+  // Frees come in runs from the same allocation site: remember the last row.
+  SampleKey last_key{StackTable::kNone, 0, 0};
+  AllocTotals* last_totals = nullptr;
+  while (freed_head_ != UINT32_MAX && drained < limit) {
+    uint32_t index = freed_head_;
+    SampleRecord& r = records_[index];
+    freed_head_ = r.next_freed;
+    if (r.state != RecordState::kFreed) continue;  // recycled meanwhile (e.g. by a flush)
+    if (!r.alloc_reported) {
+      SampleKey key{r.stack_id, r.class_label, r.thread_label};
+      if (!last_totals || !(key == last_key)) {
+        auto [it, inserted] = freed_totals_.try_emplace(key);
+        if (inserted) stacks_.Retain(r.stack_id);
+        last_key = key;
+        last_totals = &it->second;  // unordered_map nodes are stable
+      }
+      last_totals->objects += static_cast<int64_t>(r.weight);
+      last_totals->bytes += static_cast<int64_t>(r.weight * r.alloc_bytes);
+    }
+    Recycle(index);
+    drained++;
+  }
+  return drained;
+}
+
+std::unordered_map<SampleKey, AllocTotals, SampleKeyHash> SampleStore::TakeFreedTotals() {
+  std::unordered_map<SampleKey, AllocTotals, SampleKeyHash> out;
+  out.swap(freed_totals_);
+  return out;
+}
+
+uint32_t SampleStore::AddPending(const SampleRecord& record) {
+  uint32_t index;
+  if (!free_slots_.empty()) {
+    index = free_slots_.back();
+    free_slots_.pop_back();
+    records_[index] = record;
+  } else {
+    index = static_cast<uint32_t>(records_.size());
+    records_.push_back(record);
+  }
+  records_[index].state = RecordState::kPending;
+  pending_.push_back(index);
+  in_use_++;
+  return index;
+}
+
+void SampleStore::Recycle(uint32_t index) {
+  SampleRecord& r = records_[index];
+  if (r.state == RecordState::kFree) return;
+  if (r.stack_id != StackTable::kNone) stacks_.Release(r.stack_id);
+  r = SampleRecord{};
+  free_slots_.push_back(index);
+  in_use_--;
+}
+
+void SampleStore::Clear() {
+  freed_totals_.clear();  // their stack references vanish with the stack table
+  freed_head_ = UINT32_MAX;
+  stacks_.Clear();
+  live_objects_.Clear();
+  records_.clear();
+  free_slots_.clear();
+  pending_.clear();
+  in_use_ = 0;
+  // Labels are kept: they are few and the ids stay valid.
+}
+
+}  // namespace fathom

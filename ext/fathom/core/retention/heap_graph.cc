@@ -1,0 +1,222 @@
+#include "retention/heap_graph.h"
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "base/hash_util.h"
+
+namespace fathom {
+namespace {
+
+template <typename T>
+size_t CapacityBytes(const std::vector<T>& v) {
+  return v.capacity() * sizeof(T);
+}
+
+// Grows by 1.5x rather than std::vector's 2x: these arrays are tens of MB,
+// and a walk that outgrows its Reserve estimate by a little should not
+// double the largest of them.
+template <typename T>
+void MakeRoom(std::vector<T>& v) {
+  if (v.size() == v.capacity()) v.reserve(v.capacity() < 1024 ? 1024 : v.capacity() + v.capacity() / 2);
+}
+
+// Trims one array at a time, so the transient copy is one array's, not the graph's.
+template <typename T>
+void Trim(std::vector<T>& v) {
+  if (v.capacity() > v.size() + v.size() / 16) v.shrink_to_fit();
+}
+
+}  // namespace
+
+uint32_t HeapGraph::TreeEdgeOrdinal(uint32_t node) const {
+  if (node == kSuperRoot || !has_edges()) return kNoEdge;
+  uint32_t parent = tree_parent_[node];
+  uint32_t begin = edge_begin_[parent], end = edge_begin_[parent + 1];
+  for (uint32_t e = begin; e < end; e++)
+    if (edge_target_[e] == (node | kTreeEdgeBit)) return e - begin;
+  return kNoEdge;  // not reached for a finished graph
+}
+
+void HeapGraph::SetEdgeName(uint32_t node, uint32_t name_id) {
+  if (node >= node_count()) throw std::out_of_range("HeapGraph::SetEdgeName: unknown node " + std::to_string(node));
+  if (name_id >= names_.size()) throw std::out_of_range("HeapGraph::SetEdgeName: unknown name id " + std::to_string(name_id));
+  edge_name_[node] = name_id;
+}
+
+void HeapGraph::ReleaseEdges() {
+  std::vector<uint32_t>().swap(edge_begin_);
+  std::vector<uint32_t>().swap(edge_target_);
+}
+
+size_t HeapGraph::MemoryBytes() const {
+  return CapacityBytes(address_) + CapacityBytes(class_name_) + CapacityBytes(type_) + CapacityBytes(self_size_) +
+         CapacityBytes(tree_parent_) + CapacityBytes(edge_name_) + CapacityBytes(edge_begin_) +
+         CapacityBytes(edge_target_) + large_sizes_.size() * 32;
+}
+
+HeapGraphBuilder::HeapGraphBuilder() { Reset(); }
+
+void HeapGraphBuilder::Reset() {
+  graph_ = HeapGraph();
+  // The super-root: no address, no class, no size; its edge list starts at 0.
+  graph_.address_.push_back(0);
+  graph_.class_name_.push_back(0);
+  graph_.type_.push_back(0);
+  graph_.self_size_.push_back(0);
+  graph_.tree_parent_.push_back(HeapGraph::kSuperRoot);
+  graph_.edge_name_.push_back(0);
+  graph_.edge_begin_.assign(1, 0);
+  std::vector<uint32_t>().swap(slots_);
+  objects_ = 0;
+  current_ = kNoCurrent;
+}
+
+void HeapGraphBuilder::Reserve(size_t objects, size_t edges) {
+  // + a few for the super-root and the categories.
+  size_t nodes = objects + 64;
+  if (nodes > HeapGraph::kMaxNodes) nodes = HeapGraph::kMaxNodes;
+  if (edges > UINT32_MAX) edges = UINT32_MAX;
+  graph_.address_.reserve(nodes);
+  graph_.class_name_.reserve(nodes);
+  graph_.type_.reserve(nodes);
+  graph_.self_size_.reserve(nodes);
+  graph_.tree_parent_.reserve(nodes);
+  graph_.edge_begin_.reserve(nodes + 1);
+  graph_.edge_target_.reserve(edges);
+  // Slots for `objects` at load <= 0.6.
+  GrowTable(objects + objects * 2 / 3 + 1);
+}
+
+uint32_t HeapGraphBuilder::AddRootCategory(std::string_view name) {
+  if (graph_.edge_begin_.size() != 1)
+    throw std::logic_error("HeapGraphBuilder: AddRootCategory after BeginEdgesOf");
+  uint32_t name_id = graph_.names_.Intern(name);
+  // Categories are few (about ten), so a scan is the simplest lookup.
+  for (uint32_t c = 1; c <= graph_.category_count_; c++)
+    if (graph_.edge_name_[c] == name_id) return c;
+  uint32_t node = NewNode(0, HeapGraph::kSuperRoot);
+  graph_.edge_name_.push_back(name_id);
+  graph_.category_count_++;
+  graph_.edge_target_.push_back(node | HeapGraph::kTreeEdgeBit);
+  return node;
+}
+
+void HeapGraphBuilder::BeginEdgesOf(uint32_t node) {
+  uint32_t last = static_cast<uint32_t>(graph_.edge_begin_.size() - 1);  // 0: only the super-root's so far
+  if (node <= last || node >= graph_.node_count())
+    throw std::logic_error("HeapGraphBuilder: BeginEdgesOf(" + std::to_string(node) +
+                           ") out of order or unknown (last begun " + std::to_string(last) + ", " +
+                           std::to_string(graph_.node_count()) + " nodes)");
+  // Nodes skipped since `last` get empty edge lists.
+  uint32_t here = static_cast<uint32_t>(graph_.edge_target_.size());
+  while (graph_.edge_begin_.size() <= node) {
+    MakeRoom(graph_.edge_begin_);
+    graph_.edge_begin_.push_back(here);
+  }
+  current_ = node;
+}
+
+uint32_t HeapGraphBuilder::Find(uint64_t address) const {
+  if (slots_.empty()) return kNotFound;
+  size_t mask = slots_.size() - 1;
+  for (size_t i = Mix64(address) & mask;; i = (i + 1) & mask) {
+    uint32_t n = slots_[i];
+    if (n == kEmptySlot) return kNotFound;
+    if (graph_.address_[n] == address) return n;
+  }
+}
+
+uint32_t HeapGraphBuilder::AddEdgeTo(uint64_t address) {
+  if (current_ == kNoCurrent) throw std::logic_error("HeapGraphBuilder: AddEdgeTo before BeginEdgesOf");
+  if (graph_.edge_target_.size() >= UINT32_MAX) throw std::length_error("HeapGraphBuilder: too many edges");
+  // Grow before probing, so the probe below also finds the insertion slot.
+  if ((objects_ + 1) * 5 > slots_.size() * 3) GrowTable(slots_.size() * 2);
+  size_t mask = slots_.size() - 1;
+  size_t i = Mix64(address) & mask;
+  for (;; i = (i + 1) & mask) {
+    uint32_t n = slots_[i];
+    if (n == kEmptySlot) break;
+    if (graph_.address_[n] == address) {
+      MakeRoom(graph_.edge_target_);
+      graph_.edge_target_.push_back(n);
+      return n;
+    }
+  }
+  uint32_t node = NewNode(address, current_);
+  slots_[i] = node;
+  objects_++;
+  MakeRoom(graph_.edge_target_);
+  graph_.edge_target_.push_back(node | HeapGraph::kTreeEdgeBit);
+  return node;
+}
+
+uint32_t HeapGraphBuilder::NewNode(uint64_t address, uint32_t parent) {
+  if (graph_.address_.size() >= HeapGraph::kMaxNodes) throw std::length_error("HeapGraphBuilder: too many nodes");
+  uint32_t node = graph_.node_count();
+  MakeRoom(graph_.address_);
+  MakeRoom(graph_.class_name_);
+  MakeRoom(graph_.type_);
+  MakeRoom(graph_.self_size_);
+  MakeRoom(graph_.tree_parent_);
+  graph_.address_.push_back(address);
+  graph_.class_name_.push_back(0);
+  graph_.type_.push_back(0);
+  graph_.self_size_.push_back(0);
+  graph_.tree_parent_.push_back(parent);
+  return node;
+}
+
+void HeapGraphBuilder::SetNodeInfo(uint32_t node, uint32_t class_name_id, uint8_t type, uint64_t self_size) {
+  if (node >= graph_.node_count()) throw std::logic_error("HeapGraphBuilder: SetNodeInfo on unknown node");
+  if (class_name_id >= graph_.names_.size())
+    throw std::out_of_range("HeapGraphBuilder: SetNodeInfo with unknown name id " + std::to_string(class_name_id));
+  graph_.class_name_[node] = class_name_id;
+  graph_.type_[node] = type;
+  if (self_size >= HeapGraph::kLargeSize) {
+    graph_.self_size_[node] = HeapGraph::kLargeSize;
+    graph_.large_sizes_[node] = self_size;
+  } else {
+    graph_.self_size_[node] = static_cast<uint32_t>(self_size);
+    graph_.large_sizes_.erase(node);  // a node given info twice
+  }
+}
+
+void HeapGraphBuilder::GrowTable(size_t min_slots) {
+  size_t capacity = 1024;
+  while (capacity < min_slots) capacity *= 2;
+  if (capacity <= slots_.size()) return;
+  std::vector<uint32_t>().swap(slots_);  // free first: the keys live in address_, not here
+  slots_.assign(capacity, kEmptySlot);
+  size_t mask = capacity - 1;
+  uint32_t n = graph_.node_count();
+  for (uint32_t node = graph_.first_object_node(); node < n; node++) {
+    size_t i = Mix64(graph_.address_[node]) & mask;
+    while (slots_[i] != kEmptySlot) i = (i + 1) & mask;
+    slots_[i] = node;
+  }
+}
+
+size_t HeapGraphBuilder::MemoryBytes() const { return graph_.MemoryBytes() + CapacityBytes(slots_); }
+
+HeapGraph HeapGraphBuilder::Finish() {
+  std::vector<uint32_t>().swap(slots_);
+  HeapGraph& g = graph_;
+  uint32_t n = g.node_count();
+  uint32_t here = static_cast<uint32_t>(g.edge_target_.size());
+  while (g.edge_begin_.size() <= n) g.edge_begin_.push_back(here);
+  g.edge_name_.resize(n, 0);  // only the super-root and categories had entries
+  Trim(g.address_);
+  Trim(g.class_name_);
+  Trim(g.type_);
+  Trim(g.self_size_);
+  Trim(g.tree_parent_);
+  Trim(g.edge_begin_);
+  Trim(g.edge_target_);
+  HeapGraph out = std::move(graph_);
+  Reset();
+  return out;
+}
+
+}  // namespace fathom

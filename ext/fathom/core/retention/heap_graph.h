@@ -1,0 +1,243 @@
+// HeapGraph: a snapshot of the object graph (who references whom) in flat
+// arrays, built breadth-first from the GC roots, for retention analysis
+// (dominators, retained sizes, "why is this alive" paths).
+//
+// Node numbering:
+//   0            a virtual super-root; its edges go to the categories
+//   1..k         virtual root-category nodes ("vm", "machine_context",
+//                "global_tbl", "finalizers", ...), one per category name
+//   k+1..n-1     objects, in discovery order
+// Objects are discovered breadth-first: HeapGraphBuilder::BeginEdgesOf is
+// called in increasing node order and AddEdgeTo numbers a new object when it
+// is first seen. So node order is BFS order, and every node's tree_parent
+// (its first referrer) has a smaller index: following tree_parent from a
+// node gives a shortest path from the roots. Two consequences used elsewhere:
+//  - every dominator of a node lies on that tree path (a dominator is on
+//    every path from the root), hence has a smaller index than the node;
+//  - so increasing index order is a valid parents-before-children order of
+//    the dominator tree, and reverse index order a children-first one: no
+//    extra ordering arrays are needed to aggregate over the dominator tree.
+// Every node of a HeapGraph is reachable from node 0 by construction.
+//
+// Memory (the point of the layout: a 1M-object heap must fit in tens of MB):
+//   per node   address 8, edge_begin 4, class_name 4, type 1, self_size 4,
+//              tree_parent 4, edge_name 4                      = 29 bytes
+//   per edge   edge_target 4                                   =  4 bytes
+// plus the name strings (few: class names and bucketed edge names).
+// ReleaseEdges() drops the per-edge part and edge_begin once dominators are
+// computed and edges named (a retention profile needs neither).
+// self_size is stored in 32 bits; the rare object of 4 GiB or more keeps its
+// size in a side table. The tree edge of each node (the edge that discovered
+// it) is not stored as an index: the top bit of its edge_target entry flags
+// it, which is enough to recover its ordinal within the parent's edge list
+// (ForEachTreeChild, TreeEdgeOrdinal) at no memory cost. That caps a graph
+// at 2^31 - 1 nodes. While building, the address table adds 4 bytes per
+// slot at load <= 0.6 (6.7-13.3 bytes per node); Finish() frees it.
+//
+// Not thread-safe. A finished HeapGraph is read-only except for SetEdgeName
+// and InternName, so it can be analysed off the GVL while nothing else
+// touches it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "base/string_interner.h"
+
+namespace fathom {
+
+// A plain CSR adjacency view, as ComputeDominators takes it: the edges of
+// node v are edge_target[edge_begin[v] .. edge_begin[v + 1]), each masked
+// with target_mask (HeapGraph keeps a flag in the top bit).
+struct CsrGraphView {
+  uint32_t node_count = 0;
+  const uint32_t* edge_begin = nullptr;  // node_count + 1 entries
+  const uint32_t* edge_target = nullptr;
+  uint32_t target_mask = UINT32_MAX;
+};
+
+class HeapGraph {
+ public:
+  static constexpr uint32_t kSuperRoot = 0;
+  static constexpr uint32_t kMaxNodes = (1u << 31) - 1;
+
+  uint32_t node_count() const { return static_cast<uint32_t>(address_.size()); }
+  uint32_t edge_count() const { return static_cast<uint32_t>(edge_target_.size()); }
+  uint32_t category_count() const { return category_count_; }
+  uint32_t first_object_node() const { return category_count_ + 1; }
+  bool is_category(uint32_t node) const { return node >= 1 && node <= category_count_; }
+  // The super-root and the categories: no object behind them.
+  bool is_virtual(uint32_t node) const { return node <= category_count_; }
+
+  // Object address (a Ruby VALUE, opaque here); 0 for virtual nodes.
+  uint64_t address(uint32_t node) const { return address_[node]; }
+  uint32_t class_name(uint32_t node) const { return class_name_[node]; }  // id in names(); 0 = unknown
+  uint8_t type(uint32_t node) const { return type_[node]; }
+  uint64_t self_size(uint32_t node) const {
+    uint32_t s = self_size_[node];
+    return s != kLargeSize ? s : large_sizes_.at(node);
+  }
+  // The node's first referrer in BFS order (0 for the super-root and the categories).
+  uint32_t tree_parent(uint32_t node) const { return tree_parent_[node]; }
+  // Id in names() of the name of the edge tree_parent -> node; 0 = unnamed.
+  // A category's edge name is the category name.
+  uint32_t edge_name(uint32_t node) const { return edge_name_[node]; }
+
+  // Edges of node: indices edge_begin(node) .. edge_end(node) - 1, in the
+  // order they were added (duplicates and self edges included).
+  uint32_t edge_begin(uint32_t node) const { return edge_begin_[node]; }
+  uint32_t edge_end(uint32_t node) const { return edge_begin_[node + 1]; }
+  uint32_t edge_target(uint32_t edge) const { return edge_target_[edge] & kTargetMask; }
+  // True for the edge that discovered its target (exactly one per object node).
+  bool is_tree_edge(uint32_t edge) const { return (edge_target_[edge] & kTreeEdgeBit) != 0; }
+
+  // Position of node's tree edge within tree_parent(node)'s edges (0-based;
+  // for naming: e.g. the k-th reference an array reported). O(out-degree of
+  // the parent); to name all edges, walk parents with ForEachTreeChild.
+  // kNoEdge for node 0 (categories have one: their position under node 0).
+  static constexpr uint32_t kNoEdge = UINT32_MAX;
+  uint32_t TreeEdgeOrdinal(uint32_t node) const;
+
+  // Calls f(ordinal, child) for each node whose tree edge comes from
+  // `node`, in edge order; ordinal is the edge's position in node's edges.
+  template <typename F>
+  void ForEachTreeChild(uint32_t node, F&& f) const {
+    if (!has_edges()) return;
+    uint32_t begin = edge_begin_[node], end = edge_begin_[node + 1];
+    for (uint32_t e = begin; e < end; e++)
+      if (edge_target_[e] & kTreeEdgeBit) f(e - begin, edge_target_[e] & kTargetMask);
+  }
+
+  // Frees the edge arrays (4 bytes per node + 4 per edge) once nothing
+  // needs them: dominators are computed and edges named. Retention profiles
+  // and frame names need only the per-node arrays. Afterwards edge_count()
+  // is 0, has_edges() false, and the edge accessors, ForEachTreeChild,
+  // TreeEdgeOrdinal, csr() and ComputeDominators must not be used
+  // (ComputeDominators throws std::logic_error).
+  void ReleaseEdges();
+  bool has_edges() const { return !edge_begin_.empty(); }
+
+  // Names: class names, edge names and category names share one table.
+  const StringInterner& names() const { return names_; }
+  const std::string& name(uint32_t id) const { return names_.Get(id); }
+  uint32_t InternName(std::string_view s) { return names_.Intern(s); }
+  // Names the edge tree_parent(node) -> node. std::out_of_range for an
+  // unknown node or name id.
+  void SetEdgeName(uint32_t node, uint32_t name_id);
+  void SetEdgeName(uint32_t node, std::string_view name) { SetEdgeName(node, names_.Intern(name)); }
+
+  // The adjacency as ComputeDominators takes it (valid while *this lives
+  // and is not moved).
+  CsrGraphView csr() const {
+    return CsrGraphView{node_count(), edge_begin_.data(), edge_target_.data(), kTargetMask};
+  }
+
+  // Bytes held by the arrays (capacities, not sizes); names not counted.
+  size_t MemoryBytes() const;
+
+ private:
+  friend class HeapGraphBuilder;
+
+  static constexpr uint32_t kTreeEdgeBit = 1u << 31;
+  static constexpr uint32_t kTargetMask = kTreeEdgeBit - 1;
+  static constexpr uint32_t kLargeSize = UINT32_MAX;  // real size in large_sizes_
+
+  std::vector<uint64_t> address_;
+  std::vector<uint32_t> class_name_;
+  std::vector<uint8_t> type_;
+  std::vector<uint32_t> self_size_;
+  std::unordered_map<uint32_t, uint64_t> large_sizes_;  // node -> size, for sizes >= kLargeSize
+  std::vector<uint32_t> tree_parent_;
+  std::vector<uint32_t> edge_name_;
+  std::vector<uint32_t> edge_begin_;   // node_count() + 1 entries once finished
+  std::vector<uint32_t> edge_target_;  // node index | kTreeEdgeBit on tree edges
+  uint32_t category_count_ = 0;
+  StringInterner names_;
+};
+
+// Builds a HeapGraph from a breadth-first walk. The protocol (what the Ruby
+// heap walker does):
+//
+//   HeapGraphBuilder b;
+//   b.Reserve(expected_objects, expected_edges);         // optional
+//   uint32_t vm = b.AddRootCategory("vm");               // nodes 1..k; 0 -> c edges are implicit
+//   ...
+//   b.BeginEdgesOf(vm);  b.AddEdgeTo(addr); ...          // each category's roots, categories in order
+//   for (uint32_t i = b.first_object_node(); i < b.node_count(); i++) {
+//     b.SetNodeInfo(i, class_id, type, size);            // object at b.address(i)
+//     b.BeginEdgesOf(i);  for each child: b.AddEdgeTo(child_addr);
+//   }
+//   HeapGraph g = b.Finish();
+//
+// node_count() grows while the loop runs: the loop is the BFS queue.
+// BeginEdgesOf must be called in strictly increasing node order (nodes may
+// be skipped: they get no edges), AddRootCategory only before the first
+// BeginEdgesOf. Misuse throws std::logic_error (std::length_error when the
+// graph outgrows 2^31 - 1 nodes or 2^32 - 1 edges).
+class HeapGraphBuilder {
+ public:
+  HeapGraphBuilder();
+
+  // Pre-sizes the arrays and the address table for about this many object
+  // nodes and edges (e.g. the live object count and 3x that), so that they
+  // need not grow: growing is by 1.5x and transiently needs 2.5x an
+  // array's size. Finish() trims what was not used.
+  void Reserve(size_t objects, size_t edges);
+
+  // Returns the category node for name, creating it (with the edge
+  // super-root -> category) on first use.
+  uint32_t AddRootCategory(std::string_view name);
+
+  // Starts the edge list of node; later AddEdgeTo calls add edges from it.
+  void BeginEdgesOf(uint32_t node);
+
+  // Adds an edge from the current node to the object at address, and
+  // returns the target's node index. An address seen for the first time
+  // becomes a new node whose tree_parent is the current node.
+  uint32_t AddEdgeTo(uint64_t address);
+
+  // Class (an InternName id), Ruby type and self size of an object node.
+  // std::logic_error for an unknown node, std::out_of_range for an unknown
+  // name id.
+  void SetNodeInfo(uint32_t node, uint32_t class_name_id, uint8_t type, uint64_t self_size);
+
+  // Interns a class or edge name (the ids go to SetNodeInfo / SetEdgeName).
+  // The interner builds a std::string per call: cache ids by class on the
+  // caller's side rather than interning once per object.
+  uint32_t InternName(std::string_view s) { return graph_.names_.Intern(s); }
+
+  uint32_t node_count() const { return graph_.node_count(); }
+  uint32_t first_object_node() const { return graph_.first_object_node(); }
+  uint64_t address(uint32_t node) const { return graph_.address_[node]; }
+  // The node for address, or kNotFound (objects only).
+  static constexpr uint32_t kNotFound = UINT32_MAX;
+  uint32_t Find(uint64_t address) const;
+
+  // Bytes held by the arrays and the address table (capacities).
+  size_t MemoryBytes() const;
+
+  // Ends the walk: frees the address table, trims the arrays and hands the
+  // graph over. The builder is left empty (reusable).
+  HeapGraph Finish();
+
+ private:
+  static constexpr uint32_t kEmptySlot = UINT32_MAX;
+  static constexpr uint32_t kNoCurrent = UINT32_MAX;
+
+  uint32_t NewNode(uint64_t address, uint32_t parent);
+  void GrowTable(size_t min_slots);
+  void Reset();
+
+  HeapGraph graph_;
+  // Open addressing over node indices; a slot's key is read from
+  // graph_.address_, so a slot costs 4 bytes, not 12. Power-of-two size,
+  // linear probing, load <= 0.6; never erased.
+  std::vector<uint32_t> slots_;
+  size_t objects_ = 0;             // nodes in slots_
+  uint32_t current_ = kNoCurrent;  // node whose edges are being added
+};
+
+}  // namespace fathom

@@ -1,0 +1,533 @@
+#include "retention/retention_profile.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <iostream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "retention/dominators.h"
+#include "testing/external_tools.h"
+#include "retention/heap_graph.h"
+
+namespace fathom {
+namespace {
+
+using test_util::RunCommand;
+using test_util::ShellQuote;
+using test_util::TempDir;
+using Strs = std::vector<std::string>;
+
+// Builds a graph from a BFS over a hand-written object table, naming edges
+// and classes as the Ruby side would.
+struct Obj {
+  uint64_t addr;
+  std::string edge_name;  // of the edge from its first referrer
+  std::string klass;
+  uint64_t size;
+  std::vector<uint64_t> refs;
+};
+
+struct HandHeap {
+  std::vector<std::pair<std::string, std::vector<uint64_t>>> roots;  // category -> objects
+  std::map<uint64_t, Obj> objects;
+
+  HeapGraph Build() const {
+    HeapGraphBuilder b;
+    std::vector<uint32_t> cats;
+    for (const auto& r : roots) cats.push_back(b.AddRootCategory(r.first));
+    for (size_t i = 0; i < roots.size(); i++) {
+      b.BeginEdgesOf(cats[i]);
+      for (uint64_t a : roots[i].second) b.AddEdgeTo(a);
+    }
+    for (uint32_t v = b.first_object_node(); v < b.node_count(); v++) {
+      const Obj& o = objects.at(b.address(v));
+      b.SetNodeInfo(v, b.InternName(o.klass), 0, o.size);
+      b.BeginEdgesOf(v);
+      for (uint64_t a : o.refs) b.AddEdgeTo(a);
+    }
+    HeapGraph g = b.Finish();
+    for (uint32_t v = g.first_object_node(); v < g.node_count(); v++) g.SetEdgeName(v, objects.at(g.address(v)).edge_name);
+    return g;
+  }
+};
+
+// global_tbl -> $sessions (Hash) -> 3 sessions -> their strings; the Config
+// object is shared by sessions a and b; a Widget is a root of two categories.
+constexpr uint64_t kHash = 0x100, kS1 = 0x200, kS2 = 0x300, kS3 = 0x400, kT1 = 0x210, kT2 = 0x310, kT3 = 0x410,
+                   kT4 = 0x420, kConfig = 0x500, kWidget = 0x900;
+
+HandHeap SessionsHeap() {
+  HandHeap h;
+  h.roots = {{"global_tbl", {kHash, kWidget}}, {"vm", {kWidget}}};
+  h.objects[kHash] = {kHash, "$sessions", "Hash", 100, {kS1, kS2, kS3}};
+  h.objects[kWidget] = {kWidget, "$w", "Widget", 1000, {}};
+  h.objects[kS1] = {kS1, "{a}", "Session", 40, {kT1, kConfig}};
+  h.objects[kS2] = {kS2, "{b}", "Session", 40, {kT2, kConfig, kS2}};
+  h.objects[kS3] = {kS3, "{c}", "Session", 40, {kT3, kT4}};
+  h.objects[kT1] = {kT1, "@token", "String", 20, {}};
+  h.objects[kT2] = {kT2, "@token", "String", 20, {}};
+  h.objects[kT3] = {kT3, "[]", "String", 20, {}};
+  h.objects[kT4] = {kT4, "[]", "String", 30, {}};  // same frame as kT3: one merged sample
+  h.objects[kConfig] = {kConfig, "@config", "Config", 200, {kS1}};
+  return h;
+}
+
+uint32_t NodeOf(const HeapGraph& g, uint64_t addr) {
+  for (uint32_t v = 0; v < g.node_count(); v++)
+    if (!g.is_virtual(v) && g.address(v) == addr) return v;
+  throw std::runtime_error("no node for address");
+}
+
+// `go tool pprof -raw` output, parsed: the sample-type header, samples
+// (values and frame names, root first) and the other header lines.
+struct RawProfile {
+  std::string header;
+  struct Sample {
+    std::vector<int64_t> values;
+    Strs frames;  // root first
+  };
+  std::vector<Sample> samples;
+  std::string output;
+
+  // Values of the sample with these frames (root first); empty if none.
+  std::vector<int64_t> ValuesOf(const Strs& frames) const {
+    for (const Sample& s : samples)
+      if (s.frames == frames) return s.values;
+    return {};
+  }
+};
+
+std::string Trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+class GoPprof {
+ public:
+  explicit GoPprof(const std::string& gz) {
+    file_ = dir_.file("retention.pb.gz");
+    test_util::WriteFile(file_, gz);
+  }
+
+  test_util::CommandResult Run(const std::string& args) {
+    // go wants a writable HOME and build cache, which a test sandbox may lack.
+    std::string env = "HOME=" + ShellQuote(dir_.path()) + " GOCACHE=" + ShellQuote(dir_.file("gocache")) +
+                      " GOPATH=" + ShellQuote(dir_.file("gopath")) + " PPROF_TMPDIR=" + ShellQuote(dir_.path());
+    return RunCommand("env " + env + " go tool pprof " + args + " " + ShellQuote(file_));
+  }
+
+  RawProfile Raw() {
+    test_util::CommandResult r = Run("-raw -symbolize=none");
+    RawProfile p;
+    p.output = r.output;
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    std::istringstream in(r.output);
+    std::string line, section;
+    std::map<std::string, std::string> names;  // location id -> function name
+    std::vector<std::pair<std::vector<int64_t>, Strs>> raw;  // values, location ids (leaf first)
+    while (std::getline(in, line)) {
+      if (line == "Samples:" || line == "Locations" || line == "Mappings") {
+        section = line;
+        continue;
+      }
+      if (section == "Samples:") {
+        if (p.header.empty()) {
+          p.header = Trim(line);
+          continue;
+        }
+        size_t colon = line.find(':');
+        if (colon == std::string::npos) continue;
+        std::istringstream vals(line.substr(0, colon)), ids(line.substr(colon + 1));
+        std::vector<int64_t> values;
+        for (int64_t x; vals >> x;) values.push_back(x);
+        Strs locs;
+        for (std::string id; ids >> id;) locs.push_back(id);
+        raw.emplace_back(values, locs);
+      } else if (section == "Locations") {
+        // "     3: 0x0 M=1 {a} → @config (Config) :0 s=0"
+        std::string t = Trim(line);
+        size_t colon = t.find(": 0x0 M=1 ");
+        if (colon == std::string::npos) continue;
+        std::string rest = t.substr(colon + 10);
+        size_t end = rest.rfind(" :0 s=0");
+        EXPECT_NE(end, std::string::npos) << line;
+        names[t.substr(0, colon)] = rest.substr(0, end);
+      }
+    }
+    for (auto& [values, locs] : raw) {
+      RawProfile::Sample s;
+      s.values = values;
+      for (size_t i = locs.size(); i-- > 0;) s.frames.push_back(names.count(locs[i]) ? names[locs[i]] : "?" + locs[i]);
+      p.samples.push_back(s);
+    }
+    return p;
+  }
+
+ private:
+  TempDir dir_;
+  std::string file_;
+};
+
+struct Analysis {
+  HeapGraph g;
+  std::vector<uint32_t> idom;
+  std::vector<uint64_t> retained;
+
+  explicit Analysis(HeapGraph graph) : g(std::move(graph)), idom(ComputeDominators(g)), retained(RetainedSizes(g, idom)) {}
+};
+
+TEST(RetentionProfileTest, SharedObjectIsChargedAtItsDominator) {
+  Analysis a(SessionsHeap().Build());
+  const HeapGraph& g = a.g;
+  uint32_t hash = NodeOf(g, kHash), s1 = NodeOf(g, kS1), s3 = NodeOf(g, kS3), config = NodeOf(g, kConfig),
+           widget = NodeOf(g, kWidget), t4 = NodeOf(g, kT4);
+  EXPECT_EQ(a.idom[config], hash);  // not s1 (its BFS parent) or s2
+  EXPECT_EQ(g.tree_parent(config), s1);
+  EXPECT_EQ(a.idom[hash], 1u);  // global_tbl
+  EXPECT_EQ(a.idom[widget], 0u);  // reachable from two categories
+  EXPECT_EQ(a.retained[hash], 100u + 60 + 60 + 90 + 200);
+  EXPECT_EQ(a.retained[s1], 60u);
+  EXPECT_EQ(a.retained[s3], 90u);
+  EXPECT_EQ(a.retained[0], 1510u);
+
+  EXPECT_EQ(FrameName(g, a.idom, 0), "(roots)");
+  EXPECT_EQ(FrameName(g, a.idom, 1), "(root: global_tbl)");
+  EXPECT_EQ(FrameName(g, a.idom, hash), "$sessions (Hash)");
+  EXPECT_EQ(FrameName(g, a.idom, config), "{a} \u2192 @config (Config)");
+  EXPECT_EQ(FrameName(g, a.idom, widget), "global_tbl \u2192 $w (Widget)");
+  Strs path;
+  for (uint32_t v : DominatorPath(a.idom, t4)) path.push_back(FrameName(g, a.idom, v));
+  EXPECT_EQ(path, (Strs{"[] (String)", "{c} (Session)", "$sessions (Hash)", "(root: global_tbl)", "(roots)"}));
+
+  EXPECT_EQ(TopRetainers(g, a.retained, 3), (std::vector<uint32_t>{widget, hash, config}));
+  std::vector<uint32_t> all = TopRetainers(g, a.retained, 100);
+  EXPECT_EQ(all.size(), g.node_count() - g.first_object_node());
+  // Ties (the two 20-byte @token strings, 60-byte sessions) by node index.
+  for (size_t i = 1; i < all.size(); i++)
+    EXPECT_TRUE(a.retained[all[i - 1]] > a.retained[all[i]] ||
+                (a.retained[all[i - 1]] == a.retained[all[i]] && all[i - 1] < all[i]));
+  EXPECT_TRUE(TopRetainers(g, a.retained, 0).empty());
+}
+
+TEST(RetentionProfileTest, ReadsBackInGoPprofWithDominatorStacks) {
+  FATHOM_REQUIRE_TOOL("go");
+  Analysis a(SessionsHeap().Build());
+  RetentionProfileOptions options;
+  options.time_nanos = 1700000000000000000;
+  options.duration_nanos = 1500000000;
+  options.comment = "fathom retention test";
+  RetentionProfileStats stats;
+  std::string gz = EncodeRetentionProfile(a.g, a.idom, a.retained, options, &stats);
+  EXPECT_EQ(stats.objects, 10u);
+  EXPECT_EQ(stats.samples, 9u);  // the two "[] (String)" under {c} share a sample
+  EXPECT_EQ(gz, EncodeRetentionProfile(a.g, a.idom, a.retained, options));  // deterministic
+
+  GoPprof pprof(gz);
+  RawProfile raw = pprof.Raw();
+  EXPECT_EQ(raw.header, "inuse_objects/count inuse_space/bytes[dflt] retained_space/bytes") << raw.output;
+  EXPECT_NE(raw.output.find("PeriodType: space bytes"), std::string::npos) << raw.output;
+  EXPECT_NE(raw.output.find("Period: 1\n"), std::string::npos) << raw.output;
+  EXPECT_NE(raw.output.find("Comment: fathom retention test"), std::string::npos) << raw.output;
+  EXPECT_NE(raw.output.find("Duration: 1.5s"), std::string::npos) << raw.output;
+
+  const std::string root = "(root: global_tbl)", hash = "$sessions (Hash)";
+  using V = std::vector<int64_t>;
+  ASSERT_EQ(raw.samples.size(), 9u) << raw.output;
+  EXPECT_EQ(raw.ValuesOf({root, hash}), (V{1, 100, 510})) << raw.output;
+  EXPECT_EQ(raw.ValuesOf({root, hash, "{a} (Session)"}), (V{1, 40, 60}));
+  EXPECT_EQ(raw.ValuesOf({root, hash, "{b} (Session)"}), (V{1, 40, 60}));
+  EXPECT_EQ(raw.ValuesOf({root, hash, "{c} (Session)"}), (V{1, 40, 90}));
+  EXPECT_EQ(raw.ValuesOf({root, hash, "{a} (Session)", "@token (String)"}), (V{1, 20, 20}));
+  EXPECT_EQ(raw.ValuesOf({root, hash, "{b} (Session)", "@token (String)"}), (V{1, 20, 20}));
+  EXPECT_EQ(raw.ValuesOf({root, hash, "{c} (Session)", "[] (String)"}), (V{2, 50, 50}));
+  // The shared Config hangs off the hash, named by its path from there.
+  EXPECT_EQ(raw.ValuesOf({root, hash, "{a} \u2192 @config (Config)"}), (V{1, 200, 200})) << raw.output;
+  // Reachable from two categories: dominated by the super-root only, no category frame.
+  EXPECT_EQ(raw.ValuesOf({"global_tbl \u2192 $w (Widget)"}), (V{1, 1000, 1000})) << raw.output;
+
+  // inuse_space summed over every stack through the hash = its retained
+  // size; total = everything.
+  int64_t through_hash = 0, total = 0, objects = 0;
+  for (const auto& s : raw.samples) {
+    total += s.values[1];
+    objects += s.values[0];
+    if (s.frames.size() >= 2 && s.frames[1] == hash) through_hash += s.values[1];
+  }
+  EXPECT_EQ(through_hash, static_cast<int64_t>(a.retained[NodeOf(a.g, kHash)]));
+  EXPECT_EQ(total, static_cast<int64_t>(a.retained[0]));
+  EXPECT_EQ(objects, 10);
+
+  // The same from pprof's own aggregation: cum at the hash = its retained
+  // size, and retained_space read flat ranks by retained size.
+  test_util::CommandResult top = pprof.Run("-top -symbolize=none -unit=B -sample_index=inuse_space");
+  ASSERT_EQ(top.exit_code, 0) << top.output;
+  EXPECT_NE(top.output.find("of 1510B total"), std::string::npos) << top.output;
+  std::istringstream in(top.output);
+  std::string line;
+  std::map<std::string, std::pair<std::string, std::string>> rows;  // name -> (flat, cum)
+  while (std::getline(in, line)) {
+    std::istringstream row(line);
+    std::string flat, flat_pct, sum_pct, cum, cum_pct, name;
+    if (!(row >> flat >> flat_pct >> sum_pct >> cum >> cum_pct) || cum_pct.back() != '%') continue;
+    std::getline(row >> std::ws, name);
+    rows[name] = {flat, cum};
+  }
+  EXPECT_EQ(rows[hash], std::make_pair(std::string("100B"), std::string("510B"))) << top.output;
+  EXPECT_EQ(rows[root], std::make_pair(std::string("0"), std::string("510B"))) << top.output;
+  EXPECT_EQ(rows["{c} (Session)"], std::make_pair(std::string("40B"), std::string("90B"))) << top.output;
+  test_util::CommandResult retained = pprof.Run("-top -symbolize=none -unit=B -sample_index=retained_space");
+  ASSERT_EQ(retained.exit_code, 0) << retained.output;
+  EXPECT_NE(retained.output.find("510B"), std::string::npos) << retained.output;
+}
+
+// A 10-object chain under "vm": with max_depth 5, stacks keep the 3 frames
+// nearest the roots, a "(… N more)" frame, and the leaf.
+TEST(RetentionProfileTest, DeepStacksAreCappedKeepingRootsAndLeaf) {
+  FATHOM_REQUIRE_TOOL("go");
+  HandHeap h;
+  h.roots = {{"vm", {0x1000}}};
+  for (uint64_t i = 1; i <= 10; i++) {
+    std::vector<uint64_t> next;
+    if (i < 10) next.push_back(0x1000 * (i + 1));
+    h.objects[0x1000 * i] = {0x1000 * i, "@n" + std::to_string(i), "Node", i, next};
+  }
+  Analysis a(h.Build());
+  RetentionProfileOptions options;
+  options.max_depth = 5;
+  RetentionProfileStats stats;
+  std::string gz = EncodeRetentionProfile(a.g, a.idom, a.retained, options, &stats);
+  EXPECT_EQ(stats.samples, 10u);
+  RawProfile raw = GoPprof(gz).Raw();
+  ASSERT_EQ(raw.samples.size(), 10u) << raw.output;
+  auto n = [](int i) { return "@n" + std::to_string(i) + " (Node)"; };
+  using V = std::vector<int64_t>;
+  // Depth <= 5 (the category and 4 objects): whole.
+  EXPECT_EQ(raw.ValuesOf({"(root: vm)", n(1), n(2), n(3), n(4)}), (V{1, 4, 49})) << raw.output;
+  // Object 5 is frame 6: frames 4 and 5 elided.
+  EXPECT_EQ(raw.ValuesOf({"(root: vm)", n(1), n(2), "(\u2026 2 more)", n(5)}), (V{1, 5, 45})) << raw.output;
+  EXPECT_EQ(raw.ValuesOf({"(root: vm)", n(1), n(2), "(\u2026 7 more)", n(10)}), (V{1, 10, 10})) << raw.output;
+  for (const auto& s : raw.samples) EXPECT_LE(s.frames.size(), 5u);
+
+  // No cap.
+  options.max_depth = 0;
+  raw = GoPprof(EncodeRetentionProfile(a.g, a.idom, a.retained, options)).Raw();
+  EXPECT_EQ(raw.ValuesOf({"(root: vm)", n(1), n(2), n(3), n(4), n(5), n(6), n(7), n(8), n(9), n(10)}),
+            (V{1, 10, 10})) << raw.output;
+
+  options.max_depth = 2;
+  EXPECT_THROW(EncodeRetentionProfile(a.g, a.idom, a.retained, options), std::invalid_argument);
+  options.max_depth = 64;
+  options.gzip_level = 10;
+  EXPECT_THROW(EncodeRetentionProfile(a.g, a.idom, a.retained, options), std::invalid_argument);
+  options.gzip_level = 6;
+  std::vector<uint32_t> bad = a.idom;
+  bad[5] = 7;  // a later node
+  EXPECT_THROW(EncodeRetentionProfile(a.g, bad, a.retained, options), std::invalid_argument);
+  EXPECT_THROW(EncodeRetentionProfile(a.g, a.idom, {}, options), std::invalid_argument);
+}
+
+// When an object's BFS parent is not its idom, its frame is named by the
+// hops of the BFS tree path from the idom.
+TEST(RetentionProfileTest, MultiHopFrameNames) {
+  // vm -> a1 -> a2 -> a3 -> a4 -> a5 -> a6, and vm -> b -> a5. BFS reaches
+  // a5 from b first; a5's idom is vm.
+  HandHeap h;
+  h.roots = {{"vm", {0x100, 0x900}}};
+  for (uint64_t i = 1; i <= 6; i++)
+    h.objects[0x100 * i] = {0x100 * i, i == 3 ? "" : "e" + std::to_string(i), "A", 1,
+                            i < 6 ? std::vector<uint64_t>{0x100 * (i + 1)} : std::vector<uint64_t>{}};
+  h.objects[0x900] = {0x900, "b", "", 1, {0x500}};
+  Analysis a(h.Build());
+  uint32_t a3 = NodeOf(a.g, 0x300), a4 = NodeOf(a.g, 0x400), a5 = NodeOf(a.g, 0x500), a6 = NodeOf(a.g, 0x600);
+  EXPECT_EQ(a.g.tree_parent(a5), NodeOf(a.g, 0x900));
+  EXPECT_EQ(a.idom[a5], 1u);
+  EXPECT_EQ(FrameName(a.g, a.idom, a5), "b \u2192 e5 (A)");
+  EXPECT_EQ(a.idom[a6], a5);
+  EXPECT_EQ(FrameName(a.g, a.idom, a6), "e6 (A)");
+  EXPECT_EQ(a.idom[a4], a3);
+  EXPECT_EQ(FrameName(a.g, a.idom, a3), "(A)");  // unnamed edge
+  EXPECT_EQ(FrameName(a.g, a.idom, NodeOf(a.g, 0x900)), "b (?)");  // unknown class
+
+  // Roots in two categories: vm -> c1 -> ... -> c7 and machine_context ->
+  // d -> c7. d is numbered right after c1, so c7 is first seen from d; its
+  // idom is the super-root, and the category is one of the hops.
+  HandHeap l;
+  l.roots = {{"vm", {0x1000}}, {"machine_context", {0x9000}}};
+  for (uint64_t i = 1; i <= 7; i++)
+    l.objects[0x1000 * i] = {0x1000 * i, "c" + std::to_string(i), "C", 1,
+                             i < 7 ? std::vector<uint64_t>{0x1000 * (i + 1)} : std::vector<uint64_t>{}};
+  l.objects[0x9000] = {0x9000, "d", "D", 1, {0x7000}};
+  Analysis b(l.Build());
+  uint32_t c7 = NodeOf(b.g, 0x7000);
+  EXPECT_EQ(b.g.tree_parent(c7), NodeOf(b.g, 0x9000));
+  EXPECT_EQ(b.idom[c7], 0u);
+  EXPECT_EQ(FrameName(b.g, b.idom, c7), "machine_context \u2192 d \u2192 c7 (C)");
+}
+
+// x1 -> x2 -> ... -> x10 (the BFS tree path) and x1 -> z0 -> ... -> z11 ->
+// `join` (longer): join's idom is x1 and its frame lists the hops from x1.
+HeapGraph TwoPathHeap(uint64_t join) {
+  HandHeap h;
+  h.roots = {{"vm", {0x100}}};
+  for (uint64_t i = 1; i <= 10; i++) {
+    std::vector<uint64_t> refs;
+    if (i < 10) refs.push_back(0x100 * (i + 1));
+    if (i == 1) refs.push_back(0x10000);
+    h.objects[0x100 * i] = {0x100 * i, "x" + std::to_string(i), "X", 1, refs};
+  }
+  for (uint64_t k = 0; k < 12; k++) h.objects[0x10000 + k] = {0x10000 + k, "z", "Z", 1, {k < 11 ? 0x10000 + k + 1 : join}};
+  return h.Build();
+}
+
+TEST(RetentionProfileTest, FrameNamesKeepTheLastEightHops) {
+  Analysis nine(TwoPathHeap(0xA00));
+  uint32_t x10 = NodeOf(nine.g, 0xA00);
+  EXPECT_EQ(nine.idom[x10], NodeOf(nine.g, 0x100));
+  EXPECT_EQ(nine.g.tree_parent(x10), NodeOf(nine.g, 0x900));
+  const std::string truncated =
+      "\u2026 \u2192 x3 \u2192 x4 \u2192 x5 \u2192 x6 \u2192 x7 \u2192 x8 \u2192 x9 \u2192 x10 (X)";
+  EXPECT_EQ(FrameName(nine.g, nine.idom, x10), truncated);
+  Analysis eight(TwoPathHeap(0x900));
+  uint32_t x9 = NodeOf(eight.g, 0x900);
+  EXPECT_EQ(eight.idom[x9], NodeOf(eight.g, 0x100));
+  EXPECT_EQ(FrameName(eight.g, eight.idom, x9),
+            "x2 \u2192 x3 \u2192 x4 \u2192 x5 \u2192 x6 \u2192 x7 \u2192 x8 \u2192 x9 (X)");
+
+  // The profile uses the same names (and interns the hop paths: the
+  // truncated one once).
+  FATHOM_REQUIRE_TOOL("go");
+  RawProfile raw = GoPprof(EncodeRetentionProfile(nine.g, nine.idom, nine.retained)).Raw();
+  EXPECT_EQ(raw.ValuesOf({"(root: vm)", "x1 (X)", truncated}), (std::vector<int64_t>{1, 1, 1})) << raw.output;
+}
+
+// A 1M-long linked list: the dominator tree is 1M deep. Capped stacks keep
+// the output small: the elided counts are bucketed above 15.
+TEST(RetentionProfileTest, MillionDeepListEncodesToFewSamples) {
+  const uint32_t n = 1000000;
+  HeapGraphBuilder b;
+  b.Reserve(n, n);
+  uint32_t cat = b.AddRootCategory("global_tbl");
+  b.BeginEdgesOf(cat);
+  b.AddEdgeTo(0x10);
+  uint32_t klass = b.InternName("Node");
+  for (uint32_t v = b.first_object_node(); v < b.node_count(); v++) {
+    b.SetNodeInfo(v, klass, 0, 40);
+    b.BeginEdgesOf(v);
+    uint64_t addr = b.address(v);
+    if (addr / 0x10 < n) b.AddEdgeTo(addr + 0x10);
+  }
+  HeapGraph g = b.Finish();
+  ASSERT_EQ(g.node_count(), n + 2);
+  uint32_t next = g.InternName("@next");
+  for (uint32_t v = g.first_object_node() + 1; v < g.node_count(); v++) g.SetEdgeName(v, next);
+  std::vector<uint32_t> idom = ComputeDominators(g);
+  std::vector<uint64_t> retained = RetainedSizes(g, idom);
+  EXPECT_EQ(retained[g.first_object_node()], uint64_t{n} * 40);
+  RetentionProfileStats stats;
+  std::string gz = EncodeRetentionProfile(g, idom, retained, {}, &stats);
+  EXPECT_EQ(stats.objects, n);
+  EXPECT_LT(stats.samples, 100u);
+  EXPECT_LT(gz.size(), 100000u);
+  std::vector<uint32_t> path = DominatorPath(idom, n + 1);
+  EXPECT_EQ(path.size(), n + 2);
+}
+
+// The end-to-end cost at the target size: 1M objects, ~2.5M edges, fed
+// through the builder as the Ruby walker would, named, analysed, encoded.
+// Prints timings (no assertion on them) and memory per node.
+TEST(RetentionProfileTest, MillionObjectHeapEndToEnd) {
+  const uint32_t n = 1000000, kClasses = 50;
+  std::mt19937 rng(2024);
+  // The heap, by object id: objects 0..49 are classes (every object
+  // references its class); each object also gets a parent among the
+  // previous 1000 ids (so all are reachable, trees are deep-ish) and on
+  // average 0.5 more random references.
+  std::vector<uint32_t> begin(n + 1, 0), target;
+  {
+    std::vector<std::vector<uint32_t>> extra(n);
+    for (uint32_t v = kClasses; v < n; v++) extra[v - 1 - rng() % std::min<uint32_t>(v, 1000)].push_back(v);
+    for (uint32_t k = 0; k < n / 2; k++) extra[rng() % n].push_back(rng() % n);
+    target.reserve(n * 5 / 2);
+    for (uint32_t v = 0; v < n; v++) {
+      begin[v] = static_cast<uint32_t>(target.size());
+      target.push_back(v % kClasses);
+      target.insert(target.end(), extra[v].begin(), extra[v].end());
+    }
+    begin[n] = static_cast<uint32_t>(target.size());
+  }
+  auto addr = [](uint32_t id) { return 0x7f0000000000ull + uint64_t{id} * 40; };
+  std::vector<std::string> class_names;
+  for (uint32_t c = 0; c < kClasses; c++) class_names.push_back("Class" + std::to_string(c));
+
+  using Clock = std::chrono::steady_clock;
+  auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  auto t0 = Clock::now();
+  HeapGraphBuilder b;
+  b.Reserve(n, 3 * n);  // the walker knows the object count (ObjectSpace.count_objects), not the edges
+  std::vector<uint32_t> class_ids;  // cached per class, as the Ruby side should
+  for (const std::string& c : class_names) class_ids.push_back(b.InternName(c));
+  uint32_t vm = b.AddRootCategory("vm"), globals = b.AddRootCategory("global_tbl");
+  b.BeginEdgesOf(vm);
+  for (uint32_t c = 0; c < kClasses; c++) b.AddEdgeTo(addr(c));
+  b.BeginEdgesOf(globals);
+  for (int k = 0; k < 100; k++) b.AddEdgeTo(addr(rng() % n));
+  for (uint32_t v = b.first_object_node(); v < b.node_count(); v++) {
+    uint32_t id = static_cast<uint32_t>((b.address(v) - addr(0)) / 40);
+    b.SetNodeInfo(v, class_ids[id % kClasses], 1, 40 + (id % 7) * 8);
+    b.BeginEdgesOf(v);
+    for (uint32_t e = begin[id]; e < begin[id + 1]; e++) b.AddEdgeTo(addr(target[e]));
+  }
+  size_t builder_bytes = b.MemoryBytes();
+  HeapGraph g = b.Finish();
+  auto t1 = Clock::now();
+  // Edge names, per parent in edge order (ordinal 0 is the class reference).
+  std::vector<uint32_t> ordinal_names;
+  for (int k = 0; k < 12; k++) ordinal_names.push_back(g.InternName(k == 0 ? "klass" : "[" + std::to_string(k - 1) + "]"));
+  for (uint32_t v = 0; v < g.node_count(); v++)
+    g.ForEachTreeChild(v, [&](uint32_t ordinal, uint32_t child) {
+      if (!g.is_virtual(v)) g.SetEdgeName(child, ordinal_names[std::min<uint32_t>(ordinal, 11)]);
+    });
+  auto t2 = Clock::now();
+  DominatorStats dstats;
+  std::vector<uint32_t> idom = ComputeDominators(g, &dstats);
+  auto t3 = Clock::now();
+  std::vector<uint64_t> retained = RetainedSizes(g, idom);
+  auto t4 = Clock::now();
+  size_t graph_bytes = g.MemoryBytes();
+  g.ReleaseEdges();  // as the Ruby side can once edges are named and dominators known
+  size_t graph_nodes_bytes = g.MemoryBytes();
+  RetentionProfileStats rstats;
+  std::string gz = EncodeRetentionProfile(g, idom, retained, {}, &rstats);
+  auto t5 = Clock::now();
+
+  uint32_t nodes = g.node_count();
+  ASSERT_EQ(nodes, n + 3);
+  EXPECT_EQ(rstats.objects, n);
+  uint64_t total = 0;
+  for (uint32_t v = 0; v < nodes; v++) total += g.self_size(v);
+  EXPECT_EQ(retained[0], total);
+  for (uint32_t v = 1; v < nodes; v++) ASSERT_LT(idom[v], v);
+
+  double per = static_cast<double>(nodes);
+  std::cout << "[ timing   ] 1M objects, " << target.size() << " edges\n"
+            << "[ timing   ]   build " << ms(t0, t1) << " ms, name edges " << ms(t1, t2) << " ms, dominators "
+            << ms(t2, t3) << " ms, retained " << ms(t3, t4) << " ms, encode " << ms(t4, t5) << " ms; total "
+            << ms(t0, t5) << " ms\n"
+            << "[ memory   ]   bytes/node: builder peak " << builder_bytes / per << "; graph " << graph_bytes / per
+            << " + dominators working set " << dstats.peak_bytes / per << " = "
+            << (graph_bytes + dstats.peak_bytes) / per << "; encoding: graph without edges "
+            << graph_nodes_bytes / per << " + idom 4 + retained 8 + encoder tables " << rstats.peak_bytes / per
+            << " = " << (graph_nodes_bytes + 12 * per + rstats.peak_bytes) / per << "\n"
+            << "[ memory   ]   " << rstats.samples << " samples, " << rstats.stacks << " stacks, " << rstats.locations
+            << " locations, " << gz.size() << " bytes gzipped\n";
+}
+
+}  // namespace
+}  // namespace fathom
