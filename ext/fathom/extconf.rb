@@ -38,7 +38,9 @@ $INCFLAGS << " -I$(srcdir)/core -I$(srcdir)/ruby"
 
 $CXXFLAGS << " -std=c++17 -fvisibility=hidden -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter"
 if ENV["FATHOM_SANITIZE"] == "1"
-  $CXXFLAGS << " -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined"
+  # The sanitizer build is the test build: it can also inject C++ failures
+  # at FATHOM_FAULT_POINTs (ruby/boundary.h) to test every door.
+  $CXXFLAGS << " -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -DFATHOM_FAULT_INJECTION"
   $LDFLAGS << " -fsanitize=address,undefined"
 else
   $CXXFLAGS << " -O2 -g"

@@ -3,6 +3,7 @@
 // loaded first defines it, the other reuses it.
 #include <ruby.h>
 
+#include "boundary.h"
 #include "gc_collector.h"
 #include "heap_snapshot.h"
 #include "memory_collector.h"
@@ -12,7 +13,25 @@ extern "C" __attribute__((visibility("default"))) void Init_fathom_ext(void) {
   VALUE eError = rb_const_defined_at(mFathom, rb_intern("Error"))
                      ? rb_const_get_at(mFathom, rb_intern("Error"))
                      : rb_define_class_under(mFathom, "Error", rb_eStandardError);
+  fathom::eFathomError = eError;
+  rb_gc_register_address(&fathom::eFathomError);
+  fathom::InitFaultInjection();
   VALUE mNative = rb_define_module_under(mFathom, "Native");
+  // Native.internal_errors -> {count:, last_site:}: C++ exceptions caught at
+  // a callback Ruby called (a hook, a GC callback) and survived.
+  rb_define_module_function(
+      mNative, "internal_errors",
+      [](VALUE) -> VALUE {
+        VALUE h = rb_hash_new();
+        rb_hash_aset(h, ID2SYM(rb_intern("count")), ULL2NUM(fathom::InternalErrorCount()));
+        const char* site = fathom::LastInternalErrorSite();
+        rb_hash_aset(h, ID2SYM(rb_intern("last_site")), site ? rb_str_new_cstr(site) : Qnil);
+        return h;
+      },
+      0);
+  // Native.fault_injection? -> whether FATHOM_INJECT_FAULT works in this build.
+  rb_define_module_function(
+      mNative, "fault_injection?", [](VALUE) -> VALUE { return fathom::FaultInjectionBuilt() ? Qtrue : Qfalse; }, 0);
   fathom::InitMemoryCollector(mNative, eError);
   fathom::InitGcCollector(mNative, eError);
   fathom::InitHeapSnapshot(mNative, eError);
