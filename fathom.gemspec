@@ -20,7 +20,7 @@ Gem::Specification.new do |spec|
   spec.license = "MIT"
   spec.required_ruby_version = ">= 3.1"
   spec.files = Dir["lib/**/*.rb", "ext/fathom/**/*.{cc,h,rb}", "exe/*", "README.md", "IMPLEMENTATION.md", "LICENSE"]
-    .reject { |f| f.start_with?("ext/fathom/core/test/") }
+    .reject { |f| f.end_with?("_test.cc") || f.start_with?("ext/fathom/core/testing/") }
   spec.bindir = "exe"
   spec.executables = ["fathom"]
   spec.require_paths = ["lib"]

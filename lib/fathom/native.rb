@@ -37,11 +37,24 @@ module Fathom
         if path && !path.empty?
           require File.expand_path(path)
         else
-          require "fathom/fathom_ext"
+          require_for_this_ruby
         end
         @error = nil
       rescue LoadError => e
         @error = e
+      end
+
+      # A checkout builds one extension per Ruby version into
+      # lib/fathom/<X.Y>/ (rake compile), so that switching Rubies never loads
+      # an extension linked against another libruby; an installed gem has its
+      # build at lib/fathom/fathom_ext.so.
+      def require_for_this_ruby
+        versioned = File.join(__dir__, RUBY_VERSION[/\A\d+\.\d+/], "fathom_ext")
+        if Dir.glob("#{versioned}.{so,bundle,dll}").any?
+          require versioned
+        else
+          require "fathom/fathom_ext"
+        end
       end
     end
   end
