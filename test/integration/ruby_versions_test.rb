@@ -1,0 +1,82 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "support/pprof_raw"
+
+# Paths that exist only on some Rubies, run on the Ruby the suite runs on
+# (script/test runs it on 3.1 and 3.3): the sampling timer's mechanism, YJIT,
+# and M:N threads. IMPLEMENTATION.md's Ruby-versions table cites these tests.
+class RubyVersionsTest < Minitest::Test
+  THREADED = File.expand_path("../fixtures/threaded_script.rb", __dir__)
+  LEAK = File.expand_path("../fixtures/leak_script.rb", __dir__)
+  RUBY_33 = Gem::Version.new(RUBY_VERSION) >= Gem::Version.new("3.3")
+
+  def setup
+    require_native!
+    skip_unless_go!
+    @dir = Dir.mktmpdir("fathom-rubies")
+  end
+
+  def teardown
+    FileUtils.rm_rf(@dir)
+  end
+
+  # 3.3+: rb_postponed_job_preregister/trigger from the timer thread, no
+  # signal at all. Before 3.3: SIGPROF to the thread that holds the GVL.
+  def test_timer_mechanism_matches_this_ruby
+    profiler = Fathom::MemoryProfiler.new(interval: "1ms").start
+    kept = []
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 0.3
+    kept << "x" * 20 while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+    stats = profiler.stats
+    profiler.stop
+    assert_operator stats[:samples_taken], :>, 20
+    if RUBY_33
+      assert_equal "trigger", stats[:timer_mechanism]
+      assert_equal 0, stats[:timer_signals], "3.3 must sample without signals"
+    else
+      assert_equal "signal", stats[:timer_mechanism]
+      assert_operator stats[:timer_signals], :>, 0
+    end
+    assert_operator kept.size, :>, 0
+  end
+
+  def test_heap_gc_and_retention_under_yjit
+    yjit = `#{RbConfig.ruby} --yjit -e 'print defined?(RubyVM::YJIT) && RubyVM::YJIT.enabled?' 2>&1`
+    skip "this Ruby has no YJIT" unless yjit == "true"
+
+    out = File.join(@dir, "yjit")
+    _o, err, status = TestHelper.run_fathom("run", "--mode", "heap,gc,retention", "--interval", "1ms", "-o", out,
+                                            "--", RbConfig.ruby, "--yjit", THREADED,
+                                            env: TestHelper::PLAIN_ENV.merge("FIXTURE_REQUIRE_YJIT" => "1"))
+    assert status.success?, err
+    assert_profiles_show_the_workers(out)
+  end
+
+  def test_heap_gc_and_retention_with_mn_threads
+    skip "RUBY_MN_THREADS exists from Ruby 3.3" unless RUBY_33
+
+    out = File.join(@dir, "mn")
+    _o, err, status = TestHelper.run_fathom("run", "--mode", "heap,gc,retention", "--interval", "1ms", "-o", out,
+                                            "--", RbConfig.ruby, THREADED,
+                                            env: TestHelper::PLAIN_ENV.merge("RUBY_MN_THREADS" => "1"))
+    assert status.success?, err
+    assert_profiles_show_the_workers(out)
+  end
+
+  private
+
+  def assert_profiles_show_the_workers(out)
+    heap = PprofRaw.read("#{out}.heap.pb.gz")
+    assert_operator heap.total("alloc_objects"), :>, 1_000
+    threads = heap.by_label("alloc_objects", "thread").keys
+    assert_operator threads.grep(/worker-/).size, :>=, 2, "allocation samples from several workers: #{threads.inspect}"
+
+    gc = Fathom::Report::GcSummary.new(Fathom::Pprof.read_file("#{out}.gc.pb.gz"))
+    assert_operator gc.gc_count("minor") + gc.gc_count("major"), :>, 0
+
+    report, err, status = TestHelper.run_fathom("report", "#{out}.retention.pb.gz", "--top", "5")
+    assert status.success?, err
+    assert_match(/ThreadedFixture::KEPT \(Array\)/, report)
+  end
+end
