@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-
 namespace fathom {
 namespace {
 
