@@ -189,7 +189,10 @@ VALUE CollectorStop(VALUE self) {
   });
 }
 
-VALUE CollectorRunningP(VALUE self) { return GetCollector(self)->running ? Qtrue : Qfalse; }
+VALUE CollectorRunningP(VALUE self) {
+  Collector* c = GetCollector(self);
+  return RubyMethod([c] { return c->running ? Qtrue : Qfalse; });
+}
 
 VALUE CollectorFlush(VALUE self, VALUE gc) {
   Collector* c = GetCollector(self);
