@@ -12,13 +12,11 @@ abort "fathom needs a C++17 compiler (g++ >= 8 or clang++ >= 7)" unless find_exe
 have_library("z", "deflateInit2_", "zlib.h") or abort "fathom needs zlib (apt-get install zlib1g-dev)"
 have_library("pthread")
 
-# Ruby APIs that are exported but only optionally present. Each has a fallback
-# in the code, and IMPLEMENTATION.md says which Ruby versions take which path.
-have_header("ruby/debug.h")
-have_func("rb_gc_location", "ruby.h")                 # 2.7+: compaction support
-have_func("rb_gc_mark_movable", "ruby.h")             # 2.7+
-have_func("rb_postponed_job_preregister", "ruby/debug.h") # 3.3+
-have_func("rb_profile_thread_frames", "ruby/debug.h") # 3.3+
+# Ruby APIs that are only optionally present. Each has a fallback in the
+# code, and IMPLEMENTATION.md says which Ruby versions take which path.
+# (ruby/debug.h, rb_gc_location and rb_gc_mark_movable exist in every Ruby
+# from our 3.1 floor on: used without a check.)
+have_func("rb_postponed_job_preregister", "ruby/debug.h") # 3.3+: ruby/postponed_job.h
 # Exported by libruby but declared in no installed header: we declare our own
 # prototypes (ext/fathom/ruby/ruby_private_api.h) when the linker finds them.
 have_func("ruby_thread_has_gvl_p")

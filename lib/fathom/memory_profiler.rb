@@ -7,7 +7,7 @@ require_relative "collector_lifecycle"
 
 module Fathom
   # Heap (allocation + in-use) profiler: the Ruby face of
-  # Fathom::Native::MemoryCollector.
+  # Fathom::Native::HeapCollector.
   #
   #   profiler = Fathom::MemoryProfiler.new(interval: "10ms")
   #   profiler.start
@@ -38,7 +38,7 @@ module Fathom
                                          max_ns: Options::SAMPLING_INTERVAL_NS.end)
       @max_depth = Options.integer("max_depth", opts[:max_depth], Options::MAX_DEPTH_RANGE)
       NativeLoader.require!
-      @collector = Native::MemoryCollector.new(@exact, @interval_ns, @max_depth)
+      @collector = Native::HeapCollector.new(@exact, @interval_ns, @max_depth)
       @lock = Mutex.new
     end
 

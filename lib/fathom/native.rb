@@ -3,7 +3,7 @@
 require_relative "error"
 
 module Fathom
-  # Loads the C++ extension (Fathom::Native::MemoryCollector).
+  # Loads the C++ extension (Fathom::Native::HeapCollector).
   #
   # Loading is attempted once, at require time, but a missing or broken build
   # is not fatal then: the pure-Ruby parts (the pprof reader, `fathom report`,

@@ -85,7 +85,10 @@ int CallProtect(VALUE (*fn)(VALUE), VALUE arg) {
 bool ClearIfStandardError() {
   // After exit or Thread#kill, errinfo is not a StandardError (SystemExit,
   // or an internal marker that is not an exception at all).
-  if (!RTEST(rb_obj_is_kind_of(rb_errinfo(), rb_eStandardError))) return false;
+  // After `throw` it is an internal THROW_DATA whose class slot is not a
+  // class: only a real exception object may be asked for its class.
+  VALUE err = rb_errinfo();
+  if (!RB_TYPE_P(err, T_OBJECT) || !RTEST(rb_obj_is_kind_of(err, rb_eStandardError))) return false;
   rb_set_errinfo(Qnil);
   return true;
 }

@@ -23,7 +23,10 @@
 //   WithoutGvl(f)                 runs f with the GVL released. An exception
 //                                 thrown in f is carried over Ruby's frames in
 //                                 an exception_ptr and rethrown here, with the
-//                                 GVL held again.
+//                                 GVL held again. Taking the GVL back runs
+//                                 pending interrupts, which may raise (a
+//                                 Thread#raise): call it inside Protect when
+//                                 C++ objects are alive around it.
 //   Protect(f)                    runs f (which may call Ruby and raise) under
 //                                 rb_protect. A Ruby exception becomes a C++
 //                                 RubyJump; a C++ exception thrown in f is

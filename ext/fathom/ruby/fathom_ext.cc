@@ -6,7 +6,8 @@
 #include "boundary.h"
 #include "gc_collector.h"
 #include "heap_snapshot.h"
-#include "memory_collector.h"
+#include "heap_collector.h"
+#include "sample_timer.h"
 
 extern "C" __attribute__((visibility("default"))) void Init_fathom_ext(void) {
   VALUE mFathom = rb_define_module("Fathom");
@@ -32,7 +33,8 @@ extern "C" __attribute__((visibility("default"))) void Init_fathom_ext(void) {
   // Native.fault_injection? -> whether FATHOM_INJECT_FAULT works in this build.
   rb_define_module_function(
       mNative, "fault_injection?", [](VALUE) -> VALUE { return fathom::FaultInjectionBuilt() ? Qtrue : Qfalse; }, 0);
-  fathom::InitMemoryCollector(mNative, eError);
-  fathom::InitGcCollector(mNative, eError);
+  fathom::InitSampleTimer(mNative);
+  fathom::InitHeapCollector(mNative);
+  fathom::InitGcCollector(mNative);
   fathom::InitHeapSnapshot(mNative, eError);
 }

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "boundary.h"
+
 namespace fathom {
 
 namespace {
@@ -16,24 +18,28 @@ std::string ToStdString(VALUE s) {
 }  // namespace
 
 FrameSymbol SymbolizeFrame(VALUE frame) {
-  FrameSymbol sym;
   // full_label is "block in Foo#bar" / "Foo.bar" / "<main>" for Ruby frames
   // and "Integer#times" for C functions on 3.1. Each call below may allocate
   // a String, and a flush symbolizes thousands of frames while the heap may
   // be large (every allocation brings the next GC closer), so fallbacks are
-  // asked for only when needed.
-  VALUE label = rb_profile_frame_full_label(frame);
-  if (NIL_P(label)) label = rb_profile_frame_qualified_method_name(frame);
-  if (NIL_P(label)) label = rb_profile_frame_method_name(frame);
+  // asked for only when needed. The Ruby calls (which may raise) come first,
+  // under Protect, before any C++ string exists.
+  VALUE label = Qnil, path = Qnil, first_line = Qnil;
+  Protect([&] {
+    label = rb_profile_frame_full_label(frame);
+    if (NIL_P(label)) label = rb_profile_frame_qualified_method_name(frame);
+    if (NIL_P(label)) label = rb_profile_frame_method_name(frame);
+    path = rb_profile_frame_absolute_path(frame);  // the iseq's own String: no allocation
+    if (NIL_P(path)) path = rb_profile_frame_path(frame);
+    first_line = rb_profile_frame_first_lineno(frame);
+  });
+  FrameSymbol sym;
   sym.name = NIL_P(label) ? std::string("(unknown)") : ToStdString(label);
-
-  VALUE path = rb_profile_frame_absolute_path(frame);  // the iseq's own String: no allocation
-  if (NIL_P(path)) path = rb_profile_frame_path(frame);
   sym.filename = ToStdString(path);
-
-  VALUE first_line = rb_profile_frame_first_lineno(frame);
   sym.first_line = RB_INTEGER_TYPE_P(first_line) ? NUM2LL(first_line) : 0;
   sym.resolved = true;
+  RB_GC_GUARD(label);
+  RB_GC_GUARD(path);
   return sym;
 }
 

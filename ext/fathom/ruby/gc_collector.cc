@@ -1,6 +1,6 @@
 // Fathom::Native::GcCollector — what garbage collection costs, and when.
 //
-// Four internal event hooks feed a GcTracker (core/gc_tracker.h):
+// Four internal event hooks feed a GcTracker (core/gc/gc_tracker.h):
 //   GC_ENTER / GC_EXIT    each GC step: wall clock and the thread's CPU clock
 //   GC_START              a cycle begins: its type, reason (major_by), cause
 //                         (gc_by) and heap_live_slots before
@@ -16,13 +16,12 @@
 //     use, so InitGcCollector calls them once outside any GC first. The
 //     Datadog profiler relies on the same property of rb_gc_latest_gc_info.
 // When the tracker closes a period (every 10 ms of GC activity by default,
-// or when a major GC finishes) the exit hook registers DrainJob, a
+// or when a major GC finishes) the exit hook triggers DrainJob, a
 // postponed job that moves closed periods out of the tracker's fixed ring
 // into an ordinary vector at the next safe point.
 #include "gc_collector.h"
 
 #include <ruby/debug.h>
-#include <ruby/thread.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,11 +33,12 @@
 #include "gc/gc_profile.h"
 #include "gc/gc_tracker.h"
 #include "gc/firefox_gc_track.h"
+#include "boundary.h"
+#include "postponed_job.h"
 
 namespace fathom {
 namespace {
 
-VALUE eFathomError = Qnil;
 VALUE sym_major_by, sym_gc_by, sym_heap_live_slots;
 VALUE sym_nofree, sym_oldgen, sym_shady, sym_force, sym_oldmalloc;
 VALUE sym_newobj, sym_malloc, sym_method, sym_capi, sym_stress;
@@ -79,41 +79,53 @@ int64_t HeapLiveSlots() { return static_cast<int64_t>(rb_gc_stat(sym_heap_live_s
 // ---------------------------------------------------------------- hooks (inside GC)
 
 void DrainJob(void*) {
-  GcCollector* c = g_running;
-  if (!c) return;
-  c->drain_jobs++;
-  c->tracker->Drain(&c->periods);
+  NoThrow("gc drain job", [] {
+    GcCollector* c = g_running;
+    if (!c) return;
+    c->drain_jobs++;
+    c->tracker->Drain(&c->periods);
+  });
 }
 
+PostponedJob g_drain_job(DrainJob);
+
 void GcEnterHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
-  GcCollector* c = g_running;
-  if (!c) return;
-  // Wall first here and last in the exit hook, so CPU time never exceeds wall.
-  int64_t wall = MonotonicNs();
-  c->tracker->OnStepEnter(wall, ThreadCpuNs());
+  NoThrow("gc enter hook", [] {
+    GcCollector* c = g_running;
+    if (!c) return;
+    // Wall first here and last in the exit hook, so CPU time never exceeds wall.
+    int64_t wall = MonotonicNs();
+    c->tracker->OnStepEnter(wall, ThreadCpuNs());
+  });
 }
 
 void GcExitHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
-  GcCollector* c = g_running;
-  if (!c) return;
-  int64_t cpu = ThreadCpuNs();
-  if (c->tracker->OnStepExit(MonotonicNs(), cpu)) rb_postponed_job_register_one(0, DrainJob, nullptr);
+  NoThrow("gc exit hook", [] {
+    GcCollector* c = g_running;
+    if (!c) return;
+    int64_t cpu = ThreadCpuNs();
+    if (c->tracker->OnStepExit(MonotonicNs(), cpu)) g_drain_job.Trigger();
+  });
 }
 
 void GcStartHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
-  GcCollector* c = g_running;
-  if (!c) return;
-  // gc_start() stores the new cycle's reason flags before firing GC_START,
-  // so latest_gc_info describes the cycle that is starting.
-  VALUE major_by = rb_gc_latest_gc_info(sym_major_by);
-  GcType type = NIL_P(major_by) ? GcType::kMinor : GcType::kMajor;
-  c->tracker->OnCycleStart(type, ReasonOf(major_by), CauseOf(rb_gc_latest_gc_info(sym_gc_by)), HeapLiveSlots());
+  NoThrow("gc start hook", [] {
+    GcCollector* c = g_running;
+    if (!c) return;
+    // gc_start() stores the new cycle's reason flags before firing GC_START,
+    // so latest_gc_info describes the cycle that is starting.
+    VALUE major_by = rb_gc_latest_gc_info(sym_major_by);
+    GcType type = NIL_P(major_by) ? GcType::kMinor : GcType::kMajor;
+    c->tracker->OnCycleStart(type, ReasonOf(major_by), CauseOf(rb_gc_latest_gc_info(sym_gc_by)), HeapLiveSlots());
+  });
 }
 
 void GcEndSweepHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
-  GcCollector* c = g_running;
-  if (!c) return;
-  c->tracker->OnCycleEnd(HeapLiveSlots());
+  NoThrow("gc end sweep hook", [] {
+    GcCollector* c = g_running;
+    if (!c) return;
+    c->tracker->OnCycleEnd(HeapLiveSlots());
+  });
 }
 
 void AddHooks() {
@@ -133,11 +145,13 @@ void RemoveHooks() {
 // ---------------------------------------------------------------- Ruby object
 
 void CollectorFree(void* ptr) {
-  GcCollector* c = static_cast<GcCollector*>(ptr);
-  // At VM shutdown Ruby frees every object, running or not: leave the hooks
-  // installed but inert rather than calling into a VM being torn down.
-  if (g_running == c) g_running = nullptr;
-  delete c;
+  NoThrow("gc collector free", [ptr] {
+    GcCollector* c = static_cast<GcCollector*>(ptr);
+    // At VM shutdown Ruby frees every object, running or not: leave the hooks
+    // installed but inert rather than calling into a VM being torn down.
+    if (g_running == c) g_running = nullptr;
+    delete c;
+  });
 }
 
 size_t CollectorSize(const void* ptr) {
@@ -154,29 +168,37 @@ const rb_data_type_t kGcCollectorType = {
     RUBY_TYPED_FREE_IMMEDIATELY,
 };
 
-GcCollector* Get(VALUE self) {
-  GcCollector* c = static_cast<GcCollector*>(rb_check_typeddata(self, &kGcCollectorType));
-  if (!c->tracker) rb_raise(eFathomError, "fathom: GC collector was not initialized");
+// Raises TypeError (a longjmp) for a wrong receiver: call it before any C++
+// object is alive in the method body.
+GcCollector* Unwrap(VALUE self) { return static_cast<GcCollector*>(rb_check_typeddata(self, &kGcCollectorType)); }
+
+// Inside a RubyMethod body.
+GcCollector* Initialized(GcCollector* c) {
+  if (!c->tracker) ThrowFathomError("fathom: GC collector was not initialized");
   return c;
 }
 
-VALUE CollectorAlloc(VALUE klass) { return TypedData_Wrap_Struct(klass, &kGcCollectorType, new GcCollector()); }
+VALUE CollectorAlloc(VALUE klass) {
+  return RubyMethod([klass] { return TypedData_Wrap_Struct(klass, &kGcCollectorType, new GcCollector()); });
+}
 
 // initialize(coalesce_ns, flush_on_major): coalesce_ns 0 turns coalescing off.
 VALUE CollectorInitialize(VALUE self, VALUE coalesce_ns, VALUE flush_on_major) {
-  GcCollector* c = static_cast<GcCollector*>(rb_check_typeddata(self, &kGcCollectorType));
-  if (c->tracker) rb_raise(eFathomError, "fathom: GC collector is already initialized");
-  if (!RB_INTEGER_TYPE_P(coalesce_ns)) rb_raise(rb_eTypeError, "fathom: coalesce must be an Integer of nanoseconds");
-  long long ns = NUM2LL(coalesce_ns);
-  if (ns < 0) rb_raise(rb_eArgError, "fathom: coalesce must be >= 0, got %lldns", ns);
-  GcTracker::Config config;
-  config.flush_interval_ns = ns;
-  config.flush_on_major = RTEST(flush_on_major);
-  // Uncoalesced, every step is a period and an allocation loop makes 50k/s:
-  // a bigger ring rides out a late postponed job without merging.
-  config.ring_capacity = ns == 0 ? 65536 : 4096;
-  c->tracker = std::make_unique<GcTracker>(config);
-  return self;
+  GcCollector* c = Unwrap(self);
+  return RubyMethod([&] {
+    if (c->tracker) ThrowFathomError("fathom: GC collector is already initialized");
+    if (!RB_INTEGER_TYPE_P(coalesce_ns)) ThrowTypeError("fathom: coalesce must be an Integer of nanoseconds");
+    long long ns = NUM2LL(coalesce_ns);
+    if (ns < 0) ThrowArgumentError("fathom: coalesce must be >= 0, got %lldns", ns);
+    GcTracker::Config config;
+    config.flush_interval_ns = ns;
+    config.flush_on_major = RTEST(flush_on_major);
+    // Uncoalesced, every step is a period and an allocation loop makes 50k/s:
+    // a bigger ring rides out a late postponed job without merging.
+    config.ring_capacity = ns == 0 ? 65536 : 4096;
+    c->tracker = std::make_unique<GcTracker>(config);
+    return self;
+  });
 }
 
 void ResetData(GcCollector* c) {
@@ -187,34 +209,45 @@ void ResetData(GcCollector* c) {
 }
 
 VALUE CollectorStart(VALUE self) {
-  GcCollector* c = Get(self);
-  if (c->running) return self;
-  if (g_running) rb_raise(eFathomError, "fathom: another GC profiler is already running in this process");
-  if (c->periods.empty() && c->tracker->stats().steps == 0) ResetData(c);
-  c->running = true;
-  g_running = c;
-  AddHooks();
-  return self;
+  GcCollector* c = Unwrap(self);
+  return RubyMethod([&] {
+    Initialized(c);
+    if (c->running) return self;
+    if (g_running) ThrowFathomError("fathom: another GC profiler is already running in this process");
+    if (c->periods.empty() && c->tracker->stats().steps == 0) ResetData(c);
+    c->running = true;
+    g_running = c;
+    AddHooks();
+    return self;
+  });
 }
 
 VALUE CollectorStop(VALUE self) {
-  GcCollector* c = Get(self);
-  if (!c->running) return self;
-  RemoveHooks();
-  c->tracker->CloseOpenPeriod();
-  c->tracker->Drain(&c->periods);
-  c->running = false;
-  g_running = nullptr;
-  return self;
+  GcCollector* c = Unwrap(self);
+  return RubyMethod([&] {
+    Initialized(c);
+    if (!c->running) return self;
+    RemoveHooks();
+    c->running = false;
+    g_running = nullptr;
+    c->tracker->CloseOpenPeriod();
+    c->tracker->Drain(&c->periods);
+    return self;
+  });
 }
 
-VALUE CollectorRunningP(VALUE self) { return Get(self)->running ? Qtrue : Qfalse; }
+VALUE CollectorRunningP(VALUE self) {
+  GcCollector* c = Unwrap(self);
+  return RubyMethod([c] { return Initialized(c)->running ? Qtrue : Qfalse; });
+}
 
 // In a forked child: the parent's GC history is the parent's to report.
 VALUE CollectorAfterForkChild(VALUE self) {
-  GcCollector* c = Get(self);
-  ResetData(c);
-  return self;
+  GcCollector* c = Unwrap(self);
+  return RubyMethod([&] {
+    ResetData(Initialized(c));
+    return self;
+  });
 }
 
 GcProfileData TakeData(GcCollector* c) {
@@ -242,60 +275,72 @@ GcProfileData TakeData(GcCollector* c) {
 }
 
 struct EncodeJob {
-  const GcProfileData* data;
+  GcProfileData data;
   bool firefox;
   bool gzip;
   std::string out;
-  std::string error;
+  VALUE result = Qnil;
 };
 
-void* EncodeWithoutGvl(void* arg) {
-  auto* job = static_cast<EncodeJob*>(arg);
-  try {
-    job->out = job->firefox ? EncodeGcFirefox(*job->data, job->gzip) : EncodeGcPprof(*job->data);
-  } catch (const std::exception& e) {
-    job->error = e.what();
-  }
-  return nullptr;
+// Encoding and gzip are pure computation on the copy: no GVL needed. Under
+// Protect because leaving the blocking region runs interrupts (a
+// Thread#raise): the job lives in the caller's heap object, not here.
+void EncodeOffGvl(EncodeJob* job) {
+  WithoutGvl([job] {
+    FATHOM_FAULT_POINT("gc_encode");
+    job->out = job->firefox ? EncodeGcFirefox(job->data, job->gzip) : EncodeGcPprof(job->data);
+  });
+  job->result = rb_str_new(job->out.data(), static_cast<long>(job->out.size()));
 }
 
 // encode(format, gzip) -> String: :pprof (always gzipped) or :firefox
 // (JSON, gzipped when gzip is true). Covers the window since start (or the
 // previous encode, or the fork) and starts a new one; the collector keeps
-// running.
+// running. A failed encode raises (NoMemoryError, Fathom::Error) and loses
+// that window.
 VALUE CollectorEncode(VALUE self, VALUE format, VALUE gzip) {
-  GcCollector* c = Get(self);
-  if (format != sym_pprof && format != sym_firefox)
-    rb_raise(rb_eArgError, "fathom: format must be :pprof or :firefox, got %" PRIsVALUE, rb_inspect(format));
-  auto data = std::make_unique<GcProfileData>(TakeData(c));
-  EncodeJob job{data.get(), format == sym_firefox, RTEST(gzip), {}, {}};
-  // Encoding and gzip are pure computation on the copy: no GVL needed.
-  rb_thread_call_without_gvl(EncodeWithoutGvl, &job, nullptr, nullptr);
-  if (!job.error.empty()) rb_raise(eFathomError, "fathom: encoding the GC profile failed: %s", job.error.c_str());
-  return rb_str_new(job.out.data(), static_cast<long>(job.out.size()));
+  GcCollector* c = Unwrap(self);
+  return RubyMethod([&] {
+    if (format != sym_pprof && format != sym_firefox) {
+      VALUE shown = Qnil;
+      Protect([&] { shown = rb_inspect(format); });
+      ThrowArgumentError("fathom: format must be :pprof or :firefox, got %.*s", static_cast<int>(RSTRING_LEN(shown)),
+                         RSTRING_PTR(shown));
+    }
+    auto job = std::make_unique<EncodeJob>();
+    job->data = TakeData(Initialized(c));
+    job->firefox = format == sym_firefox;
+    job->gzip = RTEST(gzip);
+    EncodeJob* j = job.get();
+    Protect([j] { EncodeOffGvl(j); });
+    return j->result;
+  });
 }
 
 VALUE CollectorStats(VALUE self) {
-  GcCollector* c = Get(self);
-  const GcTracker::Stats& s = c->tracker->stats();
-  const PauseHistogram& p = c->tracker->pauses();
-  VALUE h = rb_hash_new();
-  auto set = [&](const char* key, long long v) { rb_hash_aset(h, ID2SYM(rb_intern(key)), LL2NUM(v)); };
-  set("steps", static_cast<long long>(s.steps));
-  set("cycles", static_cast<long long>(s.cycles));
-  set("periods", static_cast<long long>(s.periods_closed));
-  set("merged_on_overflow", static_cast<long long>(s.merged_on_overflow));
-  set("unmatched_exits", static_cast<long long>(s.unmatched_exits));
-  set("drain_jobs", static_cast<long long>(c->drain_jobs));
-  set("gc_wall_ns", static_cast<long long>(p.sum()));
-  set("max_pause_ns", static_cast<long long>(p.max()));
-  return h;
+  GcCollector* c = Unwrap(self);
+  return RubyMethod([&] {
+    Initialized(c);
+    const GcTracker::Stats& s = c->tracker->stats();
+    const PauseHistogram& p = c->tracker->pauses();
+    VALUE h = rb_hash_new();
+    auto set = [&](const char* key, long long v) { rb_hash_aset(h, ID2SYM(rb_intern(key)), LL2NUM(v)); };
+    set("steps", static_cast<long long>(s.steps));
+    set("cycles", static_cast<long long>(s.cycles));
+    set("periods", static_cast<long long>(s.periods_closed));
+    set("merged_on_overflow", static_cast<long long>(s.merged_on_overflow));
+    set("unmatched_exits", static_cast<long long>(s.unmatched_exits));
+    set("drain_jobs", static_cast<long long>(c->drain_jobs));
+    set("gc_wall_ns", static_cast<long long>(p.sum()));
+    set("max_pause_ns", static_cast<long long>(p.max()));
+    return h;
+  });
 }
 
 }  // namespace
 
-void InitGcCollector(VALUE mNative, VALUE eError) {
-  eFathomError = eError;
+void InitGcCollector(VALUE mNative) {
+  g_drain_job.Preregister();
   auto sym = [](const char* name) { return ID2SYM(rb_intern(name)); };
   sym_major_by = sym("major_by");
   sym_gc_by = sym("gc_by");

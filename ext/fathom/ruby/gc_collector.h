@@ -5,6 +5,6 @@
 
 namespace fathom {
 
-void InitGcCollector(VALUE mNative, VALUE eError);
+void InitGcCollector(VALUE mNative);
 
 }  // namespace fathom

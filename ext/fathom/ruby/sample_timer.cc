@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "boundary.h"
+#include "postponed_job.h"
 #include "ruby_private_api.h"
 
 namespace fathom {
@@ -37,28 +39,43 @@ bool g_paused_for_fork = false;  // touched only with the GVL held
 uint64_t g_interval_ns = 0;
 
 // Shared with the signal handler: lock-free atomics only.
-std::atomic<rb_postponed_job_func_t> g_job{nullptr};
+std::atomic<const PostponedJob*> g_job{nullptr};
 std::atomic<bool> g_enabled{false};
 std::atomic<bool> g_missed{false};
 std::atomic<bool> g_job_outstanding{false};
 std::atomic<uint64_t> g_ticks{0}, g_signals{0}, g_misses{0}, g_registered{0};
 
-#ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
+ID id_list, id_native_thread_id;
+
 // Ruby 3.3+: a preregistered job can be triggered from any thread ("async-
 // signal-safe and can be called from any thread", ruby/debug.h), so the
 // timer thread triggers it directly: no signal, no hunt for the GVL holder,
-// no SIGPROF handler. Verified against the 3.3 header by reading only; 3.1
-// (where this is tested) takes the signal path. Preregistration is for the
-// process lifetime (the table has 32 entries), so it happens once.
-rb_postponed_job_handle_t g_job_handle = POSTPONED_JOB_HANDLE_INVALID;
-#endif
-
+// no SIGPROF handler (postponed_job.h).
 bool UsesTrigger() {
-#ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
-  return g_job_handle != POSTPONED_JOB_HANDLE_INVALID;
-#else
-  return false;
-#endif
+  const PostponedJob* job = g_job.load();
+  return job != nullptr && job->TriggersFromAnyThread();
+}
+
+pid_t CurrentTid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
+
+// Ruby threads we may signal (native thread ids).
+void AddThread(pid_t tid) {
+  pthread_mutex_lock(&g_lock);
+  if (std::find(g_threads.begin(), g_threads.end(), tid) == g_threads.end()) g_threads.push_back(tid);
+  pthread_mutex_unlock(&g_lock);
+}
+
+void RemoveThread(pid_t tid) {
+  pthread_mutex_lock(&g_lock);
+  g_threads.erase(std::remove(g_threads.begin(), g_threads.end(), tid), g_threads.end());
+  pthread_mutex_unlock(&g_lock);
+}
+
+void ResetThreads() {
+  pthread_mutex_lock(&g_lock);
+  g_threads.clear();
+  g_target = 0;
+  pthread_mutex_unlock(&g_lock);
 }
 
 // The SIGPROF disposition before ours. We never put it back: a SIGPROF we
@@ -88,7 +105,7 @@ void ForwardToPrevious(int sig, siginfo_t* info, void* ucontext) {
 }
 
 // Async-signal-safe: reads thread-locals through ruby_native_thread_p /
-// ruby_thread_has_gvl_p, and rb_postponed_job_register_one is documented as
+// ruby_thread_has_gvl_p, and PostponedJob::Trigger is documented as
 // callable from signal handlers (an atomic CAS into a preallocated buffer).
 void HandleSigprof(int sig, siginfo_t* info, void* ucontext) {
   int saved_errno = errno;
@@ -108,8 +125,8 @@ void HandleSigprof(int sig, siginfo_t* info, void* ucontext) {
       return;
     }
 #endif
-    rb_postponed_job_func_t job = g_job.load();
-    if (job && rb_postponed_job_register_one(0, job, nullptr) > 0) g_registered++;
+    const PostponedJob* job = g_job.load();
+    if (job && job->Trigger()) g_registered++;
   }
   errno = saved_errno;
 }
@@ -179,14 +196,11 @@ void* TimerMain(void*) {
       stale = true;
     }
     outstanding_ticks = 0;
-#ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
     if (UsesTrigger()) {
       g_job_outstanding.store(true);
-      rb_postponed_job_trigger(g_job_handle);
-      g_registered++;
+      if (g_job.load()->Trigger()) g_registered++;
       continue;
     }
-#endif
     if (g_threads.empty()) continue;
     // The last one did not hold the GVL, or did not run the job: try the next.
     if (g_missed.exchange(false) || stale) g_target++;
@@ -226,24 +240,63 @@ bool SpawnThread(std::string* error) {
   return true;
 }
 
+// THREAD_BEGIN / THREAD_END run on the thread itself: that is how the timer
+// learns the native ids of threads created after start.
+void ThreadBeginHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
+  NoThrow("thread begin hook", [] { AddThread(CurrentTid()); });
+}
+void ThreadEndHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
+  NoThrow("thread end hook", [] { RemoveThread(CurrentTid()); });
+}
+
+// The threads alive now, from Thread.list. Calls Ruby: under Protect.
+void RegisterRubyThreads() {
+  ResetThreads();
+  Protect([] {
+    VALUE threads = rb_funcall(rb_cThread, id_list, 0);
+    for (long i = 0; i < RARRAY_LEN(threads); i++) {
+      VALUE tid = rb_funcall(RARRAY_AREF(threads, i), id_native_thread_id, 0);
+      if (RB_INTEGER_TYPE_P(tid)) AddThread(static_cast<pid_t>(NUM2LL(tid)));
+    }
+  });
+  // The calling thread first: it most likely holds the GVL on the first tick.
+  AddThread(CurrentTid());
+}
+
+bool g_watching_threads = false;
+
+void WatchThreads() {
+  RegisterRubyThreads();
+  rb_add_event_hook(ThreadBeginHook, RUBY_EVENT_THREAD_BEGIN, Qnil);
+  rb_add_event_hook(ThreadEndHook, RUBY_EVENT_THREAD_END, Qnil);
+  g_watching_threads = true;
+}
+
+void UnwatchThreads() {
+  if (!g_watching_threads) return;
+  rb_remove_event_hook(ThreadBeginHook);
+  rb_remove_event_hook(ThreadEndHook);
+  g_watching_threads = false;
+}
+
 }  // namespace
 
-pid_t CurrentTid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
-
-bool SampleTimer::Start(uint64_t interval_ns, rb_postponed_job_func_t job, std::string* error) {
+bool SampleTimer::Start(uint64_t interval_ns, const PostponedJob* job, std::string* error) {
   if (g_thread_running) return true;
-#ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
-  if (g_job_handle == POSTPONED_JOB_HANDLE_INVALID) g_job_handle = rb_postponed_job_preregister(0, job, nullptr);
-#endif
-  if (!UsesTrigger() && !InstallHandler(error)) return false;
-  g_interval_ns = interval_ns;
+  WatchThreads();
   g_job.store(job);
+  if (!UsesTrigger() && !InstallHandler(error)) {
+    UnwatchThreads();
+    return false;
+  }
+  g_interval_ns = interval_ns;
   g_missed.store(false);
   g_job_outstanding.store(false);
   hook_armed.store(false);
   g_enabled.store(true, std::memory_order_release);
   if (!SpawnThread(error)) {
     g_enabled.store(false);
+    UnwatchThreads();
     return false;
   }
   return true;
@@ -265,8 +318,9 @@ void Respawn() {
 }
 }  // namespace
 
-void SampleTimer::Stop() {
+void SampleTimer::Stop(bool unwatch_threads) {
   g_paused_for_fork = false;
+  if (unwatch_threads) UnwatchThreads();
   if (!g_thread_running) return;
   JoinThread();
   g_enabled.store(false, std::memory_order_release);
@@ -298,25 +352,6 @@ void SampleTimer::AfterForkChild() {
   if (resume) Respawn();
 }
 
-void SampleTimer::AddThread(pid_t tid) {
-  pthread_mutex_lock(&g_lock);
-  if (std::find(g_threads.begin(), g_threads.end(), tid) == g_threads.end()) g_threads.push_back(tid);
-  pthread_mutex_unlock(&g_lock);
-}
-
-void SampleTimer::RemoveThread(pid_t tid) {
-  pthread_mutex_lock(&g_lock);
-  g_threads.erase(std::remove(g_threads.begin(), g_threads.end(), tid), g_threads.end());
-  pthread_mutex_unlock(&g_lock);
-}
-
-void SampleTimer::ResetThreads() {
-  pthread_mutex_lock(&g_lock);
-  g_threads.clear();
-  g_target = 0;
-  pthread_mutex_unlock(&g_lock);
-}
-
 void SampleTimer::JobRan() { g_job_outstanding.store(false); }
 
 SampleTimer::Stats SampleTimer::stats() {
@@ -324,5 +359,30 @@ SampleTimer::Stats SampleTimer::stats() {
 }
 
 const char* SampleTimer::mechanism() { return UsesTrigger() ? "trigger" : "signal"; }
+
+namespace {
+VALUE NativeBeforeFork(VALUE) {
+  return RubyMethod([] {
+    SampleTimer::PauseForFork();
+    return Qnil;
+  });
+}
+
+VALUE NativeAfterForkParent(VALUE) {
+  return RubyMethod([] {
+    SampleTimer::ResumeAfterForkParent();
+    return Qnil;
+  });
+}
+}  // namespace
+
+void InitSampleTimer(VALUE mNative) {
+  id_list = rb_intern("list");
+  id_native_thread_id = rb_intern("native_thread_id");
+  // Process-wide fork hooks, called by lib/fathom/fork_hooks.rb around
+  // Process._fork (the child's side is HeapCollector#after_fork_child).
+  rb_define_module_function(mNative, "before_fork", RUBY_METHOD_FUNC(NativeBeforeFork), 0);
+  rb_define_module_function(mNative, "after_fork_parent", RUBY_METHOD_FUNC(NativeAfterForkParent), 0);
+}
 
 }  // namespace fathom

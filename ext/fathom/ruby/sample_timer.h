@@ -10,8 +10,12 @@
 // records it and the timer moves to the next known Ruby thread at the next
 // tick. Threads are learned at start (Thread.list) and from THREAD_BEGIN/END
 // events. On Ruby 3.3+ (rb_postponed_job_preregister found by have_func) the
-// timer thread triggers a preregistered job directly instead, with no signal.
-// See IMPLEMENTATION.md, "Sampled mode".
+// timer thread triggers a preregistered job directly instead, with no signal
+// (postponed_job.h). See IMPLEMENTATION.md, "Sampled mode".
+//
+// The timer also owns what exists only for it: the "hook armed" flag, the
+// fork hooks (Fathom::Native.before_fork / after_fork_parent) and the
+// THREAD_BEGIN/END hooks that tell it which threads to signal.
 #pragma once
 
 #include <sys/types.h>
@@ -21,18 +25,22 @@
 #include <string>
 
 #include <ruby.h>
-#include <ruby/debug.h>
 
 namespace fathom {
+
+class PostponedJob;
 
 class SampleTimer {
  public:
   // Starts the timer thread. `job` runs (with the GVL, at a safe point) on
-  // each tick unless `should_tick()` says there is no need. Returns false
-  // with a message on failure (no thread could be created, or SIGPROF is
-  // owned by someone else).
-  static bool Start(uint64_t interval_ns, rb_postponed_job_func_t job, std::string* error);
-  static void Stop();
+  // each tick unless `hook_armed` says there is no need (a sample is already
+  // on its way). Returns false with a message on failure (no thread could be
+  // created, or SIGPROF is owned by someone else). Learns the Ruby threads
+  // (Thread.list, then THREAD_BEGIN/END hooks) first.
+  static bool Start(uint64_t interval_ns, const PostponedJob* job, std::string* error);
+  // Stops the timer thread and (unless told not to: at VM shutdown, when
+  // the hooks are left inert) the thread hooks.
+  static void Stop(bool unwatch_threads = true);
   // Around fork: the timer thread is joined before fork (so it holds no
   // lock, ours or the allocator's, when the process is copied) and started
   // again after it, in the parent and, knowing only the forking thread, in
@@ -41,10 +49,6 @@ class SampleTimer {
   static void ResumeAfterForkParent();
   static void AfterForkChild();
 
-  // Ruby threads the timer may signal (native thread ids).
-  static void AddThread(pid_t tid);
-  static void RemoveThread(pid_t tid);
-  static void ResetThreads();
 
   // Set by the collector: while true, ticks are skipped (the allocation hook
   // is armed and waiting, no need to arm it again).
@@ -62,6 +66,8 @@ class SampleTimer {
   static const char* mechanism();
 };
 
-pid_t CurrentTid();
+// Defines Fathom::Native.before_fork / after_fork_parent (called by
+// lib/fathom/fork_hooks.rb around Process._fork).
+void InitSampleTimer(VALUE mNative);
 
 }  // namespace fathom

@@ -33,65 +33,58 @@ void HeapAggregator::ReleaseStacks() {
   retained_stacks_.clear();
 }
 
-HeapSnapshotBuilder::HeapSnapshotBuilder(const SampleStore& store, const HeapAggregator& aggregator)
+HeapProfileRowsBuilder::HeapProfileRowsBuilder(const SampleStore& store, const HeapAggregator& aggregator)
     : store_(store), next_(aggregator.rows().begin()), end_(aggregator.rows().end()) {
-  snap_.labels = store.labels_const().strings();
-  snap_.rows.reserve(aggregator.rows().size());
+  out_.labels = store.labels_const().strings();
+  out_.rows.reserve(aggregator.rows().size());
 }
 
-bool HeapSnapshotBuilder::Step(size_t max_rows) {
+bool HeapProfileRowsBuilder::Step(size_t max_rows) {
   const StackTable& stacks = store_.stacks();
   for (size_t n = 0; n < max_rows && next_ != end_; n++, ++next_) {
     const auto& [key, values] = *next_;
-    auto [it, inserted] = stack_map_.try_emplace(key.stack_id, static_cast<uint32_t>(snap_.stacks.size()));
+    auto [it, inserted] = stack_map_.try_emplace(key.stack_id, static_cast<uint32_t>(out_.stacks.size()));
     if (inserted) {
       const auto& frames = stacks.frames(key.stack_id);
       const auto& lines = stacks.lines(key.stack_id);
-      std::vector<HeapSnapshot::Frame> out(frames.size());
+      std::vector<HeapProfileRows::Frame> out(frames.size());
       for (size_t i = 0; i < frames.size(); i++) {
-        auto [sym, fresh] = symbol_map_.try_emplace(frames[i], static_cast<uint32_t>(snap_.symbols.size()));
-        if (fresh) snap_.symbols.push_back(stacks.symbol(frames[i]));
-        out[i] = HeapSnapshot::Frame{sym->second, lines[i]};
+        auto [sym, fresh] = symbol_map_.try_emplace(frames[i], static_cast<uint32_t>(out_.symbols.size()));
+        if (fresh) out_.symbols.push_back(stacks.symbol(frames[i]));
+        out[i] = HeapProfileRows::Frame{sym->second, lines[i]};
       }
-      snap_.stacks.push_back(std::move(out));
-      snap_.truncated.push_back(stacks.truncated(key.stack_id));
+      out_.stacks.push_back(std::move(out));
+      out_.truncated.push_back(stacks.truncated(key.stack_id));
     }
-    snap_.rows.push_back(HeapSnapshot::Row{it->second, key.class_label, key.thread_label, values});
+    out_.rows.push_back(HeapProfileRows::Row{it->second, key.class_label, key.thread_label, values});
   }
   return next_ == end_;
 }
 
-HeapSnapshot MakeHeapSnapshot(const SampleStore& store, const HeapAggregator& aggregator) {
-  HeapSnapshotBuilder builder(store, aggregator);
-  while (!builder.Step(SIZE_MAX)) {
-  }
-  return builder.Take();
-}
-
-std::string EncodeHeapProfile(const HeapSnapshot& snap) {
+std::string EncodeHeapProfile(const HeapProfileRows& profile) {
   PprofBuilder b({{"alloc_objects", "count"}, {"alloc_space", "bytes"}, {"inuse_objects", "count"}, {"inuse_space", "bytes"}},
-                 snap.period_type, snap.sample_period);
+                 profile.period_type, profile.sample_period);
   b.set_default_sample_type("inuse_space");
-  b.set_time(snap.time_nanos, snap.duration_nanos);
-  if (!snap.comment.empty()) b.add_comment(snap.comment);
+  b.set_time(profile.time_nanos, profile.duration_nanos);
+  if (!profile.comment.empty()) b.add_comment(profile.comment);
 
-  // Location ids per snapshot symbol+line are interned by the builder; we
+  // Location ids per output symbol+line are interned by the builder; we
   // only cache the function id per symbol.
-  std::vector<uint64_t> function_ids(snap.symbols.size(), 0);
+  std::vector<uint64_t> function_ids(profile.symbols.size(), 0);
   uint64_t truncated_location = 0;
-  std::vector<std::vector<uint64_t>> stack_locations(snap.stacks.size());
-  for (size_t s = 0; s < snap.stacks.size(); s++) {
+  std::vector<std::vector<uint64_t>> stack_locations(profile.stacks.size());
+  for (size_t s = 0; s < profile.stacks.size(); s++) {
     std::vector<uint64_t>& locs = stack_locations[s];
-    locs.reserve(snap.stacks[s].size() + 1);
-    for (const HeapSnapshot::Frame& f : snap.stacks[s]) {
+    locs.reserve(profile.stacks[s].size() + 1);
+    for (const HeapProfileRows::Frame& f : profile.stacks[s]) {
       uint64_t& fn = function_ids[f.symbol];
       if (fn == 0) {
-        const FrameSymbol& sym = snap.symbols[f.symbol];
+        const FrameSymbol& sym = profile.symbols[f.symbol];
         fn = b.intern_function(sym.name, sym.name, sym.filename, sym.first_line);
       }
       locs.push_back(b.intern_location(fn, f.line));
     }
-    if (snap.truncated[s]) {
+    if (profile.truncated[s]) {
       if (truncated_location == 0)
         truncated_location = b.intern_location(b.intern_function(kTruncatedFrameName, kTruncatedFrameName, "", 0), 0);
       locs.push_back(truncated_location);  // root end: stacks are leaf first
@@ -99,14 +92,14 @@ std::string EncodeHeapProfile(const HeapSnapshot& snap) {
   }
 
   std::vector<int64_t> values(4);
-  for (const HeapSnapshot::Row& row : snap.rows) {
+  for (const HeapProfileRows::Row& row : profile.rows) {
     values[0] = row.values.alloc_objects;
     values[1] = row.values.alloc_space;
     values[2] = row.values.inuse_objects;
     values[3] = row.values.inuse_space;
     std::vector<Label> labels;
-    labels.push_back(Label::String("class", snap.labels[row.class_label]));
-    if (row.thread_label != 0) labels.push_back(Label::String("thread", snap.labels[row.thread_label]));
+    labels.push_back(Label::String("class", profile.labels[row.class_label]));
+    if (row.thread_label != 0) labels.push_back(Label::String("thread", profile.labels[row.thread_label]));
     b.add_sample(stack_locations[row.stack], values, labels);
   }
   return b.EncodeGzipped();

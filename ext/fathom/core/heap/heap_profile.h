@@ -1,6 +1,6 @@
 // Heap profile assembly: aggregate sample records per (stack, class, thread)
-// under the GVL, copy what encoding needs into a self-contained snapshot,
-// then encode that snapshot to gzipped pprof with no lock held.
+// under the GVL, copy what encoding needs into self-contained rows
+// (HeapProfileRows), then encode those to gzipped pprof with no lock held.
 #pragma once
 
 #include <cstdint>
@@ -12,15 +12,6 @@
 #include "heap/sample_store.h"
 
 namespace fathom {
-
-// The four values of a heap profile, in pprof sample-type order; the names
-// are Go's, so `-sample_index=alloc_space` etc. work in pprof.
-struct HeapValues {
-  int64_t alloc_objects = 0;
-  int64_t alloc_space = 0;
-  int64_t inuse_objects = 0;
-  int64_t inuse_space = 0;
-};
 
 class HeapAggregator {
  public:
@@ -48,7 +39,7 @@ class HeapAggregator {
 };
 
 // Everything needed to encode, detached from the live tables.
-struct HeapSnapshot {
+struct HeapProfileRows {
   struct Frame {
     uint32_t symbol;  // index into symbols
     int32_t line;
@@ -76,26 +67,23 @@ struct HeapSnapshot {
 // the stack table may grow (nothing is kept pointing into it across Step
 // calls) but the aggregated stacks, which it retains, do not change. All
 // frames of those stacks must have been symbolized (FrameSymbol::resolved).
-class HeapSnapshotBuilder {
+class HeapProfileRowsBuilder {
  public:
-  HeapSnapshotBuilder(const SampleStore& store, const HeapAggregator& aggregator);
+  HeapProfileRowsBuilder(const SampleStore& store, const HeapAggregator& aggregator);
   // Copies up to max_rows more rows; returns true once every row is copied.
   bool Step(size_t max_rows);
-  HeapSnapshot Take() { return std::move(snap_); }
+  HeapProfileRows Take() { return std::move(out_); }
 
  private:
   const SampleStore& store_;
   std::unordered_map<SampleKey, HeapValues, SampleKeyHash>::const_iterator next_, end_;
-  std::unordered_map<uint32_t, uint32_t> stack_map_;   // stack id -> snapshot stack
-  std::unordered_map<uint32_t, uint32_t> symbol_map_;  // frame index -> snapshot symbol
-  HeapSnapshot snap_;
+  std::unordered_map<uint32_t, uint32_t> stack_map_;   // stack id -> output stack
+  std::unordered_map<uint32_t, uint32_t> symbol_map_;  // frame index -> output symbol
+  HeapProfileRows out_;
 };
 
-// The whole copy in one go (HeapSnapshotBuilder without pauses).
-HeapSnapshot MakeHeapSnapshot(const SampleStore& store, const HeapAggregator& aggregator);
-
 // Encodes to gzipped pprof. Pure computation: safe to run without the GVL.
-std::string EncodeHeapProfile(const HeapSnapshot& snapshot);
+std::string EncodeHeapProfile(const HeapProfileRows& rows);
 
 // The name of the frame added at the root of stacks cut at the maximum depth.
 inline constexpr const char* kTruncatedFrameName = "(truncated)";

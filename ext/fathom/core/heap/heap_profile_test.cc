@@ -9,12 +9,13 @@ namespace fathom {
 namespace {
 
 // A store with two allocation sites; frames are symbolized as the Ruby
-// layer would do before building a snapshot.
+// layer would do before copying the rows.
 struct Fixture {
   SampleStore store;
   uint32_t keep_stack, drop_stack, string_label, main_label;
 
   Fixture() {
+    store.set_liveness(Liveness::kFreeobjHook);
     uint64_t keep[] = {0x100, 0x200, 0x300};
     uint64_t drop[] = {0x100, 0x400, 0x300};
     int32_t lines[] = {0, 5, 1};
@@ -42,9 +43,8 @@ struct Fixture {
     r.class_label = string_label;
     r.thread_label = main_label;
     uint32_t i = store.AddPending(r);
-    store.pending().clear();
-    store.at(i).state = RecordState::kLive;
-    store.live_objects().Insert(object, i);
+    store.Commit(i, CommitInfo{string_label, main_label, bytes, 0});
+    store.ClearPending();
     return i;
   }
 };
@@ -52,9 +52,8 @@ struct Fixture {
 TEST(HeapProfileTest, FreedRecordsFoldIntoAllocTotalsInBatches) {
   Fixture fx;
   for (uint64_t i = 0; i < 10; i++) {
-    uint32_t idx = fx.AddLive(fx.drop_stack, 0x10000 + i * 40, 2, 1000);
-    fx.store.live_objects().Erase(0x10000 + i * 40);
-    fx.store.MarkFreed(idx);  // what the FREEOBJ hook does
+    fx.AddLive(fx.drop_stack, 0x10000 + i * 40, 2, 1000);
+    fx.store.ObjectFreed(0x10000 + i * 40);  // what the FREEOBJ hook does
   }
   EXPECT_TRUE(fx.store.has_freed());
   EXPECT_EQ(fx.store.DrainFreed(4), 4u);  // bounded batches
@@ -71,18 +70,20 @@ TEST(HeapProfileTest, FreedRecordsFoldIntoAllocTotalsInBatches) {
   EXPECT_EQ(v.inuse_objects, 0);
 }
 
-TEST(HeapProfileTest, BatchedSnapshotEqualsOneShot) {
+TEST(HeapProfileTest, BatchedRowsEqualOneShot) {
   Fixture fx;
   HeapAggregator agg(fx.store.stacks());
   for (uint32_t t = 0; t < 50; t++) {
     uint32_t thread = fx.store.labels().Intern("thread " + std::to_string(t));
     agg.Add({t % 2 ? fx.keep_stack : fx.drop_stack, fx.string_label, thread}, HeapValues{1, 10, 1, 10});
   }
-  HeapSnapshot one = MakeHeapSnapshot(fx.store, agg);
-  HeapSnapshotBuilder builder(fx.store, agg);
+  HeapProfileRowsBuilder whole(fx.store, agg);
+  ASSERT_TRUE(whole.Step(SIZE_MAX));
+  HeapProfileRows one = whole.Take();
+  HeapProfileRowsBuilder builder(fx.store, agg);
   int steps = 1;
   while (!builder.Step(7)) steps++;
-  HeapSnapshot batched = builder.Take();
+  HeapProfileRows batched = builder.Take();
   EXPECT_EQ(steps, 8);
   ASSERT_EQ(batched.rows.size(), one.rows.size());
   EXPECT_EQ(batched.stacks.size(), 2u);
@@ -101,10 +102,12 @@ TEST(HeapProfileTest, EncodedProfileReadsBackInGoPprof) {
   HeapAggregator agg(fx.store.stacks());
   agg.Add({fx.keep_stack, fx.string_label, fx.main_label}, HeapValues{3, 3072, 3, 3072});
   agg.Add({fx.drop_stack, fx.string_label, fx.main_label}, HeapValues{5, 5000, 0, 0});
-  HeapSnapshot snap = MakeHeapSnapshot(fx.store, agg);
-  snap.time_nanos = 1700000000000000000;
-  snap.duration_nanos = 2000000000;
-  std::string gz = EncodeHeapProfile(snap);
+  HeapProfileRowsBuilder builder(fx.store, agg);
+  ASSERT_TRUE(builder.Step(SIZE_MAX));
+  HeapProfileRows rows = builder.Take();
+  rows.time_nanos = 1700000000000000000;
+  rows.duration_nanos = 2000000000;
+  std::string gz = EncodeHeapProfile(rows);
 
   test_util::TempDir dir;
   std::string path = dir.path() + "/heap.pb.gz";

@@ -3,8 +3,8 @@
 //
 // Why not std::unordered_map: erase() runs inside Ruby's FREEOBJ hook, i.e.
 // in the middle of a GC sweep, where we promise not to allocate or free.
-// Here erase only writes a tombstone; memory changes happen in insert() (from
-// the NEWOBJ hook or a postponed job, where malloc is fine) and in Rebuild().
+// Here erase only writes a tombstone; memory changes happen in Insert() (at
+// commit, a postponed job, where malloc is fine), Grow() and Clear().
 #pragma once
 
 #include <cstdint>
@@ -58,25 +58,6 @@ class ObjectMap {
   void Clear() {
     slots_.assign(kInitialCapacity, Slot{});
     size_ = tombstones_ = 0;
-  }
-
-  // Calls f(key, value) for every entry.
-  template <typename F>
-  void ForEach(F&& f) const {
-    for (const Slot& s : slots_)
-      if (s.key != kEmpty && s.key != kTombstone) f(s.key, s.value);
-  }
-
-  // Replaces every key k by remap(k) (used after GC compaction moved objects)
-  // and rehashes.
-  template <typename F>
-  void RemapKeys(F&& remap) {
-    std::vector<Slot> old;
-    old.swap(slots_);
-    slots_.assign(old.size(), Slot{});
-    size_ = tombstones_ = 0;
-    for (const Slot& s : old)
-      if (s.key != kEmpty && s.key != kTombstone) InsertNoGrow(remap(s.key), s.value);
   }
 
  private:

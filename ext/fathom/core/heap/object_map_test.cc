@@ -54,22 +54,9 @@ TEST(ObjectMapTest, MatchesReferenceUnderRandomChurn) {
   }
   ASSERT_EQ(m.size(), ref.size());
   for (auto& [k, v] : ref) ASSERT_EQ(m.Find(k), v);
-  size_t seen = 0;
-  m.ForEach([&](uint64_t k, uint32_t v) {
-    seen++;
-    EXPECT_EQ(ref.at(k), v);
-  });
-  EXPECT_EQ(seen, ref.size());
-}
-
-TEST(ObjectMapTest, RemapKeysFollowsMovedObjects) {
-  ObjectMap m;
-  for (uint32_t i = 1; i <= 3000; i++) m.Insert(i * 40, i);
-  m.RemapKeys([](uint64_t k) { return k + 0x100000; });
-  for (uint32_t i = 1; i <= 3000; i++) {
-    EXPECT_EQ(m.Find(i * 40 + 0x100000), i);
-    EXPECT_EQ(m.Find(i * 40), ObjectMap::kNotFound);
-  }
+  // Keys never inserted, or erased, are absent.
+  for (uint64_t key = 40; key <= 5000 * 40; key += 40)
+    if (ref.find(key) == ref.end()) ASSERT_EQ(m.Find(key), ObjectMap::kNotFound);
 }
 
 }  // namespace

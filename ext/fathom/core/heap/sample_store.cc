@@ -1,6 +1,7 @@
 #include "heap/sample_store.h"
 
 #include "base/hash_util.h"
+#include "heap/heap_profile.h"
 
 namespace fathom {
 
@@ -8,7 +9,25 @@ size_t SampleKeyHash::operator()(const SampleKey& k) const {
   return HashCombine(HashCombine(Mix64(k.stack_id), k.class_label), k.thread_label);
 }
 
-void SampleStore::MarkFreed(uint32_t index) {
+bool SampleStore::Commit(uint32_t index, const CommitInfo& info) {
+  SampleRecord& r = records_[index];
+  r.class_label = info.class_label;
+  r.thread_label = info.thread_label;
+  r.alloc_bytes = info.alloc_bytes;
+  r.thread = 0;
+  r.state = RecordState::kLive;
+  if (liveness_ == Liveness::kFreeobjHook) {
+    live_objects_.Insert(r.object, index);
+    return true;
+  }
+  r.object = 0;
+  r.object_id = info.object_id;
+  return info.object_id != 0;
+}
+
+void SampleStore::ObjectFreed(uint64_t object) {
+  uint32_t index = live_objects_.Erase(object);
+  if (index == ObjectMap::kNotFound) return;
   SampleRecord& r = records_[index];
   r.state = RecordState::kFreed;
   r.next_freed = freed_head_;
@@ -40,6 +59,28 @@ size_t SampleStore::DrainFreed(size_t limit) {
     drained++;
   }
   return drained;
+}
+
+HeapValues SampleStore::Report(uint32_t index, bool alive, uint64_t inuse_size, HeapAggregator* rows) {
+  SampleRecord& r = records_[index];
+  HeapValues v;
+  int64_t weight = static_cast<int64_t>(r.weight);
+  if (!r.alloc_reported) {
+    v.alloc_objects = weight;
+    v.alloc_space = weight * static_cast<int64_t>(r.alloc_bytes);
+    r.alloc_reported = true;
+  }
+  if (alive) {
+    v.inuse_objects = weight;
+    v.inuse_space = weight * static_cast<int64_t>(inuse_size);
+  }
+  // Added before recycling: the row's first reference keeps the stack.
+  if (v.alloc_objects != 0 || alive) rows->Add(SampleKey{r.stack_id, r.class_label, r.thread_label}, v);
+  if (!alive) {
+    if (liveness_ == Liveness::kFreeobjHook) live_objects_.Erase(r.object);
+    Recycle(index);
+  }
+  return v;
 }
 
 std::unordered_map<SampleKey, AllocTotals, SampleKeyHash> SampleStore::TakeFreedTotals() {

@@ -1,12 +1,20 @@
 // SampleStore: the records behind a heap profile.
 //
-// One record per sampled allocation. A record is born "pending" in the
-// allocation hook (where Ruby forbids allocating and the object is not yet
-// initialized), becomes "live" once the Ruby layer has committed it from a
-// safe point (class name, size, liveness token), and "freed" when its object
-// is known dead. Flush reports freed records once, in alloc_*, and recycles
-// them. Records sit in a vector addressed by index, so a walk over them can
-// be interrupted (the flush yields the GVL) while the hooks append.
+// One record per sampled allocation. The store owns the record's state
+// machine; the Ruby layer only measures and names things and hands them in:
+//
+//   AddPending  (NEWOBJ hook)      free    -> pending
+//   Commit      (postponed job)    pending -> live     (labels, size, token)
+//   ObjectFreed (FREEOBJ hook)     live    -> freed    (exact mode)
+//   DrainFreed  (commit, flush)    freed   -> free     (folded into totals)
+//   Report      (flush walk)       live    -> live, or free if it died
+//
+// A record is born "pending" in the allocation hook (where Ruby forbids
+// allocating and the object is not yet initialized) and becomes "live" once
+// committed from a safe point. Report gives each record's allocation once
+// (alloc_*, weighted) and its in-use values while it lives, and recycles it
+// when it died. Records sit in a vector addressed by index, so a walk over
+// them can be interrupted (the flush yields the GVL) while the hooks append.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +27,14 @@
 
 namespace fathom {
 
+class HeapAggregator;
+
+// How a live record learns that its object died.
+enum class Liveness : uint8_t {
+  kFreeobjHook,  // exact mode: the object handle is kept; ObjectFreed retires it
+  kObjectId,     // sampled mode: only Ruby's object_id is kept; asked at flush
+};
+
 enum class RecordState : uint8_t { kFree, kPending, kLive, kFreed };
 
 struct SampleRecord {
@@ -30,9 +46,26 @@ struct SampleRecord {
   uint32_t stack_id = StackTable::kNone;
   uint32_t class_label = 0;
   uint32_t thread_label = 0;
-  uint32_t next_freed = UINT32_MAX;  // intrusive list of freed records (see MarkFreed)
+  uint32_t next_freed = UINT32_MAX;  // intrusive list of freed records (see ObjectFreed)
   RecordState state = RecordState::kFree;
   bool alloc_reported = false;  // already counted in an earlier flush's alloc_* values
+};
+
+// The four values of a heap profile, in pprof sample-type order; the names
+// are Go's, so `-sample_index=alloc_space` etc. work in pprof.
+struct HeapValues {
+  int64_t alloc_objects = 0;
+  int64_t alloc_space = 0;
+  int64_t inuse_objects = 0;
+  int64_t inuse_space = 0;
+};
+
+// What the Ruby layer learned about a pending record's object at commit.
+struct CommitInfo {
+  uint32_t class_label = 0;
+  uint32_t thread_label = 0;
+  uint64_t alloc_bytes = 0;
+  uint64_t object_id = 0;  // kObjectId mode: the liveness token (0 = untrackable)
 };
 
 // What a profile row is keyed by.
@@ -54,46 +87,77 @@ struct AllocTotals {
 
 class SampleStore {
  public:
+  void set_liveness(Liveness mode) { liveness_ = mode; }
+  Liveness liveness() const { return liveness_; }
+
   StackTable& stacks() { return stacks_; }
   const StackTable& stacks() const { return stacks_; }
   StringInterner& labels() { return labels_; }
   const StringInterner& labels_const() const { return labels_; }
-  ObjectMap& live_objects() { return live_objects_; }
 
-  // Adds a pending record (the hook's half); takes over one reference to
-  // record.stack_id. Returns its index.
+  // ---- hook half (inside the allocator: no Ruby calls)
+  // Adds a pending record; takes over one reference to record.stack_id.
+  // Returns its index.
   uint32_t AddPending(const SampleRecord& record);
-  // Indices of records waiting for commit, in allocation order.
-  std::vector<uint32_t>& pending() { return pending_; }
+  // Indices of records waiting for commit, in allocation order. Commit them
+  // by index (the hooks may append while the committer calls Ruby), then
+  // ClearPending.
+  const std::vector<uint32_t>& pending() const { return pending_; }
+  void ClearPending() { pending_.clear(); }
 
-  SampleRecord& at(uint32_t index) { return records_[index]; }
-  const SampleRecord& at(uint32_t index) const { return records_[index]; }
-  // Upper bound for indices (includes free slots).
-  uint32_t capacity() const { return static_cast<uint32_t>(records_.size()); }
-  size_t live_count() const { return in_use_; }
+  // ---- commit (safe point): pending -> live. Exact mode indexes the object
+  // for ObjectFreed; sampled mode drops the handle and keeps the object_id.
+  // Returns false if the record cannot be followed (sampled mode, no id).
+  bool Commit(uint32_t index, const CommitInfo& info);
 
-  // Drops a record: releases its stack and recycles the slot.
-  void Recycle(uint32_t index);
-
-  // Marks a live record's object dead. Called from the FREEOBJ hook during
-  // GC sweep: links the record into a list through the record itself, so it
-  // neither allocates nor frees.
-  void MarkFreed(uint32_t index);
+  // ---- free (exact mode, FREEOBJ hook during GC sweep): if `object` is a
+  // live record's, marks it freed. Never allocates or frees: the record is
+  // linked into a list through itself and the map only gets a tombstone.
+  void ObjectFreed(uint64_t object);
   // Folds freed records into per-key allocation totals and recycles them,
   // so a churning program keeps only live records (exact mode would
   // otherwise hold one record per allocation until the next flush).
-  // Allocates: call outside GC.
-  // Drains at most `limit` records (so a caller holding a lock can pause
-  // between batches) and returns how many it recycled.
+  // Allocates: call outside GC. Drains at most `limit` records (so a caller
+  // holding a lock can pause between batches); returns how many it recycled.
   size_t DrainFreed(size_t limit = SIZE_MAX);
   bool has_freed() const { return freed_head_ != UINT32_MAX; }
   // Totals of drained records since the last TakeFreedTotals. Each entry
   // holds a reference on its stack, which the caller takes over.
   std::unordered_map<SampleKey, AllocTotals, SampleKeyHash> TakeFreedTotals();
 
+  // ---- report (flush walk): a live record's values for this flush, added
+  // to `rows` under its key. alloc_* (weighted) the first time a record is
+  // reported only; inuse_* (weighted, inuse_size per object) while `alive`.
+  // A record reported dead is recycled (and, exact mode, forgotten by the map).
+  HeapValues Report(uint32_t index, bool alive, uint64_t inuse_size, HeapAggregator* rows);
+
+  // ---- GC compaction (exact mode): live objects moved; remap(handle) gives
+  // the new handle.
+  template <typename F>
+  void RemapObjects(F&& remap) {
+    if (liveness_ != Liveness::kFreeobjHook) return;
+    live_objects_.Clear();
+    for (uint32_t i = 0; i < capacity(); i++) {
+      SampleRecord& r = records_[i];
+      if (r.state != RecordState::kLive) continue;
+      r.object = remap(r.object);
+      live_objects_.Insert(r.object, i);
+    }
+  }
+
+  const SampleRecord& at(uint32_t index) const { return records_[index]; }
+  bool is_live(uint32_t index) const { return records_[index].state == RecordState::kLive; }
+  // Upper bound for indices (includes free slots).
+  uint32_t capacity() const { return static_cast<uint32_t>(records_.size()); }
+  size_t live_count() const { return in_use_; }
+
   void Clear();
 
  private:
+  // Drops a record: releases its stack and recycles the slot.
+  void Recycle(uint32_t index);
+
+  Liveness liveness_ = Liveness::kObjectId;
   StackTable stacks_;
   StringInterner labels_;
   ObjectMap live_objects_;  // exact mode: object handle -> record index

@@ -4,8 +4,6 @@
 
 #include <algorithm>
 
-#include "heap/sample_store.h"
-
 namespace fathom {
 namespace {
 
@@ -94,28 +92,6 @@ TEST(StackTableTest, ManyStacksGrowBuckets) {
     ASSERT_EQ(t.Intern(h, l, 2, false), ids[i]);
   }
   EXPECT_EQ(t.stack_count(), 20000u);
-}
-
-TEST(SampleStoreTest, PendingRecycleAndClear) {
-  SampleStore store;
-  uint64_t h[] = {0x100};
-  int32_t l[] = {1};
-  SampleRecord r;
-  r.object = 0x4000;
-  r.weight = 3;
-  r.stack_id = store.stacks().Intern(h, l, 1, false);
-  uint32_t i = store.AddPending(r);
-  EXPECT_EQ(store.at(i).state, RecordState::kPending);
-  EXPECT_EQ(store.pending().size(), 1u);
-  EXPECT_EQ(store.live_count(), 1u);
-  store.pending().clear();
-  store.Recycle(i);
-  EXPECT_EQ(store.live_count(), 0u);
-  EXPECT_EQ(store.stacks().stack_count(), 0u);  // the record held the only reference
-  uint32_t j = store.AddPending(SampleRecord{});
-  EXPECT_EQ(j, i);  // slot reused
-  store.Clear();
-  EXPECT_EQ(store.capacity(), 0u);
 }
 
 }  // namespace
