@@ -219,13 +219,26 @@ void Walk(Snapshot* s) {
   for (const char* c : order) category_nodes.push_back(b.AddRootCategory(c));
   for (size_t k = 0; k < order.size(); k++) {
     b.BeginEdgesOf(category_nodes[k]);
-    for (auto& r : s->roots)
-      if (std::strcmp(r.first, order[k]) == 0) b.AddEdgeTo(static_cast<uint64_t>(r.second));
+    // machine_context is the conservative root: words on a thread's C
+    // stack that happen to hold an object's address. Any object may sit
+    // there for a moment, so its edges are followed only once everything
+    // precisely rooted is walked: a report then names an object by a
+    // constant, ivar or global that holds it, and says machine_context
+    // only for what nothing else holds.
+    bool conservative = std::strcmp(order[k], "machine_context") == 0;
+    for (auto& r : s->roots) {
+      if (std::strcmp(r.first, order[k]) != 0) continue;
+      if (conservative)
+        b.AddDeferredEdgeTo(static_cast<uint64_t>(r.second));
+      else
+        b.AddEdgeTo(static_cast<uint64_t>(r.second));
+    }
   }
   s->roots.clear();
   s->roots.shrink_to_fit();
 
-  for (uint32_t i = b.first_object_node(); i < b.node_count(); i++) {
+  for (uint32_t i = b.first_object_node();; i++) {
+    if (i == b.node_count() && !b.DiscoverDeferred()) break;
     VALUE obj = static_cast<VALUE>(b.address(i));
     int type = RB_BUILTIN_TYPE(obj);
     size_t size = rb_obj_memsize_of(obj);

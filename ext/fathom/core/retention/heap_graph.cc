@@ -69,6 +69,7 @@ void HeapGraphBuilder::Reset() {
   graph_.edge_name_.push_back(0);
   graph_.edge_begin_.assign(1, 0);
   std::vector<uint32_t>().swap(slots_);
+  std::vector<DeferredEdge>().swap(deferred_);
   objects_ = 0;
   current_ = kNoCurrent;
 }
@@ -131,6 +132,12 @@ uint32_t HeapGraphBuilder::Find(uint64_t address) const {
 uint32_t HeapGraphBuilder::AddEdgeTo(uint64_t address) {
   if (current_ == kNoCurrent) throw std::logic_error("HeapGraphBuilder: AddEdgeTo before BeginEdgesOf");
   if (graph_.edge_target_.size() >= UINT32_MAX) throw std::length_error("HeapGraphBuilder: too many edges");
+  MakeRoom(graph_.edge_target_);
+  graph_.edge_target_.push_back(0);  // the slot; its value comes from Resolve
+  return Resolve(address, current_, &graph_.edge_target_.back());
+}
+
+uint32_t HeapGraphBuilder::Resolve(uint64_t address, uint32_t source, uint32_t* target) {
   // Grow before probing, so the probe below also finds the insertion slot.
   if ((objects_ + 1) * 5 > slots_.size() * 3) GrowTable(slots_.size() * 2);
   size_t mask = slots_.size() - 1;
@@ -138,18 +145,29 @@ uint32_t HeapGraphBuilder::AddEdgeTo(uint64_t address) {
   for (;; i = (i + 1) & mask) {
     uint32_t n = slots_[i];
     if (n == kEmptySlot) break;
-    if (graph_.address_[n] == address) {
-      MakeRoom(graph_.edge_target_);
-      graph_.edge_target_.push_back(n);
-      return n;
-    }
+    if (graph_.address_[n] == address) return *target = n;
   }
-  uint32_t node = NewNode(address, current_);
+  uint32_t node = NewNode(address, source);
   slots_[i] = node;
   objects_++;
-  MakeRoom(graph_.edge_target_);
-  graph_.edge_target_.push_back(node | HeapGraph::kTreeEdgeBit);
+  *target = node | HeapGraph::kTreeEdgeBit;
   return node;
+}
+
+void HeapGraphBuilder::AddDeferredEdgeTo(uint64_t address) {
+  if (current_ == kNoCurrent) throw std::logic_error("HeapGraphBuilder: AddDeferredEdgeTo before BeginEdgesOf");
+  if (graph_.edge_target_.size() >= UINT32_MAX) throw std::length_error("HeapGraphBuilder: too many edges");
+  MakeRoom(graph_.edge_target_);
+  MakeRoom(deferred_);
+  deferred_.push_back({static_cast<uint32_t>(graph_.edge_target_.size()), current_, address});
+  graph_.edge_target_.push_back(HeapGraph::kSuperRoot);  // placeholder until DiscoverDeferred
+}
+
+bool HeapGraphBuilder::DiscoverDeferred() {
+  uint32_t before = graph_.node_count();
+  for (const DeferredEdge& d : deferred_) Resolve(d.address, d.source, &graph_.edge_target_[d.edge]);
+  std::vector<DeferredEdge>().swap(deferred_);
+  return graph_.node_count() > before;
 }
 
 uint32_t HeapGraphBuilder::NewNode(uint64_t address, uint32_t parent) {
@@ -201,6 +219,7 @@ void HeapGraphBuilder::GrowTable(size_t min_slots) {
 size_t HeapGraphBuilder::MemoryBytes() const { return graph_.MemoryBytes() + CapacityBytes(slots_); }
 
 HeapGraph HeapGraphBuilder::Finish() {
+  if (!deferred_.empty()) throw std::logic_error("HeapGraphBuilder: Finish with deferred edges unresolved");
   std::vector<uint32_t>().swap(slots_);
   HeapGraph& g = graph_;
   uint32_t n = g.node_count();

@@ -199,6 +199,21 @@ class HeapGraphBuilder {
   // becomes a new node whose tree_parent is the current node.
   uint32_t AddEdgeTo(uint64_t address);
 
+  // Adds an edge from the current node whose target is only looked up,
+  // and if new numbered, by the next DiscoverDeferred(). For conservative
+  // roots (words of a machine stack that look like object addresses): the
+  // walker calls DiscoverDeferred() once the queue of precisely rooted
+  // objects is empty, so an object reachable from a precise root always
+  // gets its tree parent - the path reports print - on a precise path,
+  // and the conservative root names only what nothing else holds. The edge
+  // keeps its place in the current node's list (the CSR stays in order).
+  void AddDeferredEdgeTo(uint64_t address);
+  // Resolves every deferred edge added so far: an address already walked
+  // becomes a plain edge, a new one a new node (tree parent: the edge's
+  // source). Returns whether any node was added, i.e. whether the walk
+  // must go on.
+  bool DiscoverDeferred();
+
   // Class (an InternName id), Ruby type and self size of an object node.
   // std::logic_error for an unknown node, std::out_of_range for an unknown
   // name id.
@@ -228,6 +243,9 @@ class HeapGraphBuilder {
   static constexpr uint32_t kNoCurrent = UINT32_MAX;
 
   uint32_t NewNode(uint64_t address, uint32_t parent);
+  // Sets *target to address's node, numbering it (tree parent: source,
+  // tree-edge bit set in *target) if new; returns the node.
+  uint32_t Resolve(uint64_t address, uint32_t source, uint32_t* target);
   void GrowTable(size_t min_slots);
   void Reset();
 
@@ -238,6 +256,14 @@ class HeapGraphBuilder {
   std::vector<uint32_t> slots_;
   size_t objects_ = 0;             // nodes in slots_
   uint32_t current_ = kNoCurrent;  // node whose edges are being added
+  // Edges added by AddDeferredEdgeTo and not yet resolved: where the edge
+  // sits in edge_target_, its source and the target's address.
+  struct DeferredEdge {
+    uint32_t edge;
+    uint32_t source;
+    uint64_t address;
+  };
+  std::vector<DeferredEdge> deferred_;
 };
 
 }  // namespace fathom

@@ -195,6 +195,53 @@ TEST(HeapGraphTest, SkippedNodesGetEmptyEdgeLists) {
   EXPECT_EQ(Targets(g, z), (Edges{x}));
 }
 
+// machine_context -> C (depth 1) -> A, but A also hangs at depth 2 under a
+// precise root (vm -> B -> A). Deferred edges are resolved only once the
+// precise walk is done, so A's tree parent is B and only what no precise
+// root holds (C, then E) comes from the conservative root.
+TEST(HeapGraphTest, DeferredEdgesNameObjectsByPrecisePathsFirst) {
+  std::map<uint64_t, std::vector<uint64_t>> children{{kA, {kD}}, {kB, {kA}}, {kC, {kA, kE}}, {kD, {}}, {kE, {}}};
+  HeapGraphBuilder b;
+  uint32_t machine = b.AddRootCategory("machine_context");
+  uint32_t vm = b.AddRootCategory("vm");
+  b.BeginEdgesOf(machine);
+  b.AddDeferredEdgeTo(kC);
+  b.AddDeferredEdgeTo(kB);  // also a precise root: stays a plain edge
+  b.BeginEdgesOf(vm);
+  EXPECT_EQ(b.AddEdgeTo(kB), 3u);
+  uint32_t i = b.first_object_node();
+  for (;; i++) {
+    if (i == b.node_count() && !b.DiscoverDeferred()) break;
+    b.BeginEdgesOf(i);
+    for (uint64_t c : children.at(b.address(i))) b.AddEdgeTo(c);
+  }
+  HeapGraph g = b.Finish();
+  ASSERT_EQ(g.node_count(), 8u);  // super-root, 2 categories, B A D C E
+  auto node = [&](uint64_t addr) {
+    for (uint32_t n = g.first_object_node(); n < g.node_count(); n++)
+      if (g.address(n) == addr) return n;
+    return HeapGraph::kSuperRoot;
+  };
+  EXPECT_EQ(g.tree_parent(node(kA)), node(kB));
+  EXPECT_EQ(g.tree_parent(node(kB)), vm);
+  EXPECT_EQ(g.tree_parent(node(kC)), machine);
+  EXPECT_EQ(g.tree_parent(node(kE)), node(kC));
+  EXPECT_GT(node(kC), node(kD));  // numbered after the precise walk
+  // The conservative root's edges kept their order and their place.
+  EXPECT_EQ(Targets(g, machine), (Edges{node(kC), node(kB)}));
+  EXPECT_TRUE(g.is_tree_edge(g.edge_begin(machine)));
+  EXPECT_FALSE(g.is_tree_edge(g.edge_begin(machine) + 1));
+  for (uint32_t n = g.first_object_node(); n < g.node_count(); n++) EXPECT_LT(g.tree_parent(n), n);
+}
+
+TEST(HeapGraphTest, FinishRefusesUnresolvedDeferredEdges) {
+  HeapGraphBuilder b;
+  uint32_t machine = b.AddRootCategory("machine_context");
+  b.BeginEdgesOf(machine);
+  b.AddDeferredEdgeTo(kA);
+  EXPECT_THROW(b.Finish(), std::logic_error);
+}
+
 TEST(HeapGraphTest, MisuseThrows) {
   HeapGraphBuilder b;
   EXPECT_THROW(b.AddEdgeTo(0x10), std::logic_error);  // no current node
