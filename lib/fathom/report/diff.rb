@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "units"
+require_relative "retention"
 
 module Fathom
   module Report
@@ -10,6 +11,15 @@ module Fathom
     # objects alive, for a heap profile the allocation stack — and the
     # chosen value is compared. The way to find a leak from two moments:
     # what grew, and through which chain.
+    #
+    # A retention profile splits one reference chain into frames at its
+    # dominators, and which objects dominate others can change between two
+    # snapshots without the chain changing (code that ran once may cache a
+    # constant's value in an inline cache, a second holder of the hash).
+    # So retention samples are keyed by their chain of hops with the class
+    # of every object but the last dropped: "A (Module)" | "B → C (Hash)"
+    # and "A → B → C (Hash)" are the same chain. The row shows the newest
+    # frames.
     #
     #   Growth of inuse_space from before.pb.gz to after.pb.gz: +10.2MB (18.2MB -> 28.4MB)
     #       growth     before      after  objects  path
@@ -33,6 +43,7 @@ module Fathom
         @unit = before.sample_types[@before_i][1]
         @objects_name = %w[inuse_objects alloc_objects].find { |n| before.sample_type_index(n) && after.sample_type_index(n) }
         @top = top
+        @chain_keys = Retention.retention_profile?(before) && Retention.retention_profile?(after)
         @rows = {}
         add(before, :before)
         add(after, :after)
@@ -72,10 +83,20 @@ module Fathom
         oi = @objects_name && profile.sample_type_index(@objects_name)
         profile.samples.each do |s|
           path = profile.stack_names(s).reverse
-          row = @rows[path] ||= Row.new(path, 0, 0, 0, 0)
+          row = @rows[@chain_keys ? chain_key(path) : path] ||= Row.new(path, 0, 0, 0, 0)
+          row.path = path if side == :after
           row[side] += s.values[i]
           row[side == :before ? :objects_before : :objects_after] += s.values[oi] if oi
         end
+      end
+
+      # A frame is "hop → hop (Class)" (retention_profile.cc); inner frames
+      # lose their "(Class)" so that where the chain is cut does not matter.
+      FRAME_CLASS = / \([^()]*\)\z/.freeze
+
+      def chain_key(path)
+        *inner, leaf = path
+        inner.map { |frame| frame.sub(FRAME_CLASS, "") }.push(leaf).join(" → ")
       end
 
       def fmt(v)
