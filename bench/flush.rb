@@ -6,14 +6,22 @@
 # its worst lateness is the latency the application would feel.
 #
 #   ruby -Ilib bench/flush.rb [--objects 1000000]
+#   ruby -Ilib bench/flush.rb --liveness object_id|weakmap
+#
+# --liveness switches to sampled mode at a 10us interval (tens of thousands
+# of live samples instead of a million records) with that liveness token
+# kind, to compare what the tokens cost: at commit (Track, in the allocation
+# loop's time) and at flush (Lookup, in walk_ns).
 require "optparse"
 $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
 require "fathom"
 
 objects = 1_000_000
 sites = 100
+liveness = nil
 OptionParser.new do |o|
   o.on("--objects N", Integer) { |n| objects = n }
+  o.on("--liveness KIND", %w[object_id weakmap], "sampled mode with these liveness tokens") { |k| liveness = k.to_sym }
   o.on("--sites N", Integer, "distinct allocation stacks (default 100)") { |n| sites = n }
 end.parse!
 
@@ -26,12 +34,15 @@ sites.times do |i|
 end
 include Sites
 
-profiler = Fathom::MemoryProfiler.new(exact: true)
-profiler.start
+profiler = liveness ? Fathom::MemoryProfiler.new(interval: 0.00001, liveness: liveness) : Fathom::MemoryProfiler.new(exact: true)
+mode = liveness ? "sampled mode, #{liveness} tokens" : "exact mode"
 kept = []
 per_site = objects / sites
+a0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+profiler.start
 sites.times { |i| send(:"site_#{i}", per_site, kept) }
 profiler.stop
+alloc_s = Process.clock_gettime(Process::CLOCK_MONOTONIC) - a0
 GC.start
 
 max_late = 0.0
@@ -56,7 +67,8 @@ stop = true
 ticker.join
 
 s = profile.stats
-puts "Fathom flush benchmark (Ruby #{RUBY_VERSION}): #{kept.size} live objects from #{sites} sites, exact mode"
+puts "Fathom flush benchmark (Ruby #{RUBY_VERSION}): #{kept.size} live objects from #{sites} sites, #{mode}"
+puts format("  allocation loop    %8.1f ms while profiled (commits included)", alloc_s * 1e3)
 puts format("  flush total        %8.1f ms (wall, measured outside)", (t1 - t0) * 1e3)
 puts format("  flush_ns           %8.1f ms  (walk %.1f ms, symbolize %.1f ms, encode+gzip off-GVL %.1f ms)",
             s[:flush_ns] / 1e6, s[:walk_ns] / 1e6, s[:symbolize_ns] / 1e6, s[:encode_ns] / 1e6)
@@ -64,3 +76,4 @@ puts format("  longest GVL hold   %8.2f ms  (%d yields)", s[:max_gvl_hold_ns] / 
 puts format("  ticker max late    %8.2f ms  (what another thread felt)", max_late * 1e3)
 puts format("  Ruby GCs during    %d minor, %d major (a GC holds the GVL by nature; symbolizing allocates)", *gcs)
 puts format("  live samples       %8d, profile %d bytes gzipped", s[:live_samples], s[:bytes])
+puts format("  walk per sample    %8.2f us (liveness %s)", s[:walk_ns] / 1e3 / [s[:samples], 1].max, s[:liveness])

@@ -18,6 +18,12 @@ module Fathom
   # exact: false (default) samples one allocation per timer tick (`interval`),
   # with hooks off between samples; exact: true records every allocation
   # (slow, for tests and small scripts).
+  #
+  # liveness: how sampled mode finds a sample's object again at flush to
+  # tell whether it is still alive. :auto picks by Ruby version (see
+  # LIVENESS_BY_VERSION); :object_id and :weakmap force one (tests, and a
+  # way out should one misbehave on some Ruby). Exact mode sees frees
+  # directly and ignores it.
   class MemoryProfiler
     include CollectorLifecycle
 
@@ -25,9 +31,17 @@ module Fathom
     # postponed job ~30us, installing + removing the hook ~30us), so 100
     # samples/s stays within ~1% on an allocation-heavy loop while 1 ms
     # costs 5-9% (IMPLEMENTATION.md, "Cost").
-    DEFAULTS = { exact: false, interval: 0.01, max_depth: 128 }.freeze
+    DEFAULTS = { exact: false, interval: 0.01, max_depth: 128, liveness: :auto }.freeze
 
-    attr_reader :exact, :interval_ns, :max_depth
+    # object_id is free of side effects and its ids survive GC.compact up to
+    # Ruby 3.2.2, whose WeakMap is broken under compaction (Ruby bug #19529).
+    # From 3.2.3 on, WeakMap works and object_id changes the object's shape
+    # (and _id2ref is deprecated in 3.5/4.0), so a WeakMap keyed by sequence
+    # numbers holds the samples' objects, weakly.
+    LIVENESS_BY_VERSION = Gem::Version.new(RUBY_VERSION) >= Gem::Version.new("3.2.3") ? :weakmap : :object_id
+    LIVENESS = %i[auto object_id weakmap].freeze
+
+    attr_reader :exact, :interval_ns, :max_depth, :liveness
 
     def initialize(**opts)
       Options.check_unknown!(opts, DEFAULTS.keys, "Fathom::MemoryProfiler.new")
@@ -37,8 +51,10 @@ module Fathom
                                          min_ns: Options::SAMPLING_INTERVAL_NS.begin,
                                          max_ns: Options::SAMPLING_INTERVAL_NS.end)
       @max_depth = Options.integer("max_depth", opts[:max_depth], Options::MAX_DEPTH_RANGE)
+      @liveness = Options.one_of("liveness", opts[:liveness], LIVENESS)
+      @liveness = LIVENESS_BY_VERSION if @liveness == :auto
       NativeLoader.require!
-      @collector = Native::HeapCollector.new(@exact, @interval_ns, @max_depth)
+      @collector = Native::HeapCollector.new(@exact, @interval_ns, @max_depth, @liveness)
       @lock = Mutex.new
     end
 

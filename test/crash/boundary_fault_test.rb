@@ -31,7 +31,7 @@ class BoundaryFaultTest < Minitest::Test
       puts "\#{name}=\#{e.class}"
     end
     def heap_collector(exact: true)
-      Fathom::Native::HeapCollector.new(exact, 100_000, 64)
+      Fathom::Native::HeapCollector.new(exact, 100_000, 64, :object_id)
     end
   RUBY
 

@@ -30,12 +30,15 @@ class LivenessTest < Minitest::Test
     skip_unless_go!
   end
 
-  def check_liveness(exact:, compact:)
+  def check_liveness(exact:, compact:, liveness: :auto)
     n = exact ? scaled(20_000) : scaled(200_000)
-    with_profiler(exact: exact, interval: 0.00002) do |profiler|
+    opts = exact ? {} : { liveness: liveness }
+    with_profiler(exact: exact, interval: 0.00002, **opts) do |profiler|
       victims = Victims.new.make(n)
       GC.compact if compact
-      raw = raw_of(profiler.flush(gc: true))
+      profile = profiler.flush(gc: true)
+      assert_equal expected_liveness(exact, liveness), profile.stats[:liveness]
+      raw = raw_of(profile)
       live_victims = raw.cum("inuse_objects", /Victims#make/, labels: OBJECTS)
       if exact
         assert_equal n, live_victims
@@ -70,5 +73,36 @@ class LivenessTest < Minitest::Test
 
   def test_sampled_with_compaction
     check_liveness(exact: false, compact: true)
+  end
+
+  # Both token kinds on every Ruby that can run them, whatever :auto picks.
+  def test_sampled_object_id_tokens
+    check_liveness(exact: false, compact: true, liveness: :object_id)
+  end
+
+  def test_sampled_weakmap_tokens
+    check_liveness(exact: false, compact: false, liveness: :weakmap)
+  end
+
+  def test_sampled_weakmap_tokens_with_compaction
+    skip "ObjectSpace::WeakMap loses entries under GC.compact before Ruby 3.2.3 (bug #19529)" if weakmap_broken_by_compaction?
+    check_liveness(exact: false, compact: true, liveness: :weakmap)
+  end
+
+  def test_auto_picks_weakmap_from_ruby_3_2_3
+    expected = Gem::Version.new(RUBY_VERSION) >= Gem::Version.new("3.2.3") ? :weakmap : :object_id
+    assert_equal expected, Fathom::MemoryProfiler.new.liveness
+  end
+
+  private
+
+  def expected_liveness(exact, liveness)
+    return "freeobj_hook" if exact
+
+    (liveness == :auto ? Fathom::MemoryProfiler::LIVENESS_BY_VERSION : liveness).to_s
+  end
+
+  def weakmap_broken_by_compaction?
+    Gem::Version.new(RUBY_VERSION) < Gem::Version.new("3.2.3")
   end
 end

@@ -25,10 +25,10 @@
 //     function until this point. It measures the size (rb_obj_memsize_of),
 //     names the class and thread, and SampleStore::Commit attaches the
 //     liveness token: exact mode indexes the object for FreeobjHook; sampled
-//     mode takes the object's object_id, which Ruby retires when the object
-//     dies and carries across GC compaction.
+//     mode takes a token from LivenessTokens (object_id, or a key in an
+//     ObjectSpace::WeakMap; liveness_tokens.h says which Ruby gets which).
 //  4. Flush (GVL, yielded periodically): decides liveness (exact: FREEOBJ
-//     seen or not; sampled: ObjectSpace._id2ref(id) still answers), measures
+//     seen or not; sampled: the token still leads to an object), measures
 //     live sizes, SampleStore::Report aggregates per stack/class/thread,
 //     symbolizes frames, then encodes and gzips without the GVL.
 #pragma once
@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "heap/sample_store.h"
+#include "liveness_tokens.h"
 #include "postponed_job.h"
 
 namespace fathom {
@@ -62,6 +63,8 @@ struct Collector {
   // so they can no longer be called live.
   bool liveness_lost = false;
   SampleStore store;
+  // Sampled mode: how a record's object is found again at flush.
+  LivenessTokens tokens{TokenKind::kObjectId};
 
   // Capture buffers, sized at start so the hook never allocates them.
   std::vector<VALUE> frames;
@@ -145,12 +148,15 @@ extern PostponedJob g_commit_job;
 // Bytes an object occupies (rb_obj_memsize_of where safe, else one slot).
 size_t MemsizeOf(VALUE obj);
 
+// How this collector tells live samples from dead ones, for stats:
+// "freeobj_hook" (exact), "object_id" or "weakmap" (sampled).
+inline const char* LivenessName(const Collector& c) {
+  return c.exact ? "freeobj_hook" : LivenessTokens::KindName(c.tokens.kind());
+}
+
 // ---- heap_flush.cc
-void InitHeapFlush();
 // flush(gc) -> [bytes, stats]; the body of HeapCollector#flush.
 VALUE FlushHeapProfile(Collector* c, bool gc);
-// The object behind a sampled record's object_id, or Qundef if it died.
-VALUE LiveObjectForId(uint64_t object_id);
 void ResetWindow(Collector* c);
 
 // ---- heap_collector_binding.cc

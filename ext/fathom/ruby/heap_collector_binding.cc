@@ -35,6 +35,7 @@ void CollectorMark(void* ptr) {
       rb_gc_mark(static_cast<VALUE>(r.object));
       rb_gc_mark(static_cast<VALUE>(r.thread));
     }
+    c->tokens.Mark();
   });
 }
 
@@ -49,6 +50,7 @@ void CollectorCompact(void* ptr) {
     auto location = [](uint64_t h) { return static_cast<uint64_t>(rb_gc_location(static_cast<VALUE>(h))); };
     c->store.stacks().RemapFrameHandles(location);
     c->store.RemapObjects(location);
+    c->tokens.UpdateAfterCompaction();
   });
 }
 
@@ -91,7 +93,7 @@ VALUE CollectorAlloc(VALUE klass) {
   return RubyMethod([klass] { return TypedData_Wrap_Struct(klass, &kCollectorType, new Collector()); });
 }
 
-VALUE CollectorInitialize(VALUE self, VALUE exact, VALUE interval_ns, VALUE max_depth) {
+VALUE CollectorInitialize(VALUE self, VALUE exact, VALUE interval_ns, VALUE max_depth, VALUE liveness) {
   Collector* c = GetCollector(self);
   return RubyMethod([&] {
     if (c->max_depth != 0) ThrowFathomError("fathom: collector is already initialized");
@@ -105,7 +107,8 @@ VALUE CollectorInitialize(VALUE self, VALUE exact, VALUE interval_ns, VALUE max_
     c->exact = RTEST(exact);
     c->interval_ns = static_cast<uint64_t>(interval);
     c->max_depth = depth;
-    c->store.set_liveness(c->exact ? Liveness::kFreeobjHook : Liveness::kObjectId);
+    c->store.set_liveness(c->exact ? LivenessSource::kFreeobjHook : LivenessSource::kToken);
+    c->tokens = LivenessTokens(LivenessTokens::ParseKind(liveness));
     return self;
   });
 }
@@ -240,15 +243,15 @@ VALUE CollectorLiveObjects(VALUE self, VALUE limit_value) {
   return RubyMethod([&] {
     VALUE out = rb_ary_new();
     if (c->liveness_lost || c->flushing) return out;
-    std::vector<std::pair<uint32_t, uint64_t>> picked;  // (stack, object or object_id)
+    std::vector<std::pair<uint32_t, uint64_t>> picked;  // (stack, object or liveness token)
     for (uint32_t i = 0; i < c->store.capacity() && static_cast<long>(picked.size()) < limit; i++) {
       if (!c->store.is_live(i)) continue;
       const SampleRecord& r = c->store.at(i);
-      picked.emplace_back(r.stack_id, c->exact ? r.object : r.object_id);
+      picked.emplace_back(r.stack_id, c->exact ? r.object : r.liveness_token);
     }
-    // Ruby calls from here on (symbolizing, _id2ref): nothing above is used by reference.
+    // Ruby calls from here on (symbolizing, token lookups): nothing above is used by reference.
     for (auto& p : picked) {
-      VALUE obj = c->exact ? static_cast<VALUE>(p.second) : (p.second ? LiveObjectForId(p.second) : Qundef);
+      VALUE obj = c->exact ? static_cast<VALUE>(p.second) : c->tokens.Lookup(p.second);
       if (obj == Qundef) continue;
       std::string site = SiteOf(c, p.first);
       rb_ary_push(out, rb_assoc_new(rb_utf8_str_new(site.data(), static_cast<long>(site.size())), obj));
@@ -269,6 +272,7 @@ VALUE CollectorAfterForkChild(VALUE self) {
     c->busy_depth = 0;
     c->busy_thread = Qnil;
     c->store.Clear();
+    c->tokens.Reset();
     c->liveness_lost = false;
     SeedRng(c);
     ResetWindow(c);
@@ -300,6 +304,7 @@ VALUE CollectorStats(VALUE self) {
     set("timer_misses", t.handler_misses);
     set("timer_jobs", t.jobs_registered);
     rb_hash_aset(h, ID2SYM(rb_intern("timer_mechanism")), rb_str_new_cstr(SampleTimer::mechanism()));
+    rb_hash_aset(h, ID2SYM(rb_intern("liveness")), rb_str_new_cstr(LivenessName(*c)));
     return h;
   });
 }
@@ -317,7 +322,6 @@ void ReleaseFreeobjOwnership() {
 void InitHeapCollector(VALUE mNative) {
   InitAllocationHooks();
   InitSampleCommit();
-  InitHeapFlush();
   rb_gc_register_address(&g_active_self);
   rb_gc_register_address(&g_freeobj_owner_self);
 
@@ -325,7 +329,7 @@ void InitHeapCollector(VALUE mNative) {
   VALUE klass = rb_define_class_under(mNative, "HeapCollector", rb_cObject);
   rb_gc_register_mark_object(klass);
   rb_define_alloc_func(klass, CollectorAlloc);
-  rb_define_method(klass, "initialize", RUBY_METHOD_FUNC(CollectorInitialize), 3);
+  rb_define_method(klass, "initialize", RUBY_METHOD_FUNC(CollectorInitialize), 4);
   rb_define_method(klass, "start", RUBY_METHOD_FUNC(CollectorStart), 0);
   rb_define_method(klass, "stop", RUBY_METHOD_FUNC(CollectorStop), 0);
   rb_define_method(klass, "running?", RUBY_METHOD_FUNC(CollectorRunningP), 0);

@@ -4,7 +4,7 @@
 // symbolize the frames, copy the rows out (HeapProfileRows). Without it:
 // encode and gzip.
 //
-// The flush calls Ruby (_id2ref, symbolizing) and yields the GVL, where a
+// The flush calls Ruby (liveness lookups, symbolizing) and yields the GVL, where a
 // Thread#raise can land: a longjmp that skips C++ destructors. So all its
 // C++ state lives in a heap FlushState owned outside Protect, the code
 // under Protect keeps no non-trivial locals alive across a yield, and what
@@ -25,9 +25,6 @@ namespace {
 
 // The flush yields the GVL after holding it this long.
 constexpr int64_t kMaxGvlHoldNs = 2000000;  // 2 ms
-
-ID id_id2ref;
-VALUE mObjectSpace = Qnil;
 
 struct FlushState {
   Collector* c = nullptr;
@@ -79,8 +76,8 @@ void WalkRecords(FlushState* f) {
       if (c->exact) {
         alive = true;
         inuse_size = MemsizeOf(static_cast<VALUE>(store.at(i).object));
-      } else if (store.at(i).object_id != 0) {
-        VALUE obj = LiveObjectForId(store.at(i).object_id);
+      } else {
+        VALUE obj = c->tokens.Lookup(store.at(i).liveness_token);
         if (obj != Qundef) {
           alive = true;
           inuse_size = MemsizeOf(obj);
@@ -130,6 +127,7 @@ VALUE StatsHash(const FlushState& f, VALUE bytes) {
   set("max_gvl_hold_ns", f.max_hold_ns);
   set("gvl_yields", static_cast<long long>(f.yields));
   set("bytes", RSTRING_LEN(bytes));
+  rb_hash_aset(h, ID2SYM(rb_intern("liveness")), rb_str_new_cstr(LivenessName(*f.c)));
   return h;
 }
 
@@ -222,21 +220,6 @@ class FlushScope {
 
 }  // namespace
 
-// Ruby removes an object's id when the object is freed, so a reused slot or
-// a moved object cannot be mistaken for ours. _id2ref raises RangeError for
-// a dead id; any other exception goes on.
-VALUE LiveObjectForId(uint64_t object_id) {
-  VALUE obj = Qundef;
-  try {
-    Protect([&] { obj = rb_funcall(mObjectSpace, id_id2ref, 1, ULL2NUM(object_id)); });
-  } catch (const RubyJump&) {
-    if (!RTEST(rb_obj_is_kind_of(rb_errinfo(), rb_eRangeError))) throw;
-    rb_set_errinfo(Qnil);
-    return Qundef;
-  }
-  return obj;
-}
-
 void ResetWindow(Collector* c) {
   c->window_start_realtime_ns = RealtimeNs();
   c->window_start_mono_ns = MonotonicNs();
@@ -253,12 +236,6 @@ VALUE FlushHeapProfile(Collector* c, bool gc) {
   Protect([state] { FlushBody(state); });
   scope.Complete();
   return state->result;
-}
-
-void InitHeapFlush() {
-  id_id2ref = rb_intern("_id2ref");
-  mObjectSpace = rb_const_get(rb_cObject, rb_intern("ObjectSpace"));
-  rb_gc_register_mark_object(mObjectSpace);
 }
 
 }  // namespace fathom

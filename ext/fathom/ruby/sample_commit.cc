@@ -25,7 +25,7 @@ uint32_t ClassLabel(Collector* c, VALUE obj, bool* trackable) {
   *trackable = true;
   switch (RB_BUILTIN_TYPE(obj)) {
     // Internal objects: their klass slot is not a class (imemo keeps data
-    // there) and object_id is meaningless for them.
+    // there) and they cannot be tracked (no object_id, not WeakMap keys).
     case RUBY_T_IMEMO: *trackable = false; return c->store.labels().Intern("<internal:imemo>");
     case RUBY_T_ICLASS: *trackable = false; return c->store.labels().Intern("<internal:iclass>");
     default: break;
@@ -33,7 +33,7 @@ uint32_t ClassLabel(Collector* c, VALUE obj, bool* trackable) {
   VALUE klass = RBASIC_CLASS(obj);
   if (!klass) {
     // Hidden objects (internal buffers): no class to report, and Ruby may
-    // reveal or reuse them in ways an object_id should not outlive.
+    // reveal or reuse them in ways a liveness token should not outlive.
     *trackable = false;
     return c->store.labels().Intern("<internal:hidden>");
   }
@@ -152,7 +152,8 @@ void CommitPending(Collector* c) {
     info.class_label = ClassLabel(c, obj, &trackable);
     info.thread_label = ThreadLabel(c, thread);
     info.alloc_bytes = MemsizeOf(obj);
-    if (!c->exact && trackable) info.object_id = NUM2ULL(rb_obj_id(obj));  // no method call: no switch
+    // Tracking may call Ruby (WeakMap#[]=): the loop above holds no reference.
+    if (!c->exact && trackable) info.liveness_token = c->tokens.Track(obj);
     if (!c->store.Commit(index, info)) c->untracked++;
     c->commits++;
   }

@@ -15,7 +15,7 @@ struct Fixture {
   uint32_t keep_stack, drop_stack, string_label, main_label;
 
   Fixture() {
-    store.set_liveness(Liveness::kFreeobjHook);
+    store.set_liveness(LivenessSource::kFreeobjHook);
     uint64_t keep[] = {0x100, 0x200, 0x300};
     uint64_t drop[] = {0x100, 0x400, 0x300};
     int32_t lines[] = {0, 5, 1};

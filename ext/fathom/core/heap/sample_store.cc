@@ -16,13 +16,13 @@ bool SampleStore::Commit(uint32_t index, const CommitInfo& info) {
   r.alloc_bytes = info.alloc_bytes;
   r.thread = 0;
   r.state = RecordState::kLive;
-  if (liveness_ == Liveness::kFreeobjHook) {
+  if (liveness_ == LivenessSource::kFreeobjHook) {
     live_objects_.Insert(r.object, index);
     return true;
   }
   r.object = 0;
-  r.object_id = info.object_id;
-  return info.object_id != 0;
+  r.liveness_token = info.liveness_token;
+  return info.liveness_token != 0;
 }
 
 void SampleStore::ObjectFreed(uint64_t object) {
@@ -77,7 +77,7 @@ HeapValues SampleStore::Report(uint32_t index, bool alive, uint64_t inuse_size, 
   // Added before recycling: the row's first reference keeps the stack.
   if (v.alloc_objects != 0 || alive) rows->Add(SampleKey{r.stack_id, r.class_label, r.thread_label}, v);
   if (!alive) {
-    if (liveness_ == Liveness::kFreeobjHook) live_objects_.Erase(r.object);
+    if (liveness_ == LivenessSource::kFreeobjHook) live_objects_.Erase(r.object);
     Recycle(index);
   }
   return v;

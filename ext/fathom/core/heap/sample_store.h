@@ -30,16 +30,17 @@ namespace fathom {
 class HeapAggregator;
 
 // How a live record learns that its object died.
-enum class Liveness : uint8_t {
+enum class LivenessSource : uint8_t {
   kFreeobjHook,  // exact mode: the object handle is kept; ObjectFreed retires it
-  kObjectId,     // sampled mode: only Ruby's object_id is kept; asked at flush
+  kToken,        // sampled mode: only an opaque token is kept (the Ruby layer's
+                 // LivenessTokens); the flush asks whether it still leads to an object
 };
 
 enum class RecordState : uint8_t { kFree, kPending, kLive, kFreed };
 
 struct SampleRecord {
   uint64_t object = 0;       // object handle: valid while pending, and in exact mode while live
-  uint64_t object_id = 0;    // sampled mode: Ruby's object_id, the liveness token (0 = untracked)
+  uint64_t liveness_token = 0;  // sampled mode: the token the flush asks about (0 = untracked)
   uint64_t thread = 0;       // allocating thread's handle, valid while pending
   uint64_t weight = 0;       // allocations this sample stands for (1 in exact mode)
   uint64_t alloc_bytes = 0;  // size measured at commit, soon after allocation
@@ -65,7 +66,7 @@ struct CommitInfo {
   uint32_t class_label = 0;
   uint32_t thread_label = 0;
   uint64_t alloc_bytes = 0;
-  uint64_t object_id = 0;  // kObjectId mode: the liveness token (0 = untrackable)
+  uint64_t liveness_token = 0;  // kToken: the token for this object (0 = untrackable)
 };
 
 // What a profile row is keyed by.
@@ -87,8 +88,8 @@ struct AllocTotals {
 
 class SampleStore {
  public:
-  void set_liveness(Liveness mode) { liveness_ = mode; }
-  Liveness liveness() const { return liveness_; }
+  void set_liveness(LivenessSource source) { liveness_ = source; }
+  LivenessSource liveness() const { return liveness_; }
 
   StackTable& stacks() { return stacks_; }
   const StackTable& stacks() const { return stacks_; }
@@ -106,7 +107,7 @@ class SampleStore {
   void ClearPending() { pending_.clear(); }
 
   // ---- commit (safe point): pending -> live. Exact mode indexes the object
-  // for ObjectFreed; sampled mode drops the handle and keeps the object_id.
+  // for ObjectFreed; sampled mode drops the handle and keeps the liveness token.
   // Returns false if the record cannot be followed (sampled mode, no id).
   bool Commit(uint32_t index, const CommitInfo& info);
 
@@ -135,7 +136,7 @@ class SampleStore {
   // the new handle.
   template <typename F>
   void RemapObjects(F&& remap) {
-    if (liveness_ != Liveness::kFreeobjHook) return;
+    if (liveness_ != LivenessSource::kFreeobjHook) return;
     live_objects_.Clear();
     for (uint32_t i = 0; i < capacity(); i++) {
       SampleRecord& r = records_[i];
@@ -157,7 +158,7 @@ class SampleStore {
   // Drops a record: releases its stack and recycles the slot.
   void Recycle(uint32_t index);
 
-  Liveness liveness_ = Liveness::kObjectId;
+  LivenessSource liveness_ = LivenessSource::kToken;
   StackTable stacks_;
   StringInterner labels_;
   ObjectMap live_objects_;  // exact mode: object handle -> record index

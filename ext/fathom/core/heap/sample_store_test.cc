@@ -13,7 +13,7 @@ struct Store {
   SampleStore store;
   uint32_t stack, other_stack, label;
 
-  explicit Store(Liveness mode) {
+  explicit Store(LivenessSource mode) {
     store.set_liveness(mode);
     uint64_t a[] = {0x100, 0x200};
     uint64_t b[] = {0x100, 0x300};
@@ -36,13 +36,13 @@ struct Store {
     r.weight = weight;
     return store.AddPending(r);
   }
-  bool Commit(uint32_t index, uint64_t bytes, uint64_t object_id = 0) {
-    return store.Commit(index, CommitInfo{label, label, bytes, object_id});
+  bool Commit(uint32_t index, uint64_t bytes, uint64_t liveness_token = 0) {
+    return store.Commit(index, CommitInfo{label, label, bytes, liveness_token});
   }
 };
 
 TEST(SampleStoreTest, CommitMakesPendingRecordsLive) {
-  Store s(Liveness::kObjectId);
+  Store s(LivenessSource::kToken);
   uint32_t i = s.Sample(s.stack, 0x1000, 5);
   EXPECT_FALSE(s.store.is_live(i));
   ASSERT_EQ(s.store.pending().size(), 1u);
@@ -51,13 +51,13 @@ TEST(SampleStoreTest, CommitMakesPendingRecordsLive) {
   EXPECT_TRUE(s.store.is_live(i));
   EXPECT_EQ(s.store.at(i).object, 0u);  // sampled mode keeps only the id
   EXPECT_EQ(s.store.at(i).thread, 0u);
-  EXPECT_EQ(s.store.at(i).object_id, 8u);
+  EXPECT_EQ(s.store.at(i).liveness_token, 8u);
   uint32_t untrackable = s.Sample(s.stack, 0x2000, 1);
   EXPECT_FALSE(s.Commit(untrackable, 40, 0));
 }
 
 TEST(SampleStoreTest, ReportWeighsValuesAndGivesAllocationsOnce) {
-  Store s(Liveness::kObjectId);
+  Store s(LivenessSource::kToken);
   uint32_t i = s.Sample(s.stack, 0x1000, 5);
   s.Commit(i, 40, 8);
   s.store.ClearPending();
@@ -90,7 +90,7 @@ TEST(SampleStoreTest, ReportWeighsValuesAndGivesAllocationsOnce) {
 }
 
 TEST(SampleStoreTest, DeadOnFirstReportGivesItsAllocationAndIsRecycled) {
-  Store s(Liveness::kObjectId);
+  Store s(LivenessSource::kToken);
   uint32_t i = s.Sample(s.stack, 0x1000, 3);
   s.Commit(i, 100, 8);
   s.store.ClearPending();
@@ -108,7 +108,7 @@ TEST(SampleStoreTest, DeadOnFirstReportGivesItsAllocationAndIsRecycled) {
 }
 
 TEST(SampleStoreTest, ExactModeFollowsFreesThroughTheObjectMap) {
-  Store s(Liveness::kFreeobjHook);
+  Store s(LivenessSource::kFreeobjHook);
   uint32_t a = s.Sample(s.stack, 0x1000, 1);
   uint32_t b = s.Sample(s.stack, 0x2000, 1);
   s.Commit(a, 40);
@@ -128,7 +128,7 @@ TEST(SampleStoreTest, ExactModeFollowsFreesThroughTheObjectMap) {
 }
 
 TEST(SampleStoreTest, FreedRecordsFoldPerKeyUnlessAlreadyReported) {
-  Store s(Liveness::kFreeobjHook);
+  Store s(LivenessSource::kFreeobjHook);
   std::vector<uint32_t> idx;
   for (uint64_t k = 0; k < 6; k++) {
     idx.push_back(s.Sample(k < 4 ? s.stack : s.other_stack, 0x1000 + 40 * k, 2));
@@ -155,7 +155,7 @@ TEST(SampleStoreTest, FreedRecordsFoldPerKeyUnlessAlreadyReported) {
 }
 
 TEST(SampleStoreTest, RemapObjectsFollowsCompaction) {
-  Store s(Liveness::kFreeobjHook);
+  Store s(LivenessSource::kFreeobjHook);
   uint32_t a = s.Sample(s.stack, 0x1000, 1);
   s.Commit(a, 40);
   s.store.ClearPending();

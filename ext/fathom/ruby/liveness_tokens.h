@@ -32,19 +32,19 @@
 
 namespace fathom {
 
-enum class LivenessMode { kObjectId, kWeakMap };
+enum class TokenKind { kObjectId, kWeakMap };
 
-class Liveness {
+class LivenessTokens {
  public:
   static constexpr uint64_t kUntracked = 0;
 
   // Parses "object_id" / "weakmap" (raises ArgumentError through the
   // boundary otherwise).
-  static LivenessMode ParseMode(VALUE name);
-  static const char* ModeName(LivenessMode mode);
+  static TokenKind ParseKind(VALUE name);
+  static const char* KindName(TokenKind kind);
 
-  explicit Liveness(LivenessMode mode) : mode_(mode) {}
-  LivenessMode mode() const { return mode_; }
+  explicit LivenessTokens(TokenKind kind) : kind_(kind) {}
+  TokenKind kind() const { return kind_; }
 
   // A token for a committed sample's object, or kUntracked when the object
   // cannot be tracked (internal objects have no id).
@@ -60,7 +60,7 @@ class Liveness {
   void UpdateAfterCompaction();
 
  private:
-  LivenessMode mode_;
+  TokenKind kind_;
   VALUE weak_map_ = Qnil;  // kWeakMap, created on first Track
   uint64_t next_token_ = 1;
 };

@@ -1,4 +1,4 @@
-#include "liveness.h"
+#include "liveness_tokens.h"
 
 #include <string>
 
@@ -27,21 +27,21 @@ const Names& GetNames() {
 }
 }  // namespace
 
-LivenessMode Liveness::ParseMode(VALUE name) {
+TokenKind LivenessTokens::ParseKind(VALUE name) {
   if (SYMBOL_P(name)) name = rb_sym2str(name);
   if (!RB_TYPE_P(name, T_STRING)) ThrowTypeError("liveness: expected :object_id or :weakmap");
   std::string s(RSTRING_PTR(name), static_cast<size_t>(RSTRING_LEN(name)));
-  if (s == "object_id") return LivenessMode::kObjectId;
-  if (s == "weakmap") return LivenessMode::kWeakMap;
+  if (s == "object_id") return TokenKind::kObjectId;
+  if (s == "weakmap") return TokenKind::kWeakMap;
   ThrowArgumentError("liveness: expected :object_id or :weakmap, got %s", s.c_str());
 }
 
-const char* Liveness::ModeName(LivenessMode mode) {
-  return mode == LivenessMode::kWeakMap ? "weakmap" : "object_id";
+const char* LivenessTokens::KindName(TokenKind kind) {
+  return kind == TokenKind::kWeakMap ? "weakmap" : "object_id";
 }
 
-uint64_t Liveness::Track(VALUE obj) {
-  if (mode_ == LivenessMode::kObjectId) return NUM2ULL(rb_obj_id(obj));  // no method call
+uint64_t LivenessTokens::Track(VALUE obj) {
+  if (kind_ == TokenKind::kObjectId) return NUM2ULL(rb_obj_id(obj));  // no method call
   const Names& n = GetNames();
   if (NIL_P(weak_map_)) weak_map_ = rb_class_new_instance(0, nullptr, n.weak_map_class);
   uint64_t token = next_token_++;
@@ -50,11 +50,11 @@ uint64_t Liveness::Track(VALUE obj) {
   return ok ? token : kUntracked;
 }
 
-VALUE Liveness::Lookup(uint64_t token) {
+VALUE LivenessTokens::Lookup(uint64_t token) {
   if (token == kUntracked) return Qundef;
   const Names& n = GetNames();
   VALUE found = Qnil;
-  if (mode_ == LivenessMode::kObjectId) {
+  if (kind_ == TokenKind::kObjectId) {
     // RangeError once the object is dead (its id is gone with it).
     if (!TryProtect([&] { found = rb_funcall(n.object_space, n.id2ref, 1, ULL2NUM(token)); })) return Qundef;
     return found;
@@ -65,15 +65,15 @@ VALUE Liveness::Lookup(uint64_t token) {
   return NIL_P(found) ? Qundef : found;
 }
 
-void Liveness::Reset() {
+void LivenessTokens::Reset() {
   weak_map_ = Qnil;  // tokens keep counting: an old one can never match
 }
 
-void Liveness::Mark() const {
+void LivenessTokens::Mark() const {
   if (!NIL_P(weak_map_)) rb_gc_mark_movable(weak_map_);
 }
 
-void Liveness::UpdateAfterCompaction() {
+void LivenessTokens::UpdateAfterCompaction() {
   if (!NIL_P(weak_map_)) weak_map_ = rb_gc_location(weak_map_);
 }
 
