@@ -3,7 +3,9 @@
 # Overhead of the profilers, as ratios against a baseline measured in the
 # same invocation. Not a test: timings on a shared machine are noisy, so
 # every configuration runs in its own fresh process, rounds are interleaved
-# (baseline, sampled, exact, baseline, ...) and medians are compared.
+# (baseline, sampled, exact, baseline, ...) and medians are compared. The
+# cpu ratio compares the process's CPU time (timer thread included), which
+# a busy neighbour disturbs less than wall time.
 #
 #   ruby -Ilib bench/overhead.rb [--rounds 7] [--workload alloc_loop,rmp_like]
 #                                [--modes baseline,sampled,exact,gc,gc_every]
@@ -63,16 +65,18 @@ def child(mode, workload)
   GC.start
   profiler = PROFILERS.fetch(mode)&.call
   t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  c0 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
   profiler&.start
   work.call
   profiler&.stop
   t1 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  c1 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
   flush_s = 0.0
   if profiler
     profile = profiler.flush
     flush_s = profile.stats[:flush_ns].to_i / 1e9
   end
-  puts format("%.6f %.6f", t1 - t0, flush_s)
+  puts format("%.6f %.6f %.6f", t1 - t0, flush_s, c1 - c0)
 end
 
 if ARGV[0] == "--child"
@@ -98,22 +102,26 @@ def median(xs) = xs.sort[xs.size / 2]
 puts "Fathom overhead benchmark (Ruby #{RUBY_VERSION}, #{rounds} interleaved rounds, fresh process per run)"
 workloads.each do |workload|
   times = Hash.new { |h, k| h[k] = [] }
+  cpu = Hash.new { |h, k| h[k] = [] }
   rounds.times do |r|
     order = r.even? ? MODES : MODES.reverse
     order.each do |mode|
       out = IO.popen([RbConfig.ruby, __FILE__, "--child", mode, workload], &:read)
       raise "child #{mode}/#{workload} failed" unless $?.success?
-      run_s, = out.split.map(&:to_f)
+      run_s, _flush_s, cpu_s = out.split.map(&:to_f)
       times[mode] << run_s
+      cpu[mode] << cpu_s
     end
   end
   base = median(times["baseline"])
   puts
   puts "#{workload}:"
   base_min = times["baseline"].min
+  base_cpu = median(cpu["baseline"])
   MODES.each do |mode|
     m = median(times[mode])
-    puts format("  %-9s median %7.3fs ratio %.3fx | min %7.3fs ratio %.3fx  (runs: %s)", mode, m, m / base,
-                times[mode].min, times[mode].min / base_min, times[mode].map { |t| format("%.3f", t) }.join(" "))
+    puts format("  %-9s median %7.3fs ratio %.3fx | min %7.3fs ratio %.3fx | cpu ratio %.3fx  (runs: %s)", mode, m, m / base,
+                times[mode].min, times[mode].min / base_min, median(cpu[mode]) / base_cpu,
+                times[mode].map { |t| format("%.3f", t) }.join(" "))
   end
 end
