@@ -5,7 +5,9 @@ module Fathom
   #
   # Ruby 3.1+ routes every fork (Kernel#fork, Process.fork, IO.popen("-"), ...)
   # through Process._fork, so prepending an override of it to Process's
-  # singleton class sees them all. In the child, each registered object gets
+  # singleton class sees them all — except Process.daemon, which forks in C
+  # without calling _fork; it gets its own override (the process that
+  # returns from it is the child). In the child, each registered object gets
   # #after_fork_child, in registration order (profilers are normally started,
   # and so registered, before the flushers that drain them).
   #
@@ -73,6 +75,20 @@ module Fathom
       rescue StandardError
         Native.after_fork_parent if NativeLoader.available? # fork itself failed
         raise
+      end
+
+      # Without this a daemonized server keeps `running? == true` with a dead
+      # timer thread (threads do not survive fork) and writes empty profiles.
+      def daemon(...)
+        Native.before_fork if NativeLoader.available?
+        begin
+          result = super
+        rescue StandardError
+          Native.after_fork_parent if NativeLoader.available? # daemon failed: still the parent
+          raise
+        end
+        ForkHooks.run_child_hooks
+        result
       end
     end
   end

@@ -1,6 +1,8 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "tmpdir"
+require "rbconfig"
 
 class ForkHooksTest < Minitest::Test
   class Recorder
@@ -90,5 +92,34 @@ class ForkHooksTest < Minitest::Test
     err_writer.close
     assert_equal 1, reader.read.split.size
     assert_match(/fathom: ForkHooksTest::Broken could not resume after fork: RuntimeError: cannot resume/, err_reader.read)
+  end
+
+  # Process.daemon forks in C without Process._fork. The daemon must go on
+  # sampling: at 1 ms for ~0.4 s it should take hundreds of samples, where a
+  # dead timer thread takes at most one.
+  def test_process_daemon_keeps_the_profiler_sampling
+    Dir.mktmpdir do |dir|
+      out = File.join(dir, "daemon.txt")
+      script = <<~RUBY
+        require "fathom"
+        profiler = Fathom::MemoryProfiler.new(interval: 0.001)
+        profiler.start
+        Process.daemon(true, true)
+        kept = []
+        t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+        kept << Object.new while Process.clock_gettime(Process::CLOCK_MONOTONIC) - t < 0.4
+        samples = profiler.flush.stats[:samples]
+        File.write(#{"#{out}.tmp".inspect}, "running=\#{profiler.running?} samples=\#{samples}")
+        File.rename(#{"#{out}.tmp".inspect}, #{out.inspect})
+      RUBY
+      pid = spawn(RbConfig.ruby, "-I#{File.expand_path("../../lib", __dir__)}", "-e", script)
+      Process.wait(pid)
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 20
+      sleep 0.05 until File.exist?(out) || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+      assert File.exist?(out), "the daemon wrote nothing"
+      running, samples = File.read(out).scan(/=(\w+)/).flatten
+      assert_equal "true", running
+      assert_operator samples.to_i, :>, 50, "the daemon's profiler stopped sampling"
+    end
   end
 end
