@@ -21,6 +21,7 @@ have_func("rb_postponed_job_preregister", "ruby/debug.h") # 3.3+: ruby/postponed
 # prototypes (ext/fathom/ruby/ruby_private_api.h) when the linker finds them.
 have_func("ruby_thread_has_gvl_p")
 have_func("rb_obj_memsize_of")
+have_func("rb_ractor_main_p_")                       # 3.0+: hooks ignore other Ractors
 have_func("rb_objspace_reachable_objects_from")      # the retention snapshot's heap walk
 have_func("rb_objspace_reachable_objects_from_root")
 

@@ -1,6 +1,8 @@
 # frozen_string_literal: true
 
 require_relative "fork_hooks"
+require_relative "notice"
+require_relative "ractor_check"
 
 module Fathom
   # start / stop / running? / after_fork_child / profile for the profilers
@@ -9,17 +11,32 @@ module Fathom
   # #flush(gc:).
   module CollectorLifecycle
     # Raises Fathom::Error if another profiler of the same kind is already
-    # running in this process (Ruby's hooks are process-wide).
+    # running in this process (Ruby's hooks are process-wide), or while
+    # Ractors run (see RactorCheck).
     def start
+      RactorCheck.refuse_if_running!("#{self.class.name}#start")
       @lock.synchronize { @collector.start }
+      @stopped_for_ractor = false
       ForkHooks.register(self)
+      RactorCheck.track(self)
       self
     end
 
     def stop
       @lock.synchronize { @collector.stop }
       ForkHooks.unregister(self)
+      RactorCheck.untrack(self)
       self
+    end
+
+    # Called by RactorCheck before a Ractor is created.
+    def stop_for_ractor
+      stop
+      @stopped_for_ractor = true
+    end
+
+    def stopped_for_ractor?
+      @stopped_for_ractor == true
     end
 
     def running?

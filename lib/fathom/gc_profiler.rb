@@ -48,7 +48,7 @@ module Fathom
       Options.boolean("gc", gc)
       gzip = Options.boolean("gzip", gzip)
       bytes = @lock.synchronize { @collector.encode(@format, gzip) }
-      Profile.new(bytes, stats, kind: :gc, format: @format)
+      Profile.new(bytes, stats.merge(ractors: RactorCheck.stat(self)), kind: :gc, format: @format)
     end
 
     def inspect

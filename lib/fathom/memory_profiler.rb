@@ -70,7 +70,7 @@ module Fathom
       gc = Options.boolean("gc", gc)
       # The lock keeps a flusher thread's flush from racing start/stop.
       bytes, stats = @lock.synchronize { @collector.flush(gc) }
-      Profile.new(bytes, stats, kind: :heap)
+      Profile.new(bytes, stats.merge(ractors: RactorCheck.stat(self)), kind: :heap)
     end
 
     # [[site, object], ...] for up to `limit` live sampled objects, site

@@ -3,6 +3,7 @@
 require_relative "options"
 require_relative "native"
 require_relative "profile"
+require_relative "ractor_check"
 
 module Fathom
   # Retention analysis: why objects are still alive.
@@ -38,6 +39,8 @@ module Fathom
       gc = Options.boolean("gc", opts[:gc])
       max_depth = Options.integer("max_depth", opts[:max_depth], MAX_DEPTH_RANGE)
       progress = opts[:progress] == :auto ? $stderr : opts[:progress]
+      # Other Ractors would mutate the graph while the walk reads it.
+      RactorCheck.refuse_if_running!("Fathom.retention_snapshot")
       raise TypeError, "fathom: progress must be an IO (or nil, :auto), got #{progress.inspect}" unless progress.nil? || progress.respond_to?(:write)
       raise TypeError, "fathom: focus must be an Array of objects, got #{focus.class}" unless focus.nil? || focus.is_a?(Array)
 

@@ -8,6 +8,7 @@
 
 #include "boundary.h"
 #include "heap_collector.h"
+#include "ractor_guard.h"
 #include "sample_timer.h"
 
 namespace fathom {
@@ -68,6 +69,7 @@ void TakeSample(Collector* c, VALUE obj) {
 // RUBY_INTERNAL_EVENT_NEWOBJ. Runs inside the allocator.
 void NewobjHook(VALUE, void* trace_arg) {
   NoThrow("newobj hook", [&] {
+    if (!OnMainRactor()) return NoteOtherRactor();
     Collector* c = g_active;
     if (!c || IsOwnAllocation(c)) return;
     if (!c->exact && c->skip_countdown > 0) {
@@ -82,6 +84,7 @@ void NewobjHook(VALUE, void* trace_arg) {
 // a tombstone write in the object map and a state change, no allocation.
 void FreeobjHook(VALUE, void* trace_arg) {
   NoThrow("freeobj hook", [&] {
+    if (!OnMainRactor()) return NoteOtherRactor();
     Collector* c = g_freeobj_owner;
     if (!c) return;
     c->store.ObjectFreed(static_cast<uint64_t>(rb_tracearg_object(static_cast<rb_trace_arg_t*>(trace_arg))));
@@ -106,6 +109,7 @@ void ArmJob(void*) {
     SampleTimer::JobRan();
     Collector* c = g_active;
     if (!c || c->exact || !c->running || SampleTimer::hook_armed.load()) return;
+    if (OtherRactorSeen()) return;  // sampling stops: see ractor_guard.h
     c->skip_countdown = static_cast<uint32_t>(c->rng() % (kMaxRandomSkip + 1));
     SampleTimer::hook_armed.store(true);
     AddNewobjHook();

@@ -35,6 +35,7 @@
 #include "gc/firefox_gc_track.h"
 #include "boundary.h"
 #include "postponed_job.h"
+#include "ractor_guard.h"
 
 namespace fathom {
 namespace {
@@ -91,6 +92,7 @@ PostponedJob g_drain_job(DrainJob);
 
 void GcEnterHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
   NoThrow("gc enter hook", [] {
+    if (!OnMainRactor()) return NoteOtherRactor();
     GcCollector* c = g_running;
     if (!c) return;
     // Wall first here and last in the exit hook, so CPU time never exceeds wall.
@@ -101,6 +103,7 @@ void GcEnterHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
 
 void GcExitHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
   NoThrow("gc exit hook", [] {
+    if (!OnMainRactor()) return NoteOtherRactor();
     GcCollector* c = g_running;
     if (!c) return;
     int64_t cpu = ThreadCpuNs();
@@ -110,6 +113,7 @@ void GcExitHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
 
 void GcStartHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
   NoThrow("gc start hook", [] {
+    if (!OnMainRactor()) return NoteOtherRactor();
     GcCollector* c = g_running;
     if (!c) return;
     // gc_start() stores the new cycle's reason flags before firing GC_START,
@@ -122,6 +126,7 @@ void GcStartHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
 
 void GcEndSweepHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
   NoThrow("gc end sweep hook", [] {
+    if (!OnMainRactor()) return NoteOtherRactor();
     GcCollector* c = g_running;
     if (!c) return;
     c->tracker->OnCycleEnd(HeapLiveSlots());

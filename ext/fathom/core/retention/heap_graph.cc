@@ -75,10 +75,22 @@ void HeapGraphBuilder::Reset() {
 }
 
 void HeapGraphBuilder::Reserve(size_t objects, size_t edges) {
+  // A hint, never a failure: the count comes from GC.stat, which has been
+  // seen to wrap around (~1.8e19 live slots after Ractors ran on 3.1). Past
+  // kMaxReservedObjects the arrays grow on demand instead, and a hint the
+  // allocator cannot satisfy is dropped.
+  if (objects > kMaxReservedObjects) objects = kMaxReservedObjects;
+  if (edges > 4 * kMaxReservedObjects) edges = 4 * kMaxReservedObjects;
+  try {
+    ReserveExactly(objects, edges);
+  } catch (const std::bad_alloc&) {
+    // What was reserved keeps its room; the rest grows on demand.
+  }
+}
+
+void HeapGraphBuilder::ReserveExactly(size_t objects, size_t edges) {
   // + a few for the super-root and the categories.
   size_t nodes = objects + 64;
-  if (nodes > HeapGraph::kMaxNodes) nodes = HeapGraph::kMaxNodes;
-  if (edges > UINT32_MAX) edges = UINT32_MAX;
   graph_.address_.reserve(nodes);
   graph_.class_name_.reserve(nodes);
   graph_.type_.reserve(nodes);

@@ -185,7 +185,10 @@ class HeapGraphBuilder {
   // nodes and edges (e.g. the live object count and 3x that), so that they
   // need not grow: growing is by 1.5x and transiently needs 2.5x an
   // array's size. Finish() trims what was not used.
+  // A hint: counts above kMaxReservedObjects (and 4x that many edges) are
+  // capped, and a reservation that cannot be allocated is skipped.
   void Reserve(size_t objects, size_t edges);
+  static constexpr size_t kMaxReservedObjects = size_t{1} << 24;  // 16M objects: ~0.6 GB of arrays
 
   // Returns the category node for name, creating it (with the edge
   // super-root -> category) on first use.
@@ -242,6 +245,7 @@ class HeapGraphBuilder {
   static constexpr uint32_t kEmptySlot = UINT32_MAX;
   static constexpr uint32_t kNoCurrent = UINT32_MAX;
 
+  void ReserveExactly(size_t objects, size_t edges);
   uint32_t NewNode(uint64_t address, uint32_t parent);
   // Sets *target to address's node, numbering it (tree parent: source,
   // tree-edge bit set in *target) if new; returns the node.
