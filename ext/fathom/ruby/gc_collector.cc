@@ -95,9 +95,11 @@ void GcEnterHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
     if (!OnMainRactor()) return NoteOtherRactor();
     GcCollector* c = g_running;
     if (!c) return;
-    // Wall first here and last in the exit hook, so CPU time never exceeds wall.
+    // Wall first here and last in the exit hook, so CPU time never exceeds
+    // wall. The CPU clock is a system call: read only where the tracker
+    // samples it (gc_tracker.h).
     int64_t wall = MonotonicNs();
-    c->tracker->OnStepEnter(wall, ThreadCpuNs());
+    c->tracker->OnStepEnter(wall, c->tracker->WantsCpu() ? ThreadCpuNs() : 0);
   });
 }
 
@@ -106,7 +108,7 @@ void GcExitHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
     if (!OnMainRactor()) return NoteOtherRactor();
     GcCollector* c = g_running;
     if (!c) return;
-    int64_t cpu = ThreadCpuNs();
+    int64_t cpu = c->tracker->StepCpuMeasured() ? ThreadCpuNs() : 0;
     if (c->tracker->OnStepExit(MonotonicNs(), cpu)) g_drain_job.Trigger();
   });
 }

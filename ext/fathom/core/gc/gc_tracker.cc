@@ -40,6 +40,11 @@ GcTracker::GcTracker(Config config) : config_(config) {
   ring_.resize(config_.ring_capacity);
 }
 
+bool GcTracker::WantsCpu() const {
+  return open_.steps == 0 || open_.type == GcType::kMajor || config_.cpu_stride <= 1 ||
+         stats_.steps % config_.cpu_stride == 0;
+}
+
 void GcTracker::OnStepEnter(int64_t wall_ns, int64_t cpu_ns) {
   in_step_ = true;
   step_wall_start_ = wall_ns;
@@ -75,11 +80,14 @@ bool GcTracker::OnStepExit(int64_t wall_ns, int64_t cpu_ns) {
   // Clocks are monotonic, but a CPU clock read can fail (returns 0): never
   // let a bad read make a negative duration.
   int64_t wall = std::max<int64_t>(wall_ns - step_wall_start_, 0);
-  int64_t cpu = cpu_ns > 0 && step_cpu_start_ > 0 ? std::max<int64_t>(cpu_ns - step_cpu_start_, 0) : 0;
+  if (cpu_ns > 0 && step_cpu_start_ > 0) {
+    measured_wall_ns_ += wall;
+    measured_cpu_ns_ += std::max<int64_t>(cpu_ns - step_cpu_start_, 0);
+  }
+  step_cpu_start_ = 0;
   if (open_.steps == 0) open_.start_ns = step_wall_start_;
   open_.end_ns = wall_ns;
   open_.wall_ns += wall;
-  open_.cpu_ns += cpu;
   ++open_.steps;
   ++stats_.steps;
   pauses_.Record(wall);
@@ -95,6 +103,15 @@ bool GcTracker::OnStepExit(int64_t wall_ns, int64_t cpu_ns) {
 
 void GcTracker::Close() {
   ++stats_.periods_closed;
+  // Unmeasured steps ran at the measured steps' CPU/wall ratio (double: the
+  // product of two nanosecond sums overflows int64 past ~3 s each).
+  if (measured_wall_ns_ == open_.wall_ns) {
+    open_.cpu_ns = measured_cpu_ns_;  // every step measured (or none: 0)
+  } else if (measured_wall_ns_ > 0) {
+    double ratio = std::min(1.0, static_cast<double>(measured_cpu_ns_) / static_cast<double>(measured_wall_ns_));
+    open_.cpu_ns = static_cast<int64_t>(static_cast<double>(open_.wall_ns) * ratio);
+  }
+  measured_wall_ns_ = measured_cpu_ns_ = 0;
   if (ring_size_ < ring_.size()) {
     ring_[(ring_head_ + ring_size_) % ring_.size()] = open_;
     ++ring_size_;
@@ -141,6 +158,7 @@ bool GcTracker::CloseOpenPeriod() {
 void GcTracker::Reset(int64_t now_ns) {
   open_ = GcPeriod();
   in_step_ = false;
+  step_cpu_start_ = measured_wall_ns_ = measured_cpu_ns_ = 0;
   major_finished_in_period_ = false;
   last_close_ns_ = now_ns;
   ring_head_ = ring_size_ = 0;

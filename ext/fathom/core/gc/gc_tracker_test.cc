@@ -56,11 +56,52 @@ TEST(GcTrackerTest, MinorStepsCoalesceUntilTheIntervalPasses) {
   EXPECT_EQ(p.start_ns, 1 * kMs);
   EXPECT_EQ(p.end_ns, 10 * kMs + 10000);
   EXPECT_EQ(p.wall_ns, 50000 + 7 * 10000 + 20000 + 10000);
-  EXPECT_EQ(p.cpu_ns, 50000 + 20000);  // Step() reports 0 CPU for its steps
+  // Step() measures no CPU: its steps are estimated at the ratio of the two
+  // measured ones (CPU == wall), so the period's CPU is its wall time.
+  EXPECT_EQ(p.cpu_ns, p.wall_ns);
   EXPECT_EQ(p.heap_live_before, 100);
   EXPECT_EQ(p.heap_live_after, 80);
   EXPECT_EQ(t.pauses().count(), 10u);
   EXPECT_EQ(t.pauses().max(), 50000u);
+}
+
+// The hooks read the CPU clock only where WantsCpu() says so: the first step
+// of a period, every step of a major GC, one minor step in cpu_stride. The
+// period's CPU is its wall time at the measured steps' CPU/wall ratio.
+TEST(GcTrackerTest, CpuIsMeasuredOnSomeStepsAndEstimatedForTheRest) {
+  GcTracker::Config config{1000 * kMs, true, 16};
+  config.cpu_stride = 4;
+  GcTracker t(config);
+  t.Reset(0);
+  int measured = 0;
+  int64_t clock = 0, cpu_clock = 1;
+  auto step = [&](int64_t len) {
+    bool want = t.WantsCpu();
+    measured += want;
+    t.OnStepEnter(clock, want ? cpu_clock : 0);
+    EXPECT_EQ(t.StepCpuMeasured(), want);
+    clock += len;
+    cpu_clock += len / 2;  // the GC thread got half of each step
+    t.OnStepExit(clock, want ? cpu_clock : 0);
+    clock += 1000;
+  };
+  t.OnStepEnter(clock, 0);
+  t.OnCycleStart(GcType::kMinor, GcReason::kNone, GcCause::kNewobj, 100);
+  t.OnStepExit(clock + 10000, 0);  // first step, not measured (a failed read)
+  clock += 20000;
+  for (int i = 0; i < 39; i++) step(10000);
+  EXPECT_EQ(measured, 9);  // the steps that begin with 4, 8, ..., 36 steps behind them
+  ASSERT_TRUE(t.CloseOpenPeriod());
+  auto periods = DrainAll(t);
+  ASSERT_EQ(periods.size(), 1u);
+  EXPECT_EQ(periods[0].wall_ns, 40 * 10000);
+  EXPECT_EQ(periods[0].cpu_ns, 40 * 10000 / 2);
+
+  // A major GC: every step is measured.
+  t.OnStepEnter(clock, cpu_clock);
+  t.OnCycleStart(GcType::kMajor, GcReason::kOldgen, GcCause::kNewobj, 100);
+  t.OnStepExit(clock + 10, cpu_clock + 10);
+  for (int i = 0; i < 5; i++) EXPECT_TRUE(t.WantsCpu());
 }
 
 TEST(GcTrackerTest, EveryMajorGcIsItsOwnPeriod) {
