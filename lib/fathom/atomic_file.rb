@@ -2,23 +2,42 @@
 
 require "fileutils"
 require "securerandom"
+require_relative "error"
 
 module Fathom
   # Writes whole files so that readers see either the old content or the new
   # one, never a prefix: the data goes to a temporary file in the same
   # directory (a rename is only atomic within one file system), is fsynced,
   # and is then renamed over the destination.
+  #
+  # It writes into other people's directories, so it refuses what it must
+  # not replace, before writing anything (check_target!, which the CLI also
+  # calls before the profiled program starts):
+  #   - a symbolic link, a device, a FIFO, a socket or a directory: never;
+  #   - an existing regular file: only if Fathom wrote it (a gzip whose
+  #     header comment is "fathom", see core/encode/gzip.h, or a Firefox
+  #     profile whose meta.product names Fathom), or with overwrite: true;
+  #   - a directory that cannot be created or written: refused up front.
+  # Temporary files are named ".<name>.<pid>.<random>.fathom-tmp"; one left by
+  # a process that no longer exists (killed mid-write) is removed by the
+  # next write into the same directory.
   module AtomicFile
+    TMP_SUFFIX = ".fathom-tmp"
+    # Enough of a file to read a gzip header or a Firefox profile's meta.
+    SNIFF_BYTES = 4096
+
     module_function
 
     # Writes `data` (a String, written as binary) to `path`, creating parent
-    # directories. Returns the absolute path written.
-    def write(path, data)
-      path = File.expand_path(path)
+    # directories. Returns the absolute path written. Raises Fathom::Error
+    # when the target may not be replaced (see above).
+    def write(path, data, overwrite: false)
+      path = check_target!(path, overwrite: overwrite)
       dir = File.dirname(path)
       FileUtils.mkdir_p(dir)
+      remove_stale_temps(dir)
       # Dot-prefixed so that directory watchers globbing "*.pb.gz" skip it.
-      tmp = File.join(dir, ".#{File.basename(path)}.#{Process.pid}.#{SecureRandom.hex(4)}.tmp")
+      tmp = File.join(dir, ".#{File.basename(path)}.#{Process.pid}.#{SecureRandom.hex(4)}#{TMP_SUFFIX}")
       begin
         # 0666 & ~umask, like an ordinary File.write (Tempfile would use 0600).
         File.open(tmp, File::WRONLY | File::CREAT | File::EXCL | File::BINARY, 0o666) do |f|
@@ -26,13 +45,128 @@ module Fathom
           f.flush
           f.fsync
         end
-        File.rename(tmp, path)
+        install(tmp, path, overwrite)
       rescue Exception # rubocop:disable Lint/RescueException -- also on Interrupt: never leave the temp file behind
         File.unlink(tmp) if File.exist?(tmp)
         raise
       end
       fsync_dir(dir)
       path
+    end
+
+    # Returns the absolute path if `path` may be written, else raises
+    # Fathom::Error saying why.
+    def check_target!(path, overwrite: false)
+      path = File.expand_path(path)
+      stat = lstat(path)
+      if stat
+        if stat.symlink?
+          raise Error, "fathom: #{path} is a symbolic link; Fathom does not replace links (give the path it points to)"
+        end
+        raise Error, "fathom: #{path} is #{describe(stat)}, not a regular file; Fathom does not replace it" unless stat.file?
+        unless overwrite || written_by_fathom?(path)
+          raise Error, "fathom: #{path} exists and Fathom did not write it; refusing to overwrite it " \
+                       "(choose another path, or pass overwrite: true / --force)"
+        end
+      end
+      check_dir!(File.dirname(path))
+      path
+    end
+
+    # Whether the file at `path` is one Fathom wrote: a gzip member whose
+    # header comment is "fathom", or an uncompressed Firefox profile whose
+    # product names Fathom.
+    def written_by_fathom?(path)
+      head = File.open(path, "rb") { |f| f.read(SNIFF_BYTES) } || "".b
+      return gzip_comment(head) == "fathom" if head.start_with?("\x1f\x8b".b)
+
+      head.start_with?("{") && head.include?('"product":"Fathom')
+    rescue SystemCallError, IOError
+      false
+    end
+
+    # The FCOMMENT of a gzip header (RFC 1952), or nil.
+    def gzip_comment(head)
+      return nil if head.bytesize < 10
+
+      flags = head.getbyte(3)
+      pos = 10
+      if flags & 0x04 != 0 # FEXTRA
+        return nil if head.bytesize < pos + 2
+
+        pos += 2 + head.getbyte(pos) + (head.getbyte(pos + 1) << 8)
+      end
+      pos = (head.index("\0".b, pos) || return) + 1 if flags & 0x08 != 0 # FNAME
+      return nil if flags & 0x10 == 0 # no FCOMMENT
+
+      stop = head.index("\0".b, pos) or return nil
+      head.byteslice(pos, stop - pos)
+    end
+
+    # Removes temporary files whose writer is gone.
+    def remove_stale_temps(dir)
+      Dir.glob(File.join(dir, ".*#{TMP_SUFFIX}"), File::FNM_DOTMATCH).each do |tmp|
+        pid = File.basename(tmp).delete_suffix(TMP_SUFFIX).split(".")[-2].to_i
+        next if pid <= 0 || pid == Process.pid || process_alive?(pid)
+
+        File.unlink(tmp)
+      rescue SystemCallError
+        nil # gone already, or not ours to remove
+      end
+    end
+
+    def process_alive?(pid)
+      Process.kill(0, pid)
+      true
+    rescue Errno::ESRCH
+      false
+    rescue Errno::EPERM
+      true # someone else's process
+    end
+
+    # Moves the finished temp file into place. A target that was absent is
+    # created with link(2), which fails rather than replace a file that
+    # appeared meanwhile (then the checks run again); a file system without
+    # hard links gets the plain rename.
+    def install(tmp, path, overwrite)
+      unless lstat(path)
+        begin
+          File.link(tmp, path)
+          File.unlink(tmp)
+          return
+        rescue Errno::EEXIST
+          check_target!(path, overwrite: overwrite)
+        rescue Errno::EPERM, Errno::EOPNOTSUPP, Errno::EXDEV, Errno::EMLINK, NotImplementedError
+          nil # no hard links here: rename below
+        end
+      end
+      File.rename(tmp, path)
+    end
+
+    # nil when nothing is there (ENOTDIR: a parent is not a directory,
+    # which check_dir! then reports).
+    def lstat(path)
+      File.lstat(path)
+    rescue Errno::ENOENT, Errno::ENOTDIR
+      nil
+    end
+
+    def describe(stat)
+      case stat.ftype
+      when "directory" then "a directory"
+      when "characterSpecial", "blockSpecial" then "a device"
+      when "fifo" then "a FIFO"
+      when "socket" then "a socket"
+      else "a #{stat.ftype}"
+      end
+    end
+
+    # The nearest existing ancestor must be a writable directory.
+    def check_dir!(dir)
+      existing = dir
+      existing = File.dirname(existing) until (stat = lstat(existing)) || existing == File.dirname(existing)
+      raise Error, "fathom: cannot write into #{dir}: #{existing} is not a directory" unless stat&.directory? || File.directory?(existing)
+      raise Error, "fathom: cannot write into #{dir}: #{existing} is not writable" unless File.writable?(existing)
     end
 
     # Makes the rename itself durable. Best effort: not every platform or

@@ -55,9 +55,11 @@ module Fathom
       end
     end
 
-    # Writes the profile atomically; returns the absolute path.
-    def write(path)
-      @path = AtomicFile.write(Options.path("path", path), @bytes)
+    # Writes the profile atomically; returns the absolute path. An existing
+    # file is replaced only if Fathom wrote it, or with overwrite: true; links,
+    # devices and other non-regular files never are (AtomicFile).
+    def write(path, overwrite: false)
+      @path = AtomicFile.write(Options.path("path", path), @bytes, overwrite: Options.boolean("overwrite", overwrite))
     end
 
     # The decoded pprof profile (Fathom::Pprof::Profile), decoded once.

@@ -1,6 +1,8 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "minitest/mock"
+require "zlib"
 
 class AtomicFileTest < Minitest::Test
   def setup
@@ -25,12 +27,82 @@ class AtomicFileTest < Minitest::Test
     assert_equal "x", File.read(path)
   end
 
-  def test_replaces_existing_file
+  # A file Fathom did not write is replaced only when asked (overwrite: true).
+  def test_replaces_existing_file_when_told_to
     path = File.join(@dir, "p")
     File.write(path, "old content that is longer")
-    Fathom::AtomicFile.write(path, "new")
+    Fathom::AtomicFile.write(path, "new", overwrite: true)
     assert_equal "new", File.read(path)
     assert_equal ["p"], Dir.children(@dir)
+  end
+
+  def test_refuses_a_file_fathom_did_not_write
+    path = File.join(@dir, "script.rb")
+    File.write(path, "puts 1")
+    error = assert_raises(Fathom::Error) { Fathom::AtomicFile.write(path, "gzip data") }
+    assert_match(/script.rb exists and Fathom did not write it; refusing to overwrite it/, error.message)
+    assert_equal "puts 1", File.read(path)
+    assert_equal ["script.rb"], Dir.children(@dir)
+  end
+
+  def test_replaces_files_fathom_wrote
+    gz = File.join(@dir, "heap.pb.gz")
+    File.binwrite(gz, gzip_with_comment("old", "fathom"))
+    Fathom::AtomicFile.write(gz, "new")
+    assert_equal "new", File.read(gz)
+
+    json = File.join(@dir, "gc.json")
+    File.write(json, '{"meta":{"version":24,"product":"Fathom GC profile (pid 1)"}}')
+    Fathom::AtomicFile.write(json, "new")
+    assert_equal "new", File.read(json)
+
+    other = File.join(@dir, "other.gz")
+    File.binwrite(other, gzip_with_comment("x", "someone else"))
+    assert_raises(Fathom::Error) { Fathom::AtomicFile.write(other, "new") }
+  end
+
+  def test_a_real_profile_is_recognized_as_fathoms
+    require_native!
+    path = File.join(@dir, "gc.pb.gz")
+    Fathom::GcProfiler.new.profile { GC.start }.write(path)
+    assert Fathom::AtomicFile.written_by_fathom?(path)
+  end
+
+  def test_never_replaces_links_devices_or_fifos
+    target = File.join(@dir, "real")
+    File.write(target, "keep")
+    link = File.join(@dir, "link")
+    File.symlink(target, link)
+    assert_match(/is a symbolic link/, assert_raises(Fathom::Error) { Fathom::AtomicFile.write(link, "x", overwrite: true) }.message)
+    assert File.symlink?(link)
+    assert_equal "keep", File.read(target)
+
+    assert_match(/is a device, not a regular file/, assert_raises(Fathom::Error) { Fathom::AtomicFile.write("/dev/null", "x", overwrite: true) }.message)
+    assert File.chardev?("/dev/null")
+
+    fifo = File.join(@dir, "fifo")
+    File.mkfifo(fifo)
+    assert_match(/is a FIFO/, assert_raises(Fathom::Error) { Fathom::AtomicFile.write(fifo, "x", overwrite: true) }.message)
+    assert File.pipe?(fifo)
+  end
+
+  def test_refuses_a_directory_it_cannot_create
+    blocker = File.join(@dir, "file")
+    File.write(blocker, "x")
+    error = assert_raises(Fathom::Error) { Fathom::AtomicFile.check_target!(File.join(blocker, "sub", "p.pb.gz")) }
+    assert_match(/is not a directory/, error.message)
+  end
+
+  def test_removes_temp_files_of_dead_writers_only
+    dead = spawn("true")
+    Process.wait(dead)
+    stale = File.join(@dir, ".p.pb.gz.#{dead}.0123abcd#{Fathom::AtomicFile::TMP_SUFFIX}")
+    live = File.join(@dir, ".q.pb.gz.#{Process.ppid}.0123abcd#{Fathom::AtomicFile::TMP_SUFFIX}")
+    File.write(stale, "half")
+    File.write(live, "in progress")
+    Fathom::AtomicFile.write(File.join(@dir, "r.pb.gz"), "x")
+    refute File.exist?(stale), "a dead writer's temp file was left"
+    assert File.exist?(live), "a live writer's temp file was removed"
   end
 
   def test_permissions_follow_umask
@@ -45,24 +117,28 @@ class AtomicFileTest < Minitest::Test
     end
     path = File.join(@dir, "p")
     File.write(path, "old")
-    assert_raises(IOError) { Fathom::AtomicFile.write(path, data) }
+    assert_raises(IOError) { Fathom::AtomicFile.write(path, data, overwrite: true) }
     assert_equal ["p"], Dir.children(@dir), "temp file left behind"
     assert_equal "old", File.read(path), "destination changed by a failed write"
   end
 
+  # (A directory as the target used to make the rename fail; it is now
+  # refused before anything is written, so the failure is simulated.)
   def test_removes_temp_file_when_the_rename_fails
     target = File.join(@dir, "target")
-    Dir.mkdir(target)
-    File.write(File.join(target, "keep"), "x") # a non-empty directory cannot be replaced
-    assert_raises(SystemCallError) { Fathom::AtomicFile.write(target, "data") }
-    assert_equal ["target"], Dir.children(@dir)
+    File.stub(:link, ->(*) { raise Errno::EXDEV }) do
+      File.stub(:rename, ->(*) { raise Errno::EACCES }) do
+        assert_raises(Errno::EACCES) { Fathom::AtomicFile.write(target, "data") }
+      end
+    end
+    assert_equal [], Dir.children(@dir)
   end
 
   def test_concurrent_writers_never_expose_partial_files
     path = File.join(@dir, "p")
     contents = [("a" * 200_000), ("b" * 300_000)]
     Fathom::AtomicFile.write(path, contents[0])
-    writers = contents.map { |c| Thread.new { 20.times { Fathom::AtomicFile.write(path, c) } } }
+    writers = contents.map { |c| Thread.new { 20.times { Fathom::AtomicFile.write(path, c, overwrite: true) } } }
     reads = 0
     while writers.any?(&:alive?)
       assert_includes contents, File.binread(path)
@@ -71,5 +147,16 @@ class AtomicFileTest < Minitest::Test
     writers.each(&:join)
     assert_operator reads, :>, 0
     assert_equal ["p"], Dir.children(@dir)
+  end
+
+  private
+
+  def gzip_with_comment(data, comment)
+    io = StringIO.new(+"")
+    gz = Zlib::GzipWriter.new(io)
+    gz.comment = comment
+    gz.write(data)
+    gz.close
+    io.string
   end
 end

@@ -39,7 +39,7 @@ class OptionsTest < Minitest::Test
   end
 
   def test_memory_profiler_unknown_options_are_listed
-    assert_error(ArgumentError, /unknown options :intervall, :depth for Fathom::MemoryProfiler.new \(known: exact, interval, max_depth\)/) do
+    assert_error(ArgumentError, /unknown options :intervall, :depth for Fathom::MemoryProfiler.new \(known: exact, interval, max_depth, liveness\)/) do
       Fathom::MemoryProfiler.new(intervall: 1, depth: 2)
     end
   end

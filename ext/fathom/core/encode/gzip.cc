@@ -47,6 +47,11 @@ std::string GzipCompress(std::string_view data, int level) {
     z_stream& zs;
     ~End() { deflateEnd(&zs); }
   } end{zs};
+  gz_header header{};
+  header.os = 3;  // Unix, as gzip(1) writes
+  header.comment = reinterpret_cast<Bytef*>(const_cast<char*>(kGzipComment));
+  rc = deflateSetHeader(&zs, &header);
+  if (rc != Z_OK) Fail("deflateSetHeader", rc, zs);
 
   std::string out;
   // deflateBound is exact enough that one pass usually suffices.

@@ -6,8 +6,14 @@
 
 namespace fathom {
 
-// gzip (RFC 1952) with zlib; level is zlib's (-1 = default, 0..9).
-// Throws std::runtime_error on zlib failure (including a bad level).
+// The comment every gzip member Fathom writes carries in its header
+// (RFC 1952 FCOMMENT): how Fathom recognizes, before overwriting a file,
+// that it wrote it (lib/fathom/atomic_file.rb reads it back).
+inline constexpr char kGzipComment[] = "fathom";
+
+// gzip (RFC 1952) with zlib; level is zlib's (-1 = default, 0..9); the
+// header carries kGzipComment. Throws std::runtime_error on zlib failure
+// (including a bad level).
 std::string GzipCompress(std::string_view data, int level = 6);
 // Accepts gzip (one or more concatenated members) or a raw zlib stream.
 // Throws std::runtime_error on corrupt or truncated input.

@@ -34,6 +34,16 @@ TEST(GzipTest, WritesGzipFraming) {
   EXPECT_EQ(GzipDecompress(gz), "hello, fathom");
 }
 
+// The header's FCOMMENT says Fathom wrote the file (lib/fathom/atomic_file.rb
+// overwrites only files that carry it, unless told to).
+TEST(GzipTest, HeaderCarriesFathomsComment) {
+  std::string gz = GzipCompress("x");
+  ASSERT_GE(gz.size(), 17u);
+  EXPECT_EQ(gz[3], 0x10);  // FLG: FCOMMENT only
+  EXPECT_EQ(static_cast<unsigned char>(gz[9]), 3);  // OS: Unix
+  EXPECT_EQ(std::string(gz.data() + 10), kGzipComment);  // zero-terminated after the 10-byte header
+}
+
 TEST(GzipTest, RoundTripsLargeInputAtEveryLevel) {
   // Compressible and incompressible halves: output may exceed the input.
   std::string data = RandomBytes(3 << 20, 1);
