@@ -46,7 +46,7 @@ module Fathom
 
       out = Options.path("out", out) unless out.nil?
       NativeLoader.require!
-      native = Native::HeapSnapshot.new(max_depth)
+      native = Native::RetentionSnapshot.new(max_depth)
       paths = quietly { native.take(gc, progress, focus) }
       bytes = native.encode
       stats = native.stats.merge(bytes: bytes.bytesize)
@@ -82,13 +82,19 @@ module Fathom
       Profile.new(profile.bytes, profile.stats.merge(sites: explained), kind: :retention)
     end
 
-    # [[site, live samples, objects picked], ...] and the picked objects; the
-    # intermediate arrays die with this frame.
+    # [[site, live samples, objects picked], ...] and the picked objects.
     def pick_focus(memory_profiler, top, per_site)
-      by_site = memory_profiler.live_objects.group_by(&:first)
+      live = memory_profiler.live_objects
+      by_site = live.group_by(&:first)
       sites = by_site.sort_by { |site, pairs| [-pairs.size, site] }.first(top)
       focus = sites.flat_map { |_, pairs| pairs.first(per_site).map(&:last) }
-      [sites.map { |site, pairs| [site, pairs.size, [pairs.size, per_site].min] }, focus]
+      picked = sites.map { |site, pairs| [site, pairs.size, [pairs.size, per_site].min] }
+      # The intermediate arrays are garbage now, but one whose address is
+      # still in a C stack slot is a (conservative) root until the next GC,
+      # and would show up as a second holder of every object: empty them.
+      live.each(&:clear).clear
+      by_site.clear
+      [picked, focus]
     end
 
     # Naming reads every constant (rb_const_get_at, never an autoload), and

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "support/fault_injection"
 
 # Every door of ext/fathom/ruby/boundary.h, made to fail: the sanitizer
 # build (rake test:asan) compiles FATHOM_FAULT_POINTs, and
@@ -16,60 +17,7 @@ require "test_helper"
 # The native classes are driven directly so the scripts do not depend on
 # the Ruby-side profiler classes.
 class BoundaryFaultTest < Minitest::Test
-  PRELUDE = <<~RUBY
-    require "fathom"
-    Fathom::NativeLoader.require!
-    $stdout.sync = true
-    def churn(n)
-      Array.new(n) { Object.new }.size
-    end
-    # Runs the block, prints the class of what it raised (or "none").
-    def outcome(name)
-      yield
-      puts "\#{name}=none"
-    rescue NoMemoryError, StandardError => e
-      puts "\#{name}=\#{e.class}"
-    end
-    def heap_collector(exact: true)
-      Fathom::Native::HeapCollector.new(exact, 100_000, 64, :object_id)
-    end
-  RUBY
-
-  # Prints what the checks below read: the internal error counter and site.
-  EPILOGUE = <<~RUBY
-    errors = Fathom::Native.internal_errors
-    puts "errors=\#{errors[:count]}"
-    puts "site=\#{errors[:last_site]}"
-    puts "done"
-  RUBY
-
-  def setup
-    require_native!
-    return if Fathom::Native.fault_injection?
-
-    skip "this build has no fault injection (FATHOM_FAULT_POINT is compiled only into the " \
-         "sanitizer build: run `rake test:asan`, as CI does)"
-  end
-
-  # Runs the script with the fault injected; returns {key => value} of what it printed.
-  def run_with_fault(fault, script)
-    env = TestHelper::PLAIN_ENV.merge("FATHOM_INJECT_FAULT" => fault)
-    out, err, status = Open3.capture3(env, RbConfig.ruby, "-I#{TestHelper::LIB}", "-e", PRELUDE + script + EPILOGUE)
-    message = "FATHOM_INJECT_FAULT=#{fault}\nstdout:\n#{out}\nstderr:\n#{err}"
-    assert status.success?, "the process did not exit normally (#{status.inspect})\n#{message}"
-    refute_match(/AddressSanitizer|runtime error|terminate called|Aborted/, err, message)
-    result = out.lines.map { |l| l.chomp.split("=", 2) }.select { |kv| kv.size == 2 }.to_h
-    assert out.include?("done"), "the script did not finish\n#{message}"
-    [result, message]
-  end
-
-  def expected_error(fault)
-    fault.end_with?(":length_error") ? "Fathom::Error" : "NoMemoryError"
-  end
-
-  def each_fault(site, &block)
-    [site, "#{site}:length_error"].each(&block)
-  end
+  include FaultInjection
 
   # ---- hook paths: survived and counted
 

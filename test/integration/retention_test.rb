@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "open3"
 require "support/pprof_raw"
 
 # Retention analysis end to end: `fathom run --mode retention` on the leak
@@ -103,6 +104,32 @@ class RetentionTest < Minitest::Test
     LeakFixture.clear
   end
 
+  # Naming must not run the application's code: the world is stopped and GC
+  # disabled. Each override below exits the process if it is ever called.
+  def test_naming_runs_no_overridden_method
+    script = <<~'RUBY'
+      require "fathom"
+      class Thread; def keys = exit!(42); def thread_variables = exit!(43); end
+      class Proc; def binding = exit!(44); end
+      class Binding; def local_variables = exit!(45); end
+      class Struct; def members = exit!(46); end
+      module Kernel; def global_variables = exit!(47); end
+      Point = Struct.new(:x, :y)
+      $kept_point = Point.new("x" * 100, "y" * 100)
+      Thread.current[:cache] = "c" * 100
+      rows = Array.new(3) { |i| "row #{i}" }
+      $hook = -> { rows }
+      profile = Fathom.retention_snapshot(progress: nil)
+      names = profile.decode.functions.values.map(&:name)
+      puts names.grep(/\.x \(String\)|thread\[:cache\]|rows/).uniq.sort
+    RUBY
+    out, err, status = Open3.capture3(TestHelper::PLAIN_ENV, RbConfig.ruby, "-I#{TestHelper::LIB}", "-e", script)
+    assert status.success?, "exit #{status.exitstatus}: an overridden method ran\n#{err}"
+    assert_match(/\.x \(String\)/, out, "struct members named through C (rb_struct_members)")
+    assert_match(/thread\[:cache\]/, out, "thread locals named through the original Thread#keys")
+    assert_match(/rows/, out, "captured locals named through the original Proc#binding")
+  end
+
   def test_focus_paths_and_stats
     require_relative "../fixtures/leak_fixture"
     LeakFixture.build
@@ -132,7 +159,7 @@ class RetentionTest < Minitest::Test
     assert_operator payload[:live_samples], :>=, 2000
     path, count = payload[:paths].max_by(&:last)
     assert_equal 3, count
-    assert_match(/LeakFixture::Registry::SESSIONS \(Hash\)\z/, path[-3])
+    assert_match(/LeakFixture::Registry::SESSIONS \(Hash\)\z/, path[-3], payload[:paths].inspect)
     assert_equal ["$hashval (LeakFixture::Session)", "@payload (String)"], path.last(2)
     text = Fathom::Report::SiteRetention.new(sites).to_s
     assert_match(/^String#\* ← LeakFixture::Session#initialize \S+leak_fixture.rb:\d+ \(\d+ live samples\)\n  3× .*@payload \(String\)$/, text)

@@ -9,6 +9,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
 namespace fathom {
 
 VALUE eFathomError = Qnil;
@@ -79,6 +83,14 @@ void CallWithoutGvl(void* (*fn)(void*), void* arg) {
 int CallProtect(VALUE (*fn)(VALUE), VALUE arg) {
   int state = 0;
   rb_protect(fn, arg, &state);
+#if defined(__SANITIZE_ADDRESS__)
+  // A Ruby exception longjmps here from inside libruby, which ASan does not
+  // instrument, so the redzones of our instrumented frames it skipped stay
+  // poisoned below the stack pointer, and a later call that reuses that
+  // stack is reported as a stack-buffer-overflow. Clear them, as ASan does
+  // itself before an instrumented noreturn call.
+  if (state) __asan_handle_no_return();
+#endif
   return state;
 }
 

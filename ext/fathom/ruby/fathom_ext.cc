@@ -5,7 +5,7 @@
 
 #include "boundary.h"
 #include "gc_collector.h"
-#include "heap_snapshot.h"
+#include "retention_snapshot.h"
 #include "heap_collector.h"
 #include "ractor_guard.h"
 #include "sample_timer.h"
@@ -41,5 +41,5 @@ extern "C" __attribute__((visibility("default"))) void Init_fathom_ext(void) {
   fathom::InitSampleTimer(mNative);
   fathom::InitHeapCollector(mNative);
   fathom::InitGcCollector(mNative);
-  fathom::InitHeapSnapshot(mNative, eError);
+  fathom::InitRetentionSnapshot(mNative);
 }

@@ -1,0 +1,108 @@
+// Fathom::Native::RetentionSnapshot — the object graph of the running
+// process, for "why is this still alive" (retention) analysis. Three files,
+// one per phase:
+//
+//  1. retention_walk.cc (GVL held throughout, GC disabled). Roots come from
+//     rb_objspace_reachable_objects_from_root with Ruby's own category names
+//     ("vm", "machine_context", "global_tbl", ...); each object's children
+//     from rb_objspace_reachable_objects_from, breadth-first, into the core's
+//     HeapGraphBuilder (compact arrays, no Ruby objects). machine_context,
+//     the conservative root, is walked last. Both functions are exported by
+//     libruby but declared in no installed header: our own prototypes in
+//     ruby_private_api.h, behind have_func.
+//  2. edge_names.cc (GVL). Only the edge that discovered each object (its
+//     BFS tree edge, on a shortest path from the roots) needs a name, since
+//     those are the edges the reports print. For each referrer, its named
+//     slots are listed once through C-level lookups and the *original*
+//     methods of Ruby's core classes, captured at load (so no user override
+//     of Thread#keys, Proc#binding... runs inside the snapshot), and matched
+//     against its tree children by identity.
+//  3. retention_snapshot_binding.cc: the Ruby class. Dominators, retained
+//     sizes and pprof encoding are pure computation on the core graph, run
+//     without the GVL.
+//
+// Safety. During phases 1-2 the graph holds raw VALUEs that nothing else
+// keeps alive or in place. GC is disabled, but GC.start and GC.compact run
+// even then, and naming calls Ruby methods at whose interrupt checks another
+// thread could call them. So while the graph holds raw VALUEs, the snapshot
+// object's mark function marks (and so pins) every one of them.
+// rb_objspace_reachable_objects_from must never be called during GC; it is
+// only called from here, with the GVL, outside GC.
+#pragma once
+
+#include <ruby.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "retention/heap_graph.h"
+
+namespace fathom {
+namespace retention {
+
+constexpr uint32_t kProgressEvery = 1 << 16;
+
+// Everything a snapshot holds, owned by the Ruby object (so a longjmp out of
+// a phase leaks nothing: the state is here, not on the C++ stack).
+struct Snapshot {
+  VALUE self = Qnil;
+  int max_depth = 64;
+  // While raw VALUEs are live: the builder (walk) or the graph (naming).
+  std::unique_ptr<HeapGraphBuilder> builder;
+  HeapGraph graph;
+  bool graph_pins = false;
+  bool taken = false;
+
+  std::vector<uint32_t> idom;
+  std::vector<uint64_t> retained;
+
+  // Walk state.
+  std::vector<std::pair<const char*, VALUE>> roots;
+  std::vector<const char*> root_order;  // categories, first appearance first
+  std::unordered_map<VALUE, uint32_t> class_ids;
+  std::vector<uint32_t> focus_nodes;
+  VALUE skip_children_of = Qnil;  // the focus array: not a real retainer
+  VALUE progress = Qnil;          // an IO for progress lines, or nil
+
+  // Stats.
+  int64_t started_ns = 0, time_nanos = 0;
+  int64_t walk_ns = 0, name_ns = 0, analyze_ns = 0, encode_ns = 0;
+  size_t peak_bytes = 0;
+  size_t dominator_peak_bytes = 0;  // graph not included
+  size_t graph_bytes = 0;           // with its edges (freed before encoding)
+  size_t edge_count = 0;
+  bool progress_shown = false;
+  // Set by a walk callback that caught a C++ exception (it may not throw
+  // through Ruby's marking code); Walk throws it once out of there. A fixed
+  // buffer: recording the failure cannot fail.
+  bool walk_failed = false;
+  char walk_error[256] = {};
+};
+
+// ---- retention_walk.cc
+// Whether this Ruby exports what the walk needs.
+bool HeapWalkAvailable();
+// Phase 1: fills s->builder (created by the caller). Throws on failure.
+void Walk(Snapshot* s);
+void InitRetentionWalk();
+// A progress line on s->progress once the snapshot has run for a second.
+// A failing IO (closed $stderr) only ends the progress lines.
+void Progress(Snapshot* s, const char* phase, uint32_t done);
+
+// ---- edge_names.cc
+// Phase 2: names the tree edge of every object of s->graph.
+void NameEdges(Snapshot* s);
+// Captures the original core-class methods naming uses (once, at load).
+void InitEdgeNames();
+
+}  // namespace retention
+
+// ---- retention_snapshot_binding.cc
+void InitRetentionSnapshot(VALUE mNative);
+
+}  // namespace fathom

@@ -1,0 +1,206 @@
+// Phase 1 of a retention snapshot: the breadth-first walk of the object
+// graph from Ruby's roots into the core's HeapGraphBuilder (see
+// retention_snapshot.h for the phases and the pinning rule).
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "base/clock.h"
+#include "boundary.h"
+#include "retention_snapshot.h"
+#include "ruby_private_api.h"
+
+namespace fathom {
+namespace retention {
+namespace {
+
+constexpr int64_t kProgressAfterNs = 1000000000;  // show progress for snapshots longer than 1 s
+
+ID id_write;
+VALUE cWeakMap = Qnil;  // ObjectSpace::WeakMap (and 3.3's WeakKeyMap): weak edges only
+VALUE cWeakKeyMap = Qnil;
+
+// A weak reference does not keep anything alive, but Ruby reports a weak
+// map's entries as its references. Followed, they would make every object
+// a WeakMap holds (Fathom's own sampled-liveness map among them) look
+// retained by it, and split dominator paths.
+bool HoldsOnlyWeakReferences(VALUE obj, int type) {
+  if (type != RUBY_T_DATA || RBASIC_CLASS(obj) == 0) return false;
+  VALUE klass = rb_obj_class(obj);
+  return klass == cWeakMap || (!NIL_P(cWeakKeyMap) && klass == cWeakKeyMap);
+}
+
+#if defined(FATHOM_HAVE_HEAP_WALK) && defined(HAVE_RB_OBJ_MEMSIZE_OF)
+constexpr bool kHeapWalkAvailable = true;
+#else
+// Every Ruby since 2.1 exports these; the guard keeps the build honest.
+constexpr bool kHeapWalkAvailable = false;
+void rb_objspace_reachable_objects_from_root(void (*)(const char*, VALUE, void*), void*) {}
+void rb_objspace_reachable_objects_from(VALUE, void (*)(VALUE, void*), void*) {}
+size_t rb_obj_memsize_of(VALUE) { return 0; }
+#endif
+
+// Records a failure inside a callback Ruby's marking code called: no C++
+// exception may unwind through it. Walk throws it once out of there.
+void RecordWalkFailure(Snapshot* s, const char* what) noexcept {
+  if (s->walk_failed) return;
+  s->walk_failed = true;
+  snprintf(s->walk_error, sizeof s->walk_error, "%s", what);
+}
+
+void RootCallback(const char* category, VALUE obj, void* data) {
+  Snapshot* s = static_cast<Snapshot*>(data);
+  NoThrow("retention root callback", [&] {
+    if (s->walk_failed) return;
+    try {
+      s->roots.emplace_back(category, obj);
+    } catch (const std::exception& e) {
+      RecordWalkFailure(s, e.what());
+    }
+  });
+}
+
+// Called from Ruby's C code (gc_mark_children). What AddEdgeTo throws in
+// practice is std::length_error past 2^31 - 1 nodes, or bad_alloc: the walk
+// then stops adding edges and the snapshot raises Fathom::Error.
+void ChildCallback(VALUE child, void* data) {
+  Snapshot* s = static_cast<Snapshot*>(data);
+  NoThrow("retention child callback", [&] {
+    if (s->walk_failed) return;
+    try {
+      FATHOM_FAULT_POINT("retention_walk");
+      s->builder->AddEdgeTo(child);
+    } catch (const std::exception& e) {
+      RecordWalkFailure(s, e.what());
+    }
+  });
+}
+
+void ThrowIfWalkFailed(const Snapshot* s) {
+  if (s->walk_failed) ThrowFathomError("fathom: the retention snapshot failed: %s", s->walk_error);
+}
+
+const char* TypeName(int type) {
+  switch (type) {
+    case RUBY_T_OBJECT: return "Object";
+    case RUBY_T_CLASS: return "Class";
+    case RUBY_T_MODULE: return "Module";
+    case RUBY_T_FLOAT: return "Float";
+    case RUBY_T_STRING: return "String";
+    case RUBY_T_REGEXP: return "Regexp";
+    case RUBY_T_ARRAY: return "Array";
+    case RUBY_T_HASH: return "Hash";
+    case RUBY_T_STRUCT: return "Struct";
+    case RUBY_T_BIGNUM: return "Integer";
+    case RUBY_T_FILE: return "File";
+    case RUBY_T_DATA: return "Data";
+    case RUBY_T_MATCH: return "MatchData";
+    case RUBY_T_COMPLEX: return "Complex";
+    case RUBY_T_RATIONAL: return "Rational";
+    case RUBY_T_SYMBOL: return "Symbol";
+    case RUBY_T_IMEMO: return "imemo";
+    case RUBY_T_ICLASS: return "iclass";
+    default: return "unknown";
+  }
+}
+
+// The class-name id for obj. Internal objects (imemo: method entries,
+// envs, iseqs...; iclass: included modules) and hidden ones (no class)
+// are named by their type, e.g. "<imemo>", "<hidden String>".
+uint32_t ClassNameId(Snapshot* s, VALUE obj, int type) {
+  HeapGraphBuilder& b = *s->builder;
+  if (type == RUBY_T_IMEMO || type == RUBY_T_ICLASS || type == RUBY_T_NONE)
+    return b.InternName(std::string("<") + TypeName(type) + ">");
+  VALUE klass = RBASIC_CLASS(obj);
+  if (klass == 0) return b.InternName(std::string("<hidden ") + TypeName(type) + ">");
+  VALUE real = rb_obj_class(obj);
+  auto it = s->class_ids.find(real);
+  if (it != s->class_ids.end()) return it->second;
+  VALUE path = rb_class_path(real);  // builds a String; runs no Ruby method
+  uint32_t id = b.InternName(std::string(RSTRING_PTR(path), static_cast<size_t>(RSTRING_LEN(path))));
+  s->class_ids.emplace(real, id);
+  return id;
+}
+
+void AddRoots(Snapshot* s) {
+  HeapGraphBuilder& b = *s->builder;
+  rb_objspace_reachable_objects_from_root(RootCallback, s);
+  ThrowIfWalkFailed(s);
+  // Categories in first-appearance order, then each one's roots.
+  for (auto& r : s->roots) {
+    bool seen = false;
+    for (const char* c : s->root_order) seen = seen || std::strcmp(c, r.first) == 0;
+    if (!seen) s->root_order.push_back(r.first);
+  }
+  for (const char* c : s->root_order) b.AddRootCategory(c);
+  uint32_t category = 1;  // categories are nodes 1..k, in creation order (heap_graph.h)
+  for (const char* c : s->root_order) {
+    b.BeginEdgesOf(category++);
+    // machine_context is the conservative root: words on a thread's C
+    // stack that happen to hold an object's address. Any object may sit
+    // there for a moment, so its edges are followed only once everything
+    // precisely rooted is walked: a report then names an object by a
+    // constant, ivar or global that holds it, and says machine_context
+    // only for what nothing else holds.
+    bool conservative = std::strcmp(c, "machine_context") == 0;
+    for (auto& r : s->roots) {
+      if (std::strcmp(r.first, c) != 0) continue;
+      if (conservative)
+        b.AddDeferredEdgeTo(static_cast<uint64_t>(r.second));
+      else
+        b.AddEdgeTo(static_cast<uint64_t>(r.second));
+    }
+  }
+  std::vector<std::pair<const char*, VALUE>>().swap(s->roots);
+}
+
+}  // namespace
+
+bool HeapWalkAvailable() { return kHeapWalkAvailable; }
+
+void Progress(Snapshot* s, const char* phase, uint32_t done) {
+  if (NIL_P(s->progress)) return;
+  int64_t elapsed = MonotonicNs() - s->started_ns;
+  if (elapsed < kProgressAfterNs) return;
+  s->progress_shown = true;
+  char line[160];
+  snprintf(line, sizeof line, "fathom: retention snapshot: %s, %u objects, %.1fs (GVL held)\n", phase, done,
+           static_cast<double>(elapsed) / 1e9);
+  VALUE io = s->progress;
+  // A closed or failing IO must not fail the snapshot: no more progress then.
+  if (!TryProtect([io, &line] { rb_funcall(io, id_write, 1, rb_str_new_cstr(line)); })) s->progress = Qnil;
+}
+
+void InitRetentionWalk() {
+  id_write = rb_intern("write");
+  VALUE object_space = rb_const_get(rb_cObject, rb_intern("ObjectSpace"));
+  cWeakMap = rb_const_get(object_space, rb_intern("WeakMap"));
+  if (rb_const_defined_at(object_space, rb_intern("WeakKeyMap")))  // 3.3+
+    cWeakKeyMap = rb_const_get(object_space, rb_intern("WeakKeyMap"));
+}
+
+void Walk(Snapshot* s) {
+  AddRoots(s);
+  HeapGraphBuilder& b = *s->builder;
+  for (uint32_t i = b.first_object_node();; i++) {
+    if (i == b.node_count() && !b.DiscoverDeferred()) break;
+    VALUE obj = static_cast<VALUE>(b.address(i));
+    int type = RB_BUILTIN_TYPE(obj);
+    size_t size = rb_obj_memsize_of(obj);
+    b.SetNodeInfo(i, ClassNameId(s, obj, type), static_cast<uint8_t>(type), size);
+    b.BeginEdgesOf(i);
+    // Our own object marks every node (see the mark function); the focus
+    // array only exists because the caller asked about its elements; weak
+    // maps retain nothing.
+    if (obj == s->self || obj == s->skip_children_of || HoldsOnlyWeakReferences(obj, type)) continue;
+    rb_objspace_reachable_objects_from(obj, ChildCallback, s);
+    ThrowIfWalkFailed(s);
+    if ((i & (kProgressEvery - 1)) == 0) Progress(s, "walking", i);
+    s->peak_bytes = std::max(s->peak_bytes, b.MemoryBytes());
+  }
+}
+
+}  // namespace retention
+}  // namespace fathom
