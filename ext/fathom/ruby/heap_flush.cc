@@ -141,6 +141,17 @@ void DescribeWindow(Collector* c, HeapProfileRows* rows) {
 }
 
 // Runs under Protect: only FlushState holds C++ state across Ruby calls.
+// CommitPending leaves the objects it looked at in dead stack slots below
+// this frame. The GC scans the machine stack conservatively from deep in
+// its own frames, which do not overwrite every slot first: a sampled object
+// that just died would survive the GC the caller asked for, and with a
+// sample's weight (hundreds of allocations) show up as live. Zeroing the
+// area first makes flush(gc: true) mean what it says.
+__attribute__((noinline)) void ClearDeadStack() {
+  volatile char area[16 * 1024];
+  for (size_t i = 0; i < sizeof area; i++) area[i] = 0;
+}
+
 void FlushBody(FlushState* f) {
   Collector* c = f->c;
   f->started_ns = MonotonicNs();
@@ -152,7 +163,10 @@ void FlushBody(FlushState* f) {
     MaybeYield(f);
   }
   CommitPending(c);
-  if (f->gc) rb_gc_start();
+  if (f->gc) {
+    ClearDeadStack();
+    rb_gc_start();
+  }
 
   BusyScope busy(c);  // a longjmp past it is repaired by FlushScope
   f->aggregator = std::make_unique<HeapAggregator>(c->store.stacks());

@@ -69,43 +69,4 @@ std::string GzipCompress(std::string_view data, int level) {
   return out;
 }
 
-std::string GzipDecompress(std::string_view data) {
-  z_stream zs{};
-  // windowBits 15 + 32: detect a gzip or zlib header automatically.
-  int rc = inflateInit2(&zs, 15 + 32);
-  if (rc != Z_OK) Fail("inflateInit2", rc, zs);
-  struct End {
-    z_stream& zs;
-    ~End() { inflateEnd(&zs); }
-  } end{zs};
-
-  std::string out;
-  out.reserve(std::min<size_t>(data.size() * 4, size_t{1} << 30));
-  size_t fed = 0, pos = 0;
-  for (;;) {
-    FeedInput(zs, data, fed);
-    PrepareOutput(zs, out, pos);
-    uInt avail = zs.avail_out;
-    rc = inflate(&zs, Z_NO_FLUSH);
-    pos += avail - zs.avail_out;
-    bool input_left = zs.avail_in != 0 || fed != data.size();
-    if (rc == Z_STREAM_END) {
-      if (!input_left) break;
-      // gzip allows concatenated members (as `cat a.gz b.gz` makes).
-      rc = inflateReset(&zs);
-      if (rc != Z_OK) Fail("inflateReset", rc, zs);
-      continue;
-    }
-    if (rc == Z_OK) continue;
-    // Z_BUF_ERROR means no progress was possible: with input left that is
-    // only a full output buffer (grown on the next turn), otherwise the
-    // stream ended early.
-    if (rc == Z_BUF_ERROR && (input_left || zs.avail_out == 0)) continue;
-    if (rc == Z_BUF_ERROR) throw std::runtime_error("gzip: truncated input");
-    Fail("inflate", rc, zs);
-  }
-  out.resize(pos);
-  return out;
-}
-
 }  // namespace fathom

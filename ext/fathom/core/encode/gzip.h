@@ -15,8 +15,5 @@ inline constexpr char kGzipComment[] = "fathom";
 // header carries kGzipComment. Throws std::runtime_error on zlib failure
 // (including a bad level).
 std::string GzipCompress(std::string_view data, int level = 6);
-// Accepts gzip (one or more concatenated members) or a raw zlib stream.
-// Throws std::runtime_error on corrupt or truncated input.
-std::string GzipDecompress(std::string_view data);
 
 }  // namespace fathom

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "testing/external_tools.h"
+#include "testing/gunzip.h"
 
 namespace fathom {
 namespace {

@@ -4,30 +4,13 @@
 #include <stdexcept>
 
 #include "base/hash_util.h"
+#include "encode/pprof_schema.h"
 #include "encode/protobuf_writer.h"
 
 namespace fathom {
 namespace {
 
-// Field numbers from perftools.profiles (pprof's proto/profile.proto).
-namespace profile {
-enum : uint32_t {
-  kSampleType = 1, kSample = 2, kMapping = 3, kLocation = 4, kFunction = 5, kStringTable = 6,
-  kTimeNanos = 9, kDurationNanos = 10, kPeriodType = 11, kPeriod = 12, kComment = 13,
-  kDefaultSampleType = 14,
-};
-}  // namespace profile
-namespace value_type { enum : uint32_t { kType = 1, kUnit = 2 }; }
-namespace sample { enum : uint32_t { kLocationId = 1, kValue = 2, kLabel = 3 }; }
-namespace label { enum : uint32_t { kKey = 1, kStr = 2, kNum = 3, kNumUnit = 4 }; }
-namespace mapping {
-enum : uint32_t { kId = 1, kFilename = 5, kHasFunctions = 7, kHasFilenames = 8, kHasLineNumbers = 9 };
-}
-namespace location { enum : uint32_t { kId = 1, kMappingId = 2, kLine = 4 }; }
-namespace line { enum : uint32_t { kFunctionId = 1, kLine = 2 }; }
-namespace function {
-enum : uint32_t { kId = 1, kName = 2, kSystemName = 3, kFilename = 4, kStartLine = 5 };
-}
+using namespace pprof_schema;  // NOLINT(build/namespaces): profile::, sample::, ... field numbers
 
 constexpr uint64_t kMappingId = 1;
 

@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "encode/gzip.h"  // GzipCompress / GzipDecompress, declared here before
+#include "encode/gzip.h"  // GzipCompress, declared here before
 
 namespace fathom {
 

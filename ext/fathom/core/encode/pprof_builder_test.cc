@@ -13,6 +13,7 @@
 
 #include "testing/external_tools.h"
 #include "encode/protobuf_writer.h"
+#include "testing/gunzip.h"
 
 namespace fathom {
 namespace {

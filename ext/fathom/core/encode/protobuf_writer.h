@@ -23,6 +23,9 @@ namespace fathom {
 
 class ProtoWriter {
  public:
+  // Appends to `initial` (e.g. an encoded message whose repeated fields
+  // continue here: protobuf concatenates them).
+  explicit ProtoWriter(std::string initial = {}) : buf_(std::move(initial)) {}
   enum WireType : uint32_t { kVarint = 0, kLengthDelimited = 2 };
 
   // Bytes a varint takes: 7 payload bits per byte.
@@ -47,6 +50,16 @@ class ProtoWriter {
   }
 
   void Tag(uint32_t field, WireType type) { Varint((uint64_t{field} << 3) | type); }
+  // Bytes a length-delimited field of `body` bytes takes, header included.
+  static size_t LengthDelimitedSize(uint32_t field, size_t body) {
+    return VarintSize((uint64_t{field} << 3) | kLengthDelimited) + VarintSize(body) + body;
+  }
+  // The header of a length-delimited field whose `body` bytes the caller
+  // writes next (for bodies sized in advance, so nothing needs moving).
+  void LengthDelimitedHeader(uint32_t field, size_t body) {
+    Tag(field, kLengthDelimited);
+    Varint(body);
+  }
 
   // int64 fields are plain varints of the two's-complement bits (not zigzag),
   // so negative numbers take ten bytes, as protoc would write them.

@@ -30,15 +30,6 @@ void Trim(std::vector<T>& v) {
 
 }  // namespace
 
-uint32_t HeapGraph::TreeEdgeOrdinal(uint32_t node) const {
-  if (node == kSuperRoot || !has_edges()) return kNoEdge;
-  uint32_t parent = tree_parent_[node];
-  uint32_t begin = edge_begin_[parent], end = edge_begin_[parent + 1];
-  for (uint32_t e = begin; e < end; e++)
-    if (edge_target_[e] == (node | kTreeEdgeBit)) return e - begin;
-  return kNoEdge;  // not reached for a finished graph
-}
-
 void HeapGraph::SetEdgeName(uint32_t node, uint32_t name_id) {
   if (node >= node_count()) throw std::out_of_range("HeapGraph::SetEdgeName: unknown node " + std::to_string(node));
   if (name_id >= names_.size()) throw std::out_of_range("HeapGraph::SetEdgeName: unknown name id " + std::to_string(name_id));

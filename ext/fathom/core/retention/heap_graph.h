@@ -30,7 +30,7 @@
 // size in a side table. The tree edge of each node (the edge that discovered
 // it) is not stored as an index: the top bit of its edge_target entry flags
 // it, which is enough to recover its ordinal within the parent's edge list
-// (ForEachTreeChild, TreeEdgeOrdinal) at no memory cost. That caps a graph
+// (ForEachTreeChild) at no memory cost. That caps a graph
 // at 2^31 - 1 nodes. While building, the address table adds 4 bytes per
 // slot at load <= 0.6 (6.7-13.3 bytes per node); Finish() frees it.
 //
@@ -94,12 +94,6 @@ class HeapGraph {
   // True for the edge that discovered its target (exactly one per object node).
   bool is_tree_edge(uint32_t edge) const { return (edge_target_[edge] & kTreeEdgeBit) != 0; }
 
-  // Position of node's tree edge within tree_parent(node)'s edges (0-based;
-  // for naming: e.g. the k-th reference an array reported). O(out-degree of
-  // the parent); to name all edges, walk parents with ForEachTreeChild.
-  // kNoEdge for node 0 (categories have one: their position under node 0).
-  static constexpr uint32_t kNoEdge = UINT32_MAX;
-  uint32_t TreeEdgeOrdinal(uint32_t node) const;
 
   // Calls f(ordinal, child) for each node whose tree edge comes from
   // `node`, in edge order; ordinal is the edge's position in node's edges.
@@ -115,7 +109,7 @@ class HeapGraph {
   // needs them: dominators are computed and edges named. Retention profiles
   // and frame names need only the per-node arrays. Afterwards edge_count()
   // is 0, has_edges() false, and the edge accessors, ForEachTreeChild,
-  // TreeEdgeOrdinal, csr() and ComputeDominators must not be used
+  // csr() and ComputeDominators must not be used
   // (ComputeDominators throws std::logic_error).
   void ReleaseEdges();
   bool has_edges() const { return !edge_begin_.empty(); }

@@ -108,12 +108,6 @@ TEST(HeapGraphTest, TreeEdgesAndTheirOrdinals) {
   EXPECT_EQ(tree_edges[0], 0);
   for (uint32_t v = 1; v < g.node_count(); v++) EXPECT_EQ(tree_edges[v], 1) << v;
 
-  EXPECT_EQ(g.TreeEdgeOrdinal(0), HeapGraph::kNoEdge);
-  EXPECT_EQ(g.TreeEdgeOrdinal(2), 1u);  // global_tbl: 2nd edge of the super-root
-  EXPECT_EQ(g.TreeEdgeOrdinal(4), 1u);  // B: vm's 2nd
-  EXPECT_EQ(g.TreeEdgeOrdinal(6), 1u);  // D: A's 2nd (the 3rd, a duplicate, is not the tree edge)
-  EXPECT_EQ(g.TreeEdgeOrdinal(8), 0u);  // F: E's 1st
-
   std::vector<std::pair<uint32_t, uint32_t>> children;
   g.ForEachTreeChild(3, [&](uint32_t ordinal, uint32_t child) { children.emplace_back(ordinal, child); });
   EXPECT_EQ(children, (std::vector<std::pair<uint32_t, uint32_t>>{{1, 6}}));  // A's tree child: D only
@@ -159,7 +153,6 @@ TEST(HeapGraphTest, ReleaseEdgesKeepsNodeData) {
   EXPECT_EQ(g.tree_parent(8), 7u);
   EXPECT_EQ(g.address(8), kF);
   EXPECT_EQ(g.name(g.edge_name(6)), "@d");
-  EXPECT_EQ(g.TreeEdgeOrdinal(6), HeapGraph::kNoEdge);
   int calls = 0;
   g.ForEachTreeChild(3, [&](uint32_t, uint32_t) { calls++; });
   EXPECT_EQ(calls, 0);

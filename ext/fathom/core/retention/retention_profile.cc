@@ -1,7 +1,6 @@
 #include "retention/retention_profile.h"
 
 #include <algorithm>
-#include <queue>
 #include <stdexcept>
 #include <string_view>
 #include <unordered_map>
@@ -10,6 +9,8 @@
 #include "base/hash_util.h"
 #include "encode/gzip.h"
 #include "encode/pprof_builder.h"
+#include "encode/pprof_schema.h"
+#include "encode/protobuf_writer.h"
 
 namespace fathom {
 namespace {
@@ -158,20 +159,6 @@ std::string ElidedFrameName(uint32_t bucket) {
   return "(" + std::string(kEllipsis) + " " + std::to_string(bucket) + (bucket >= 16 ? "+" : "") + " more)";
 }
 
-size_t VarintSize(uint64_t x) {
-  size_t n = 1;
-  for (; x >= 0x80; x >>= 7) n++;
-  return n;
-}
-
-void AppendVarint(std::string& out, uint64_t x) {
-  char tmp[10];
-  size_t n = 0;
-  for (; x >= 0x80; x >>= 7) tmp[n++] = static_cast<char>(x | 0x80);
-  tmp[n++] = static_cast<char>(x);
-  out.append(tmp, n);
-}
-
 template <typename T>
 size_t CapacityBytes(const std::vector<T>& v) {
   return v.capacity() * sizeof(T);
@@ -315,7 +302,7 @@ std::string EncodeRetentionProfile(const HeapGraph& g, const std::vector<uint32_
     if (created) {
       values.push_back(StackValues{});
       values.back().location_bytes =
-          static_cast<uint32_t>((parent == kEmptyStack ? 0 : values[parent].location_bytes) + VarintSize(loc));
+          static_cast<uint32_t>((parent == kEmptyStack ? 0 : values[parent].location_bytes) + ProtoWriter::VarintSize(loc));
     }
     return s;
   };
@@ -366,42 +353,39 @@ std::string EncodeRetentionProfile(const HeapGraph& g, const std::vector<uint32_
   // so readers see one profile. The stacks are distinct by construction, so
   // PprofBuilder's sample merging would only cost time and a copy of every
   // stack (with ~500k distinct stacks, 1 s and ~80 bytes per object).
-  std::string out = b.Encode();
+  ProtoWriter out(b.Encode());
+  namespace field = pprof_schema;
   size_t samples = 0, sample_bytes = 0;
   auto values_bytes = [](const StackValues& sv) {
-    return VarintSize(sv.objects) + VarintSize(sv.space) + VarintSize(sv.retained);
+    return ProtoWriter::VarintSize(sv.objects) + ProtoWriter::VarintSize(sv.space) +
+           ProtoWriter::VarintSize(sv.retained);
   };
   auto body_bytes = [&](const StackValues& sv) {
-    size_t vb = values_bytes(sv);
-    return (sv.location_bytes ? 1 + VarintSize(sv.location_bytes) + sv.location_bytes : 0) + 1 + VarintSize(vb) + vb;
+    size_t ids = sv.location_bytes ? ProtoWriter::LengthDelimitedSize(field::sample::kLocationId, sv.location_bytes) : 0;
+    return ids + ProtoWriter::LengthDelimitedSize(field::sample::kValue, values_bytes(sv));
   };
   for (uint32_t s = 0; s < values.size(); s++) {
     const StackValues& sv = values[s];
     if (sv.objects == 0) continue;
-    size_t body = body_bytes(sv);
-    sample_bytes += 1 + VarintSize(body) + body;
+    sample_bytes += ProtoWriter::LengthDelimitedSize(field::profile::kSample, body_bytes(sv));
     samples++;
   }
-  out.reserve(out.size() + sample_bytes);
-  peak = std::max(peak, stacks.MemoryBytes() + values.MemoryBytes() + out.capacity());
-  // Field numbers from pprof's profile.proto: Profile.sample = 2;
-  // Sample.location_id = 1, Sample.value = 2 (both packed).
-  constexpr uint8_t kSampleTag = (2 << 3) | 2, kLocationIdsTag = (1 << 3) | 2, kValuesTag = (2 << 3) | 2;
+  out.Reserve(out.size() + sample_bytes);
+  peak = std::max(peak, stacks.MemoryBytes() + values.MemoryBytes() + out.data().capacity());
+  // Each sample's size is known, so its header goes first and nothing moves;
+  // location ids and values are packed varints, location ids leaf first.
   for (uint32_t s = 0; s < stacks.size(); s++) {
     const StackValues& sv = values[s];
     if (sv.objects == 0) continue;
-    out += static_cast<char>(kSampleTag);
-    AppendVarint(out, body_bytes(sv));
+    out.LengthDelimitedHeader(field::profile::kSample, body_bytes(sv));
     if (sv.location_bytes != 0) {
-      out += static_cast<char>(kLocationIdsTag);
-      AppendVarint(out, sv.location_bytes);
-      for (uint32_t p = s; p != kEmptyStack; p = stacks.first(p)) AppendVarint(out, stacks.second(p));  // leaf first
+      out.LengthDelimitedHeader(field::sample::kLocationId, sv.location_bytes);
+      for (uint32_t p = s; p != kEmptyStack; p = stacks.first(p)) out.Varint(stacks.second(p));
     }
-    out += static_cast<char>(kValuesTag);
-    AppendVarint(out, values_bytes(sv));
-    AppendVarint(out, sv.objects);
-    AppendVarint(out, sv.space);
-    AppendVarint(out, sv.retained);
+    out.LengthDelimitedHeader(field::sample::kValue, values_bytes(sv));
+    out.Varint(sv.objects);
+    out.Varint(sv.space);
+    out.Varint(sv.retained);
   }
   if (stats != nullptr) {
     stats->objects = objects;
@@ -412,29 +396,7 @@ std::string EncodeRetentionProfile(const HeapGraph& g, const std::vector<uint32_
   }
   stacks.Clear();
   values.Clear();
-  return GzipCompress(out, options.gzip_level);
-}
-
-std::vector<uint32_t> TopRetainers(const HeapGraph& g, const std::vector<uint64_t>& retained, size_t count) {
-  if (retained.size() != g.node_count()) throw std::invalid_argument("TopRetainers: retained does not match the graph");
-  // "a before b" = a ranks higher.
-  auto better = [&](uint32_t a, uint32_t b) { return retained[a] != retained[b] ? retained[a] > retained[b] : a < b; };
-  // A heap of the best `count` so far whose top is the worst of them.
-  std::priority_queue<uint32_t, std::vector<uint32_t>, decltype(better)> top(better);
-  if (count == 0) return {};
-  for (uint32_t v = g.first_object_node(); v < g.node_count(); v++) {
-    if (top.size() < count) {
-      top.push(v);
-    } else if (better(v, top.top())) {
-      top.pop();
-      top.push(v);
-    }
-  }
-  std::vector<uint32_t> out;
-  out.reserve(top.size());
-  for (; !top.empty(); top.pop()) out.push_back(top.top());
-  std::reverse(out.begin(), out.end());
-  return out;
+  return GzipCompress(out.Take(), options.gzip_level);
 }
 
 }  // namespace fathom

@@ -103,9 +103,4 @@ std::string EncodeRetentionProfile(const HeapGraph& g, const std::vector<uint32_
 // object: FrameName of each node of DominatorPath(idom, node).
 std::string FrameName(const HeapGraph& g, const std::vector<uint32_t>& idom, uint32_t node);
 
-// The `count` object nodes (virtual nodes excluded) with the largest
-// retained sizes, largest first, ties broken by smaller node index.
-// O(n log count) time, O(count) memory.
-std::vector<uint32_t> TopRetainers(const HeapGraph& g, const std::vector<uint64_t>& retained, size_t count);
-
 }  // namespace fathom
