@@ -34,7 +34,7 @@ sites.times do |i|
 end
 include Sites
 
-profiler = liveness ? Fathom::MemoryProfiler.new(interval: 0.00001, liveness: liveness) : Fathom::MemoryProfiler.new(exact: true)
+profiler = liveness ? Fathom::HeapProfiler.new(interval: 0.00001, liveness: liveness) : Fathom::HeapProfiler.new(exact: true)
 mode = liveness ? "sampled mode, #{liveness} tokens" : "exact mode"
 kept = []
 per_site = objects / sites

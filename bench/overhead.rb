@@ -50,8 +50,8 @@ WORKLOADS = {
 
 PROFILERS = {
   "baseline" => nil,
-  "sampled" => -> { Fathom::MemoryProfiler.new },
-  "exact" => -> { Fathom::MemoryProfiler.new(exact: true) },
+  "sampled" => -> { Fathom::HeapProfiler.new },
+  "exact" => -> { Fathom::HeapProfiler.new(exact: true) },
   "gc" => -> { Fathom::GcProfiler.new },
   "gc_every" => -> { Fathom::GcProfiler.new(coalesce: 0) },
 }.freeze

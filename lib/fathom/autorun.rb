@@ -7,13 +7,13 @@
 # (system("ruby ..."), bundler subprocesses...) loads this file and does nothing.
 #
 # Settings come from FATHOM_MODE (comma-separated: heap, gc, retention),
-# FATHOM_OUT, FATHOM_FORMAT, FATHOM_EXACT, FATHOM_INTERVAL, FATHOM_MAX_DEPTH,
-# FATHOM_COALESCE. Whatever goes wrong here is reported on $stderr and never
+# FATHOM_OUT, FATHOM_FORCE, FATHOM_FORMAT, FATHOM_EXACT, FATHOM_INTERVAL,
+# FATHOM_MAX_DEPTH, FATHOM_COALESCE; the CLI has validated them. The run is a
+# Fathom::Session, as in Fathom.profile: started here, finished at exit.
+# Whatever goes wrong here is reported on $stderr (Fathom.notice) and never
 # changes what the program does or its exit status.
 module Fathom
   module Autorun
-    MODES = %i[heap gc retention].freeze
-
     class << self
       def target_process?
         ENV["FATHOM_PID"] == Process.pid.to_s
@@ -25,100 +25,75 @@ module Fathom
         # running in reverse order) it runs after all of the program's own.
         at_exit { finish }
         require_relative "../fathom"
-        @modes = parse_modes(ENV.fetch("FATHOM_MODE", "heap"))
-        @format = Options.one_of("FATHOM_FORMAT", ENV.fetch("FATHOM_FORMAT", "pprof"), GcProfiler::FORMATS)
+        modes = Modes.parse(ENV.fetch("FATHOM_MODE", Modes::DEFAULT.to_s), "FATHOM_MODE")
+        @session = Session.new(modes, **settings(modes))
         out = ENV["FATHOM_OUT"]
-        @paths = OutputPaths.for_modes(out && !out.empty? ? out : nil, @modes, format: @format)
-        # The retention snapshot is taken at exit; it runs nothing meanwhile.
-        @profilers = (@modes - [:retention]).to_h { |mode| [mode, build(mode)] }
-        @profilers.each_value(&:start)
+        @out = out && !out.empty? ? out : nil
+        @overwrite = ENV["FATHOM_FORCE"] == "1"
+        @session.start
       rescue StandardError, ScriptError => e
-        stop_started
-        @profilers = nil
+        @session&.stop
+        @session = nil
         warn_error("could not start profiling; the program runs unprofiled", e)
       end
 
       # Stops, flushes and writes each profile: the origin process writes the
       # paths given, a forked child the same with its pid inserted.
       def finish
-        profilers = @profilers or return
-        @profilers = nil
-        profilers.each_value(&:stop)
-        heap = profilers[:heap]
-        # Retention first: explaining the heap's sites needs its live records.
-        @modes.sort_by { |m| m == :retention ? 0 : 1 }.each do |mode|
-          path = Process.pid == @origin_pid ? @paths.fetch(mode) : path_for_pid(@paths.fetch(mode), Process.pid)
-          write_one(mode, profilers[mode], path, heap)
+        session = @session or return
+        @session = nil
+        session.stop
+        paths = session.paths(@out, pid: Process.pid == @origin_pid ? nil : Process.pid)
+        profiles = session.finish { |mode, e| warn_error("could not take the #{mode} profile", e) }
+        profiles.each { |mode, profile| write_one(mode, profile, paths.fetch(mode)) }
+      rescue StandardError, ScriptError => e
+        warn_error("could not finish profiling", e)
+      end
+
+      # Session options from the environment, for the modes that take them
+      # (unset variables: the profilers' defaults). Errors name the variable.
+      def settings(modes)
+        opts = {}
+        env = ->(name) { (v = ENV[name]) && !v.strip.empty? ? v : nil }
+        if modes.include?(:heap)
+          opts[:exact] = Options.parse_boolean("FATHOM_EXACT", env["FATHOM_EXACT"]) if env["FATHOM_EXACT"]
+          if (v = env["FATHOM_INTERVAL"])
+            ns = Options.duration_ns("FATHOM_INTERVAL", v, min_ns: Options::SAMPLING_INTERVAL_NS.begin,
+                                                           max_ns: Options::SAMPLING_INTERVAL_NS.end)
+            opts[:interval] = "#{ns}ns"
+          end
+          if (v = env["FATHOM_MAX_DEPTH"])
+            opts[:max_depth] = Options.parse_integer("FATHOM_MAX_DEPTH", v, Options::MAX_DEPTH_RANGE)
+          end
         end
-      end
-
-      # heap.pb.gz -> heap.<pid>.pb.gz; profile.out -> profile.<pid>.out; prof -> prof.<pid>
-      def path_for_pid(path, pid)
-        dir = File.dirname(path)
-        base = File.basename(path)
-        ext = OutputPaths::PROFILE_EXTENSIONS.find { |e| base.end_with?(e) && base != e } || File.extname(base)
-        File.join(dir, "#{base.delete_suffix(ext)}.#{pid}#{ext}")
-      end
-
-      def parse_modes(text)
-        modes = text.split(",").map(&:strip).reject(&:empty?)
-        raise ArgumentError, "fathom: FATHOM_MODE must name at least one of #{MODES.join(", ")}" if modes.empty?
-
-        modes.map { |m| Options.one_of("FATHOM_MODE", m, MODES) }.uniq
-      end
-
-      def settings(mode)
-        case mode
-        when :heap
-          {
-            exact: Options.parse_boolean("FATHOM_EXACT", ENV.fetch("FATHOM_EXACT", "0")),
-            interval: "#{Options.duration_ns("FATHOM_INTERVAL", ENV.fetch("FATHOM_INTERVAL", "10ms"))}ns",
-            max_depth: Options.parse_integer("FATHOM_MAX_DEPTH", ENV.fetch("FATHOM_MAX_DEPTH", "128"),
-                                             Options::MAX_DEPTH_RANGE),
-          }
-        when :gc
-          coalesce = ENV.fetch("FATHOM_COALESCE", "10ms")
-          { format: @format, coalesce: coalesce.strip == "0" ? 0 : coalesce }
+        if modes.include?(:gc) && (v = env["FATHOM_COALESCE"])
+          opts[:coalesce] = v.strip == "0" ? 0 : "#{Options.duration_ns("FATHOM_COALESCE", v)}ns"
         end
+        opts[:format] = Options.one_of("FATHOM_FORMAT", env["FATHOM_FORMAT"], Modes::ALL_FORMATS) if env["FATHOM_FORMAT"]
+        opts
       end
 
       private
 
-      def build(mode)
-        PROFILERS.fetch(mode).new(**settings(mode))
-      end
-
-      def stop_started
-        @profilers&.each_value { |p| p.stop if p.running? }
-      rescue StandardError
-        nil
-      end
-
-      def write_one(mode, profiler, path, heap)
-        if mode == :retention
-          # With heap: explain its top sites (before the heap flush, which
-          # ends the records); retention comes last in MODES order otherwise.
-          snapshot = heap ? Retention.explain_sites(heap) : Fathom.retention_snapshot
-          snapshot.write(path)
-          $stderr.puts "fathom: wrote retention profile to #{path} (#{snapshot.stats[:objects]} objects, " \
-                       "GVL held #{Options.format_ns(snapshot.stats[:gvl_held_ns])})"
-          $stderr.print Report::SiteRetention.new(snapshot.stats[:sites]).to_s if snapshot.stats[:sites]
-          return
-        end
-        profile = profiler.flush(gc: true)
-        profile.write(path)
-        $stderr.puts "fathom: wrote #{mode} profile to #{path} (#{summary(profile)})"
+      def write_one(mode, profile, path)
+        profile.write(path, overwrite: @overwrite)
+        Fathom.notice("fathom: wrote #{mode} profile to #{path} (#{summary(profile)})")
+        Fathom.notice(Report::SiteRetention.new(profile.stats[:sites]).to_s) if profile.stats[:sites]
       rescue StandardError, ScriptError => e
         warn_error("could not write the #{mode} profile", e)
       end
 
       def summary(profile)
         s = profile.stats
-        profile.kind == :gc ? "#{s[:cycles]} GCs, #{s[:steps]} steps" : "#{s[:samples]} samples, #{s[:live_samples]} live"
+        case profile.kind
+        when :gc then "#{s[:cycles]} GCs, #{s[:steps]} steps"
+        when :retention then "#{s[:objects]} objects, GVL held #{Options.format_ns(s[:gvl_held_ns])}"
+        else "#{s[:samples]} samples, #{s[:live_samples]} live"
+        end
       end
 
       def warn_error(what, error)
-        $stderr.puts "fathom: #{what}: #{error.class}: #{error.message}"
+        Fathom.notice("fathom: #{what}: #{error.class}: #{error.message}")
       end
     end
   end

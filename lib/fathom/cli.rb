@@ -8,6 +8,8 @@ require_relative "pprof/reader"
 require_relative "report/top"
 require_relative "report"
 require_relative "output_paths"
+require_relative "modes"
+require_relative "atomic_file"
 
 module Fathom
   # The `fathom` command. Deliberately does not load the native extension:
@@ -20,8 +22,10 @@ module Fathom
     class UsageError < StandardError; end
 
     LIB_DIR = File.expand_path("..", __dir__)
-    MODES = %w[heap gc retention].freeze
-    FORMATS = %w[pprof firefox].freeze
+    MODES = Modes::ALL.map(&:to_s).freeze
+    FORMATS = Modes::ALL_FORMATS.map(&:to_s).freeze
+    HEAP = Modes::DEFAULTS.fetch(:heap)
+    GC = Modes::DEFAULTS.fetch(:gc)
 
     HELP = <<~TEXT
       Usage: fathom COMMAND [options]
@@ -131,13 +135,15 @@ module Fathom
         o.separator "extension plus .<mode>.pb.gz (-o run -> run.heap.pb.gz, run.gc.pb.gz)."
         o.separator "retention takes a snapshot at exit, after the program's own at_exit handlers."
         o.separator ""
-        o.on("--mode MODES", "what to profile, comma-separated: #{MODES.join(", ")} (default: heap)") { |v| opts[:mode] = v }
-        o.on("--format FORMAT", "GC profile format: pprof or firefox (Firefox Profiler JSON; default: pprof)") { |v| opts[:format] = v }
-        o.on("--coalesce DUR", "GC: sum GC steps into one sample at most this often, 0 = every step (default: 10ms)") { |v| opts[:coalesce] = v }
+        o.on("--mode MODES", "what to profile, comma-separated: #{MODES.join(", ")} (default: #{Modes::DEFAULT})") { |v| opts[:mode] = v }
+        o.on("--format FORMAT", "GC profile format: pprof or firefox (Firefox Profiler JSON; default: #{GC[:format]})") { |v| opts[:format] = v }
+        o.on("--coalesce DUR", "GC: sum GC steps into one sample at most this often, 0 = every step " \
+                               "(default: #{Modes.format_seconds(GC[:coalesce])})") { |v| opts[:coalesce] = v }
         o.on("--exact", "record every allocation instead of sampling (slow)") { opts[:exact] = true }
-        o.on("--interval DUR", "sampling interval, e.g. 1ms, 10ms, 0.002 (default: 10ms)") { |v| opts[:interval] = v }
-        o.on("--max-depth N", "deepest stack recorded, 1..4096 (default: 128)") { |v| opts[:max_depth] = v }
+        o.on("--interval DUR", "sampling interval, e.g. 1ms, 10ms, 0.002 (default: #{Modes.format_seconds(HEAP[:interval])})") { |v| opts[:interval] = v }
+        o.on("--max-depth N", "deepest stack recorded, #{Options::MAX_DEPTH_RANGE} (default: #{HEAP[:max_depth]})") { |v| opts[:max_depth] = v }
         o.on("-o", "--out FILE", "where to write the profile (default: fathom-<mode>.pb.gz)") { |v| opts[:out] = v }
+        o.on("--force", "replace an existing FILE that Fathom did not write (never a link or a device)") { opts[:force] = true }
         o.on("-h", "--help", "show this help") { opts[:help] = true }
       end
     end
@@ -153,34 +159,38 @@ module Fathom
     end
 
     # The environment that lib/fathom/autorun.rb reads in the profiled program.
+    # Everything is checked here, before the program runs: a bad option or an
+    # output file that may not be written must not cost the user a whole run.
     def run_env(opts)
-      modes = opts.fetch(:mode, "heap").split(",").map(&:strip).reject(&:empty?).uniq
-      bad = modes.reject { |m| MODES.include?(m) }
-      unless bad.empty? && !modes.empty?
+      modes = begin
+        Modes.parse(opts.fetch(:mode, Modes::DEFAULT.to_s), "--mode")
+      rescue ArgumentError, TypeError
         raise UsageError, "--mode must be one or more of #{MODES.join(", ")}, got #{opts[:mode].inspect}"
       end
-
-      format = opts.fetch(:format, "pprof")
+      format = opts.fetch(:format, GC[:format].to_s)
       raise UsageError, "--format must be one of #{FORMATS.join(", ")}, got #{format.inspect}" unless FORMATS.include?(format)
 
-      coalesce = opts.fetch(:coalesce, "10ms")
+      validate { Modes.check_format!(modes, format, "--format") }
+      coalesce = opts.fetch(:coalesce, Modes.format_seconds(GC[:coalesce]))
       validate { Options.duration_ns("--coalesce", coalesce) } unless coalesce.strip == "0"
 
       interval_ns = validate do
-        Options.duration_ns("--interval", opts.fetch(:interval, "10ms"),
+        Options.duration_ns("--interval", opts.fetch(:interval, Modes.format_seconds(HEAP[:interval])),
                             min_ns: Options::SAMPLING_INTERVAL_NS.begin, max_ns: Options::SAMPLING_INTERVAL_NS.end)
       end
-      max_depth = validate { Options.parse_integer("--max-depth", opts.fetch(:max_depth, "128"), Options::MAX_DEPTH_RANGE) }
+      max_depth = validate { Options.parse_integer("--max-depth", opts.fetch(:max_depth, HEAP[:max_depth].to_s), Options::MAX_DEPTH_RANGE) }
       # One mode: the file (default fathom-<mode>.pb.gz); several: a base name.
       out = opts[:out] || (OutputPaths.default(modes.first, format) if modes.size == 1)
       out &&= File.expand_path(out)
       raise UsageError, "--out #{out} is a directory; give a file name" if out && File.directory?(out)
+      check_outputs(modes, out, format, opts[:force])
       # RUBYOPT is split on whitespace with no quoting, so -I cannot carry such a path.
       raise UsageError, "cannot run from #{LIB_DIR}: RUBYOPT cannot hold a path with spaces" if LIB_DIR.match?(/\s/)
 
       {
         "FATHOM_MODE" => modes.join(","),
         "FATHOM_OUT" => out || "",
+        "FATHOM_FORCE" => opts[:force] ? "1" : "0",
         "FATHOM_FORMAT" => format,
         "FATHOM_COALESCE" => coalesce,
         "FATHOM_EXACT" => opts[:exact] ? "1" : "0",
@@ -190,6 +200,16 @@ module Fathom
         "FATHOM_PID" => Process.pid.to_s,
         "RUBYOPT" => ["-I#{LIB_DIR}", "-rfathom/autorun", ENV["RUBYOPT"]].compact.join(" ").strip,
       }
+    end
+
+    # Every file the run will write may be written (AtomicFile's rules):
+    # refused now, not after the program has run to its end.
+    def check_outputs(modes, out, format, force)
+      OutputPaths.for_modes(out, modes, format: format).each_value do |path|
+        AtomicFile.check_target!(path, overwrite: force == true)
+      end
+    rescue Fathom::Error => e
+      raise UsageError, e.message.delete_prefix("fathom: ")
     end
 
     def exec_command(env, argv)

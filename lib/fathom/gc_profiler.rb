@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "options"
+require_relative "modes"
 require_relative "native"
 require_relative "profile"
 require_relative "collector_lifecycle"
@@ -21,8 +22,8 @@ module Fathom
     # coalesce: GC steps are summed and become one sample at most this often
     # (or when a major GC finishes, with flush_on_major). 0 records every
     # step on its own — only for measuring what coalescing saves.
-    DEFAULTS = { coalesce: 0.01, flush_on_major: true, format: :pprof }.freeze
-    FORMATS = %i[pprof firefox].freeze
+    DEFAULTS = Modes::DEFAULTS.fetch(:gc)
+    FORMATS = Modes::FORMATS.fetch(:gc)
     COALESCE_MAX_NS = 60_000_000_000
 
     attr_reader :coalesce_ns, :flush_on_major, :format
@@ -42,7 +43,7 @@ module Fathom
     # `format`; the next flush starts a new window (the profiler keeps
     # running), so a PeriodicFlusher writes one window per file. gzip: applies to :firefox (pprof is always gzipped);
     # by default a Firefox profile is gzipped, which profiler.firefox.com reads.
-    # gc: is accepted for symmetry with MemoryProfiler#flush and ignored
+    # gc: is accepted for symmetry with HeapProfiler#flush and ignored
     # (forcing a GC here would only add a GC to the profile).
     def flush(gc: false, gzip: true)
       Options.boolean("gc", gc)

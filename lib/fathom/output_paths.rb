@@ -37,6 +37,14 @@ module Fathom
       "fathom-#{mode}#{extension(mode, format)}"
     end
 
+    # heap.pb.gz -> heap.<pid>.pb.gz; profile.out -> profile.<pid>.out; prof -> prof.<pid>
+    def with_pid(path, pid)
+      dir = File.dirname(path)
+      base = File.basename(path)
+      ext = PROFILE_EXTENSIONS.find { |e| base.end_with?(e) && base != e } || File.extname(base)
+      File.join(dir, "#{base.delete_suffix(ext)}.#{pid}#{ext}")
+    end
+
     def strip_extension(path)
       ext = PROFILE_EXTENSIONS.find { |e| path.end_with?(e) && path != e }
       ext ? path.delete_suffix(ext) : path

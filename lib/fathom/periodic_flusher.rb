@@ -7,7 +7,7 @@ module Fathom
   # Flushes a profiler every `interval` seconds from a background Ruby thread
   # and writes each profile atomically into `dir`, for always-on profiling:
   #
-  #   profiler = Fathom::MemoryProfiler.new.start
+  #   profiler = Fathom::HeapProfiler.new.start
   #   flusher = Fathom::PeriodicFlusher.new(profiler, dir: "/var/tmp/profiles", interval: 60).start
   #   ...
   #   flusher.stop   # writes one last profile

@@ -1,8 +1,5 @@
 # frozen_string_literal: true
 
-require "json"
-require "stringio"
-require "zlib"
 require_relative "atomic_file"
 require_relative "options"
 require_relative "pprof/reader"
@@ -21,16 +18,8 @@ module Fathom
     # kind and format are recognized from the content.
     def self.load(path)
       bytes = File.binread(path)
-      format = Profile.firefox_json?(bytes) ? :firefox : :pprof
+      format = Report.firefox_json?(bytes) ? :firefox : :pprof
       new(bytes, {}, path: File.expand_path(path), format: format, kind: format == :firefox ? :gc : nil)
-    end
-
-    # Does this look like Firefox Profiler JSON (optionally gzipped)?
-    def self.firefox_json?(bytes)
-      head = bytes.start_with?(Pprof::GZIP_MAGIC) ? Zlib::GzipReader.new(StringIO.new(bytes)).read(64).to_s : bytes[0, 64]
-      head.lstrip.start_with?("{")
-    rescue Zlib::Error
-      false
     end
 
     def initialize(bytes, stats = {}, path: nil, kind: nil, format: :pprof)
@@ -43,16 +32,9 @@ module Fathom
       @kind = kind
     end
 
-    # Recognized from the sample types when not given: retained_space means
-    # a retention profile, gc_steps a GC profile, else a heap profile.
+    # Recognized from the sample types when not given (Report.kind).
     def kind
-      @kind ||= begin
-        names = decode.sample_type_names
-        if names.include?("retained_space") then :retention
-        elsif names.include?("gc_steps") then :gc
-        else :heap
-        end
-      end
+      @kind ||= Report.kind(decode)
     end
 
     # Writes the profile atomically; returns the absolute path. An existing
@@ -73,8 +55,7 @@ module Fathom
     def firefox_json
       raise Fathom::Error, "fathom: not a Firefox profile" unless @format == :firefox
 
-      text = @bytes.start_with?(Pprof::GZIP_MAGIC) ? Zlib::GzipReader.new(StringIO.new(@bytes)).read : @bytes
-      JSON.parse(text)
+      Report.firefox_json(@bytes) or raise Fathom::Error, "fathom: this Firefox profile's bytes are not JSON"
     end
 
     # The text report for this kind of profile: the `pprof -top` table for

@@ -8,6 +8,7 @@ require_relative "report/top"
 require_relative "report/gc_summary"
 require_relative "report/firefox_summary"
 require_relative "report/retention"
+require_relative "report/kind"
 require_relative "report/diff"
 require_relative "report/site_retention"
 
@@ -21,25 +22,33 @@ module Fathom
       json = firefox_json(bytes)
       return FirefoxSummary.new(json) if json
 
-      for_profile(Pprof.read(bytes), sample_index: sample_index, top: top)
+      for_profile(Pprof.decode(bytes), sample_index: sample_index, top: top)
     end
 
     # profile: a decoded Fathom::Pprof::Profile.
     def for_profile(profile, sample_index: nil, top: 20)
-      if GcSummary.gc_profile?(profile)
-        GcSummary.new(profile)
-      elsif Retention.retention_profile?(profile)
-        Retention.new(profile, sample_index: sample_index, top: top)
-      else
-        Top.new(profile, sample_index: sample_index, top: top)
+      case kind(profile)
+      when :gc then GcSummary.new(profile)
+      when :retention then Retention.new(profile, sample_index: sample_index, top: top)
+      else Top.new(profile, sample_index: sample_index, top: top)
       end
     end
 
-    # The parsed JSON when bytes hold a (possibly gzipped) JSON object, else nil.
-    def firefox_json(bytes)
-      text = bytes.start_with?(Pprof::GZIP_MAGIC) ? Zlib::GzipReader.new(StringIO.new(bytes)).read : bytes
-      return nil unless text.lstrip.start_with?("{")
+    # The file sniffer: does `bytes` hold a JSON object, gzipped or not (a
+    # Firefox Profiler file; otherwise it is pprof, or junk)? Decompresses
+    # at most 64 bytes.
+    def firefox_json?(bytes)
+      head = bytes.start_with?(Pprof::GZIP_MAGIC) ? Zlib::GzipReader.new(StringIO.new(bytes)).read(64).to_s : bytes[0, 64]
+      head.lstrip.start_with?("{")
+    rescue Zlib::Error
+      false
+    end
 
+    # The parsed JSON of a Firefox Profiler file, else nil.
+    def firefox_json(bytes)
+      return nil unless firefox_json?(bytes)
+
+      text = bytes.start_with?(Pprof::GZIP_MAGIC) ? Zlib::GzipReader.new(StringIO.new(bytes)).read : bytes
       JSON.parse(text)
     rescue Zlib::Error, JSON::ParserError
       nil

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "options"
+require_relative "modes"
 require_relative "native"
 require_relative "profile"
 require_relative "ractor_check"
@@ -21,7 +22,7 @@ module Fathom
   #   Fathom.retention_snapshot(out: "retained2.pb.gz")
   #   # $ fathom diff retained.pb.gz retained2.pb.gz
   module Retention
-    DEFAULTS = { gc: true, max_depth: 64, progress: :auto }.freeze
+    DEFAULTS = { gc: true, max_depth: Modes::DEFAULTS.fetch(:retention).fetch(:max_depth), progress: :auto }.freeze
     MAX_DEPTH_RANGE = (2..4096).freeze
 
     module_function
@@ -58,16 +59,16 @@ module Fathom
 
     # The heap profiler says where live memory was allocated; this says why
     # it is still alive. Takes the `top` allocation sites with the most live
-    # samples in `memory_profiler`, up to `per_site` objects of each, and a
+    # samples in `heap_profiler`, up to `per_site` objects of each, and a
     # snapshot that follows them: stats[:sites] is
     #   [{site:, live_samples:, paths: [[frames, objects], ...]}, ...]
     # with each distinct retention path (dominator path, root first) and how
     # many of the site's objects it holds. Report::SiteRetention prints it.
-    def explain_sites(memory_profiler, top: 5, per_site: 3, **opts)
+    def explain_sites(heap_profiler, top: 5, per_site: 3, **opts)
       top = Options.integer("top", top, 1..)
       per_site = Options.integer("per_site", per_site, 1..)
       GC.start # exact mode: only objects that survive a GC count as live
-      sites, focus = pick_focus(memory_profiler, top, per_site)
+      sites, focus = pick_focus(heap_profiler, top, per_site)
       # Only the focus array may hold the objects now (the snapshot ignores
       # its references): any other would show up as a retainer.
       profile = snapshot(focus: focus, **opts)
@@ -83,8 +84,8 @@ module Fathom
     end
 
     # [[site, live samples, objects picked], ...] and the picked objects.
-    def pick_focus(memory_profiler, top, per_site)
-      live = memory_profiler.live_objects
+    def pick_focus(heap_profiler, top, per_site)
+      live = heap_profiler.live_objects
       by_site = live.group_by(&:first)
       sites = by_site.sort_by { |site, pairs| [-pairs.size, site] }.first(top)
       focus = sites.flat_map { |_, pairs| pairs.first(per_site).map(&:last) }
@@ -113,7 +114,7 @@ module Fathom
 
   # Fathom.profile(mode: :retention) { ... }: a snapshot when the block ends.
   class RetentionProfiler
-    DEFAULTS = { max_depth: Retention::DEFAULTS[:max_depth] }.freeze
+    DEFAULTS = Modes::DEFAULTS.fetch(:retention)
 
     def initialize(**opts)
       Options.check_unknown!(opts, DEFAULTS.keys, "Fathom::RetentionProfiler.new")
@@ -131,8 +132,8 @@ module Fathom
     # A snapshot that also explains the top live allocation sites of a heap
     # profiler (Fathom::Retention.explain_sites); taken before the heap
     # profiler is flushed.
-    def flush_explaining(memory_profiler)
-      Retention.explain_sites(memory_profiler, max_depth: @max_depth)
+    def flush_explaining(heap_profiler)
+      Retention.explain_sites(heap_profiler, max_depth: @max_depth)
     end
   end
 

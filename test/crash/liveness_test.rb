@@ -91,7 +91,7 @@ class LivenessTest < Minitest::Test
 
   def test_auto_picks_weakmap_from_ruby_3_2_3
     expected = Gem::Version.new(RUBY_VERSION) >= Gem::Version.new("3.2.3") ? :weakmap : :object_id
-    assert_equal expected, Fathom::MemoryProfiler.new.liveness
+    assert_equal expected, Fathom::HeapProfiler.new.liveness
   end
 
   private
@@ -99,7 +99,7 @@ class LivenessTest < Minitest::Test
   def expected_liveness(exact, liveness)
     return "freeobj_hook" if exact
 
-    (liveness == :auto ? Fathom::MemoryProfiler::LIVENESS_BY_VERSION : liveness).to_s
+    (liveness == :auto ? Fathom::HeapProfiler::LIVENESS_BY_VERSION : liveness).to_s
   end
 
   def weakmap_broken_by_compaction?

@@ -39,7 +39,7 @@ class RactorTest < Minitest::Test
 
   def test_ractor_new_stops_every_profiler_first
     result, err, message = run_script(<<~RUBY)
-      heap = Fathom::MemoryProfiler.new(exact: true).start
+      heap = Fathom::HeapProfiler.new(exact: true).start
       sampled_gc = Fathom::GcProfiler.new.start
       Array.new(1000) { Object.new }
       allocating_ractors
@@ -53,12 +53,12 @@ class RactorTest < Minitest::Test
     assert_equal "false", result["gc_running"], message
     assert_equal "stopped", result["heap_ractors"], message
     assert_equal "stopped", result["gc_ractors"], message
-    assert_match(/fathom: Ractor.new: stopped Fathom::MemoryProfiler, Fathom::GcProfiler; Fathom profiles the main Ractor only/, err)
+    assert_match(/fathom: Ractor.new: stopped Fathom::HeapProfiler, Fathom::GcProfiler; Fathom profiles the main Ractor only/, err)
   end
 
   def test_sampled_heap_profiler_at_a_short_interval
     result, _err, message = run_script(<<~RUBY)
-      heap = Fathom::MemoryProfiler.new(interval: 0.001).start
+      heap = Fathom::HeapProfiler.new(interval: 0.001).start
       allocating_ractors
       puts "ractors=\#{heap.flush.stats[:ractors]}"
     RUBY
@@ -68,7 +68,7 @@ class RactorTest < Minitest::Test
   def test_nothing_starts_while_ractors_run
     result, _err, message = run_script(<<~RUBY)
       r = Ractor.new { Ractor.receive }
-      [-> { Fathom::MemoryProfiler.new.start },
+      [-> { Fathom::HeapProfiler.new.start },
        -> { Fathom::GcProfiler.new.start },
        -> { Fathom.retention_snapshot(progress: nil) }].each_with_index do |start, i|
         start.call

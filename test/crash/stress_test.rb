@@ -82,7 +82,7 @@ class StressTest < Minitest::Test
     end
 
     define_method("test_start_stop_cycles_#{mode}") do
-      profiler = Fathom::MemoryProfiler.new(exact: exact, interval: 0.00005)
+      profiler = Fathom::HeapProfiler.new(exact: exact, interval: 0.00005)
       kept = []
       100.times do |i|
         profiler.start
@@ -144,8 +144,8 @@ class StressTest < Minitest::Test
   end
 
   def test_only_one_profiler_runs_at_a_time
-    a = Fathom::MemoryProfiler.new
-    b = Fathom::MemoryProfiler.new
+    a = Fathom::HeapProfiler.new
+    b = Fathom::HeapProfiler.new
     a.start
     assert_raises(Fathom::Error) { b.start }
   ensure

@@ -76,7 +76,7 @@ class HeapProfileTest < Minitest::Test
   # allocation counter over the run (less the allocations after the last
   # sample, which belong to the next window).
   def test_sampled_alloc_total_matches_ruby_counter
-    profiler = Fathom::MemoryProfiler.new(interval: 0.0001)
+    profiler = Fathom::HeapProfiler.new(interval: 0.0001)
     before = GC.stat(:total_allocated_objects)
     profiler.start
     8.times { KeepAndDrop.run }
@@ -94,7 +94,7 @@ class HeapProfileTest < Minitest::Test
   # (rb_postponed_job_trigger); older Rubies signal the GVL holder. Found by
   # have_func at build time: on 3.1 the 3.3 path must be absent.
   def test_timer_mechanism_matches_ruby_version
-    profiler = Fathom::MemoryProfiler.new(interval: 0.001).start
+    profiler = Fathom::HeapProfiler.new(interval: 0.001).start
     KeepAndDrop.run
     stats = profiler.stats
     profiler.stop

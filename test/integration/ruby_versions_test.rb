@@ -24,7 +24,7 @@ class RubyVersionsTest < Minitest::Test
   # 3.3+: rb_postponed_job_preregister/trigger from the timer thread, no
   # signal at all. Before 3.3: SIGPROF to the thread that holds the GVL.
   def test_timer_mechanism_matches_this_ruby
-    profiler = Fathom::MemoryProfiler.new(interval: "1ms").start
+    profiler = Fathom::HeapProfiler.new(interval: "1ms").start
     kept = []
     deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 0.3
     kept << "x" * 20 while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline

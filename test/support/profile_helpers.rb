@@ -26,7 +26,7 @@ module ProfileHelpers
   end
 
   def with_profiler(**opts)
-    profiler = Fathom::MemoryProfiler.new(**opts)
+    profiler = Fathom::HeapProfiler.new(**opts)
     profiler.start
     yield profiler
   ensure

@@ -12,12 +12,12 @@ class AutorunTest < Minitest::Test
     FileUtils.rm_rf(@dir)
   end
 
-  def test_path_for_pid
-    a = Fathom::Autorun
-    assert_equal "/x/heap.42.pb.gz", a.path_for_pid("/x/heap.pb.gz", 42)
-    assert_equal "/x/profile.42.out", a.path_for_pid("/x/profile.out", 42)
-    assert_equal "/x/prof.42", a.path_for_pid("/x/prof", 42)
-    assert_equal "/x.y/prof.42", a.path_for_pid("/x.y/prof", 42)
+  def test_path_with_pid
+    p = Fathom::OutputPaths
+    assert_equal "/x/heap.42.pb.gz", p.with_pid("/x/heap.pb.gz", 42)
+    assert_equal "/x/profile.42.out", p.with_pid("/x/profile.out", 42)
+    assert_equal "/x/prof.42", p.with_pid("/x/prof", 42)
+    assert_equal "/x.y/prof.42", p.with_pid("/x.y/prof", 42)
   end
 
   def test_not_loaded_in_unrelated_processes
@@ -54,7 +54,7 @@ class AutorunTest < Minitest::Test
     lines = err.lines.map(&:chomp)
     assert_equal "program at_exit", lines[-2]
     assert_match(/\Afathom: wrote heap profile to #{Regexp.escape(out)} \(\d+ samples, \d+ live\)\z/, lines[-1])
-    top = Fathom::Report::Top.new(Fathom::Pprof.read(out), sample_index: "inuse_objects")
+    top = Fathom::Report::Top.new(Fathom::Pprof.read_file(out), sample_index: "inuse_objects")
     assert_operator top.rows.find { |r| r.name.include?("Keeper#make") }&.cum.to_i, :>=, 500
   end
 

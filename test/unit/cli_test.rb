@@ -88,9 +88,61 @@ class CLITest < Minitest::Test
     assert_equal "#{File.join(File.realpath(@dir), "fathom-heap.pb.gz")},0,10000000ns,128", out
   end
 
+  # Bundler's variables are cleared: under `bundle exec` (the suite's own
+  # runner) Bundler 2.5 (Ruby 3.3) re-adds -rbundler/setup to the RUBYOPT of
+  # every Ruby it sees start while BUNDLE_GEMFILE is set, so the child's
+  # RUBYOPT would end with that instead of with what fathom was given.
   def test_run_keeps_existing_rubyopt
-    out, = fathom("run", "--", RbConfig.ruby, "-e", "print ENV['RUBYOPT']", env: { "RUBYOPT" => "-W0" }, chdir: @dir)
+    env = TestHelper::PLAIN_ENV.merge("RUBYOPT" => "-W0")
+    out, = fathom("run", "--", RbConfig.ruby, "-e", "print ENV['RUBYOPT']", env: env, chdir: @dir)
     assert out.end_with?("-rfathom/autorun -W0"), out
+  end
+
+  # `fathom run -o x.rb -- ruby x.rb` used to replace the script with gzip
+  # data after the run. Now the run is refused before the program starts.
+  def test_run_refuses_to_overwrite_a_file_fathom_did_not_write
+    script = File.join(@dir, "x.rb")
+    File.write(script, "File.write(#{File.join(@dir, "ran").inspect}, '1')\n")
+    _, err, status = fathom("run", "-o", script, "--", RbConfig.ruby, script, env: TestHelper::PLAIN_ENV)
+    assert_equal 2, status.exitstatus, err
+    assert_match(/x\.rb exists and Fathom did not write it; refusing to overwrite it/, err)
+    refute File.exist?(File.join(@dir, "ran")), "the program ran although its profile could not be written"
+    assert_equal "File.write(#{File.join(@dir, "ran").inspect}, '1')\n", File.read(script)
+  end
+
+  def test_run_refuses_devices_and_links_even_with_force
+    _, err, status = fathom("run", "--force", "-o", "/dev/null", "--", RbConfig.ruby, "-e", "1")
+    assert_equal 2, status.exitstatus
+    assert_match(%r{/dev/null is a device, not a regular file}, err)
+    assert File.chardev?("/dev/null")
+  end
+
+  def test_run_with_force_replaces_a_foreign_file
+    require_native!
+    out = File.join(@dir, "heap.pb.gz")
+    File.write(out, "not a profile")
+    _, err, status = fathom("run", "--force", "-o", out, "--", RbConfig.ruby, "-e", "Array.new(1000) { Object.new }",
+                            env: TestHelper::PLAIN_ENV)
+    assert status.success?, err
+    assert Fathom::AtomicFile.written_by_fathom?(out)
+    # Fathom's own file: replaced on the next run without --force.
+    _, err, status = fathom("run", "-o", out, "--", RbConfig.ruby, "-e", "1", env: TestHelper::PLAIN_ENV)
+    assert status.success?, err
+  end
+
+  def test_run_refuses_a_format_the_modes_cannot_write
+    assert_usage_error(/--format firefox applies to the gc mode only, not heap/, "run", "--mode", "heap", "--format", "firefox", "--", "ruby", "-e", "1")
+  end
+
+  # A file argument is a file: its content is never taken for another path.
+  def test_report_does_not_follow_a_path_inside_the_file
+    other = File.join(@dir, "other.pb.gz")
+    File.write(other, "x")
+    pointer = File.join(@dir, "a.pb")
+    File.write(pointer, other)
+    _, err, status = fathom("report", pointer)
+    assert_equal 1, status.exitstatus
+    assert_match(/not a pprof profile: #{Regexp.escape(pointer)}/, err)
   end
 
   def test_run_missing_command

@@ -102,7 +102,7 @@ class ForkHooksTest < Minitest::Test
       out = File.join(dir, "daemon.txt")
       script = <<~RUBY
         require "fathom"
-        profiler = Fathom::MemoryProfiler.new(interval: 0.001)
+        profiler = Fathom::HeapProfiler.new(interval: 0.001)
         profiler.start
         Process.daemon(true, true)
         kept = []

@@ -14,40 +14,40 @@ class OptionsTest < Minitest::Test
     assert error.message.start_with?("fathom: "), error.message
   end
 
-  def test_memory_profiler_interval
-    assert_error(ArgumentError, /interval must be a positive duration.*got -1\z/) { Fathom::MemoryProfiler.new(interval: -1) }
-    assert_error(ArgumentError, /interval must be a positive duration.*got 0/) { Fathom::MemoryProfiler.new(interval: 0) }
-    assert_error(ArgumentError, /interval .*got Infinity/) { Fathom::MemoryProfiler.new(interval: Float::INFINITY) }
-    assert_error(ArgumentError, /interval .*got NaN/) { Fathom::MemoryProfiler.new(interval: Float::NAN) }
-    assert_error(ArgumentError, /interval must be between 10us and 3600s, got 1.0e-09/) { Fathom::MemoryProfiler.new(interval: 1e-9) }
-    assert_error(ArgumentError, /interval must be between/) { Fathom::MemoryProfiler.new(interval: 7200) }
-    assert_error(ArgumentError, /interval .*"fast"/) { Fathom::MemoryProfiler.new(interval: "fast") }
-    assert_error(TypeError, /interval must be .*got nil/) { Fathom::MemoryProfiler.new(interval: nil) }
-    assert_error(TypeError, /interval .*:fast \(Symbol\)/) { Fathom::MemoryProfiler.new(interval: :fast) }
+  def test_heap_profiler_interval
+    assert_error(ArgumentError, /interval must be a positive duration.*got -1\z/) { Fathom::HeapProfiler.new(interval: -1) }
+    assert_error(ArgumentError, /interval must be a positive duration.*got 0/) { Fathom::HeapProfiler.new(interval: 0) }
+    assert_error(ArgumentError, /interval .*got Infinity/) { Fathom::HeapProfiler.new(interval: Float::INFINITY) }
+    assert_error(ArgumentError, /interval .*got NaN/) { Fathom::HeapProfiler.new(interval: Float::NAN) }
+    assert_error(ArgumentError, /interval must be between 10us and 3600s, got 1.0e-09/) { Fathom::HeapProfiler.new(interval: 1e-9) }
+    assert_error(ArgumentError, /interval must be between/) { Fathom::HeapProfiler.new(interval: 7200) }
+    assert_error(ArgumentError, /interval .*"fast"/) { Fathom::HeapProfiler.new(interval: "fast") }
+    assert_error(TypeError, /interval must be .*got nil/) { Fathom::HeapProfiler.new(interval: nil) }
+    assert_error(TypeError, /interval .*:fast \(Symbol\)/) { Fathom::HeapProfiler.new(interval: :fast) }
   end
 
-  def test_memory_profiler_exact
-    assert_error(TypeError, /exact must be true or false, got 1 \(Integer\)/) { Fathom::MemoryProfiler.new(exact: 1) }
-    assert_error(TypeError, /exact must be true or false, got nil/) { Fathom::MemoryProfiler.new(exact: nil) }
+  def test_heap_profiler_exact
+    assert_error(TypeError, /exact must be true or false, got 1 \(Integer\)/) { Fathom::HeapProfiler.new(exact: 1) }
+    assert_error(TypeError, /exact must be true or false, got nil/) { Fathom::HeapProfiler.new(exact: nil) }
   end
 
-  def test_memory_profiler_max_depth
-    assert_error(ArgumentError, /max_depth must be in 1..4096, got 0/) { Fathom::MemoryProfiler.new(max_depth: 0) }
-    assert_error(ArgumentError, /max_depth must be in 1..4096, got 4097/) { Fathom::MemoryProfiler.new(max_depth: 4097) }
-    assert_error(TypeError, /max_depth must be an Integer, got 1.5/) { Fathom::MemoryProfiler.new(max_depth: 1.5) }
-    assert_error(TypeError, /max_depth must be an Integer, got "10"/) { Fathom::MemoryProfiler.new(max_depth: "10") }
+  def test_heap_profiler_max_depth
+    assert_error(ArgumentError, /max_depth must be in 1..4096, got 0/) { Fathom::HeapProfiler.new(max_depth: 0) }
+    assert_error(ArgumentError, /max_depth must be in 1..4096, got 4097/) { Fathom::HeapProfiler.new(max_depth: 4097) }
+    assert_error(TypeError, /max_depth must be an Integer, got 1.5/) { Fathom::HeapProfiler.new(max_depth: 1.5) }
+    assert_error(TypeError, /max_depth must be an Integer, got "10"/) { Fathom::HeapProfiler.new(max_depth: "10") }
   end
 
-  def test_memory_profiler_unknown_options_are_listed
-    assert_error(ArgumentError, /unknown options :intervall, :depth for Fathom::MemoryProfiler.new \(known: exact, interval, max_depth, liveness\)/) do
-      Fathom::MemoryProfiler.new(intervall: 1, depth: 2)
+  def test_heap_profiler_unknown_options_are_listed
+    assert_error(ArgumentError, /unknown options :intervall, :depth for Fathom::HeapProfiler.new \(known: exact, interval, max_depth, liveness\)/) do
+      Fathom::HeapProfiler.new(intervall: 1, depth: 2)
     end
   end
 
   def test_valid_options_reach_the_native_check
     # Valid options pass validation; without the extension the next failure
     # is the LoadError that says how to build it.
-    Fathom::MemoryProfiler.new(exact: true, interval: "500us", max_depth: 4096).stop
+    Fathom::HeapProfiler.new(exact: true, interval: "500us", max_depth: 4096).stop
   rescue LoadError => e
     assert_match(/rake compile/, e.message)
   end

@@ -21,6 +21,6 @@ class OutputPathsTest < Minitest::Test
   end
 
   def test_forked_children_keep_the_extension
-    assert_equal "/x/gc.42.json.gz", Fathom::Autorun.path_for_pid("/x/gc.json.gz", 42)
+    assert_equal "/x/gc.42.json.gz", P.with_pid("/x/gc.json.gz", 42)
   end
 end

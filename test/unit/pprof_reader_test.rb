@@ -92,7 +92,6 @@ class PprofReaderTest < Minitest::Test
     skip_unless_protoc!
     path = File.join(@dir, "p.pb.gz")
     File.binwrite(path, full_profile.gzipped)
-    assert_full_profile(Fathom::Pprof.read(path))
     assert_full_profile(Fathom::Pprof.read(Pathname(path)))
     assert_full_profile(Fathom::Pprof.read_file(path))
   end
@@ -171,10 +170,20 @@ class PprofReaderTest < Minitest::Test
   def test_file_errors_name_the_path
     path = File.join(@dir, "bad.pb.gz")
     File.binwrite(path, "\x1f\x8bjunk".b)
-    error = assert_raises(Fathom::Pprof::DecodeError) { Fathom::Pprof.read(path) }
+    error = assert_raises(Fathom::Pprof::DecodeError) { Fathom::Pprof.read_file(path) }
     assert_match(/\Afathom: #{Regexp.escape(path)}: not a valid gzip stream/, error.message)
     assert_raises(TypeError) { Fathom::Pprof.read(42) }
-    assert_raises(Errno::ENOENT) { Fathom::Pprof.read(File.join(@dir, "missing.pb.gz")) }
+    assert_raises(Errno::ENOENT) { Fathom::Pprof.read(Pathname(File.join(@dir, "missing.pb.gz"))) }
+  end
+
+  # A String is always a profile's bytes: a file holding a path must not be
+  # followed to another file (issue: `fathom report` read /tmp/other.pb.gz
+  # for a file containing that path, and /dev/zero until NoMemoryError).
+  def test_a_string_is_bytes_not_a_path
+    other = File.join(@dir, "other.pb.gz")
+    File.binwrite(other, "any content")
+    assert_raises(Fathom::Pprof::DecodeError) { Fathom::Pprof.read(other) }
+    assert_raises(Fathom::Pprof::DecodeError) { Fathom::Pprof.read("/dev/zero") }
   end
 
   # A profile shaped like a big heap profile (many samples with 40-frame

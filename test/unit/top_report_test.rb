@@ -100,7 +100,7 @@ class TopReportTest < Minitest::Test
     path = File.join(@dir, "p.pb.gz")
     File.binwrite(path, t.gzipped)
     %w[inuse_space alloc_objects alloc_space inuse_objects].each do |index|
-      ours = Fathom::Report::Top.new(Fathom::Pprof.read(path), sample_index: index, top: nil)
+      ours = Fathom::Report::Top.new(Fathom::Pprof.read_file(path), sample_index: index, top: nil)
       theirs = go_pprof("-top", "-symbolize=none", "-nodefraction=0", "-nodecount=1000", "-sample_index=#{index}", path)
       table = theirs.lines.drop_while { |l| !l.include?("flat%") }.drop(1).map(&:split)
       expected = table.to_h { |cols| [cols[5], [cols[0], cols[3]]] }

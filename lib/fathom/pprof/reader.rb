@@ -51,19 +51,17 @@ module Fathom
 
     module_function
 
-    # Decodes a profile from its bytes (gzipped or not) or from a file path:
-    # a Pathname, or a String without control characters. (Profile bytes
-    # always have some: gzip's header does, and a protobuf's tags and small
-    # lengths are bytes below 0x20.)
+    # Decodes a profile from its bytes (a String, gzipped or not) or from the
+    # file a Pathname names. A String is always bytes, never a path: a file
+    # whose content happens to look like a path must not be followed
+    # (read_file takes a path String).
     def read(bytes_or_path)
       if bytes_or_path.respond_to?(:to_path)
         read_file(bytes_or_path.to_path)
-      elsif !bytes_or_path.is_a?(String)
-        raise TypeError, "fathom: Pprof.read needs profile bytes or a path, got #{bytes_or_path.class}"
-      elsif !bytes_or_path.empty? && !bytes_or_path.b.match?(/[\x00-\x1f]/n)
-        read_file(bytes_or_path)
-      else
+      elsif bytes_or_path.is_a?(String)
         decode(bytes_or_path)
+      else
+        raise TypeError, "fathom: Pprof.read needs profile bytes (a String) or a Pathname, got #{bytes_or_path.class}"
       end
     end
 

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "units"
+require_relative "kind"
 require_relative "retention"
 
 module Fathom
@@ -32,6 +33,11 @@ module Fathom
       end
 
       def initialize(before, after, sample_index: nil, top: 20)
+        kinds = [Report.kind(before), Report.kind(after)]
+        unless kinds.uniq.size == 1
+          raise ArgumentError, "fathom: cannot diff a #{kinds[0]} profile against a #{kinds[1]} profile"
+        end
+
         @index_name = sample_index || before.default_sample_type || before.sample_type_names.last
         @before_i = before.sample_type_index(@index_name)
         @after_i = after.sample_type_index(@index_name)

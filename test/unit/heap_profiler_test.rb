@@ -4,7 +4,7 @@ require "test_helper"
 
 # The Ruby face of the native collector (skipped without the extension,
 # failing in CI).
-class MemoryProfilerTest < Minitest::Test
+class HeapProfilerTest < Minitest::Test
   class Allocator
     def make(n)
       Array.new(n) { Object.new }
@@ -21,7 +21,7 @@ class MemoryProfilerTest < Minitest::Test
   end
 
   def test_defaults_and_lifecycle
-    profiler = Fathom::MemoryProfiler.new
+    profiler = Fathom::HeapProfiler.new
     refute profiler.exact
     assert_equal 10_000_000, profiler.interval_ns
     assert_equal 128, profiler.max_depth
@@ -36,7 +36,7 @@ class MemoryProfilerTest < Minitest::Test
   end
 
   def test_flush_returns_a_profile
-    profiler = Fathom::MemoryProfiler.new(exact: true)
+    profiler = Fathom::HeapProfiler.new(exact: true)
     kept = nil
     profile = profiler.profile { kept = Allocator.new.make(1000) }
     refute profiler.running?
@@ -57,27 +57,31 @@ class MemoryProfilerTest < Minitest::Test
     out = File.join(@dir, "a/heap.pb.gz")
     yielded = nil
     profile = Fathom.profile(out: out, exact: true) { |p| yielded = p; Allocator.new.make(10) }
-    assert_kind_of Fathom::MemoryProfiler, yielded
+    assert_kind_of Fathom::HeapProfiler, yielded
     assert_equal out, profile.path
     assert_equal profile.bytes, File.binread(out)
   end
 
   def test_profile_stops_when_the_block_raises
-    profiler = Fathom::MemoryProfiler.new
+    profiler = Fathom::HeapProfiler.new
     assert_raises(RuntimeError) { profiler.profile { raise "boom" } }
     refute profiler.running?
-    Fathom::MemoryProfiler.new.start.stop # the global slot is free again
+    Fathom::HeapProfiler.new.start.stop # the global slot is free again
   end
 
   def test_only_one_running
-    a = Fathom::MemoryProfiler.new.start
-    assert_raises(Fathom::Error) { Fathom::MemoryProfiler.new.start }
+    a = Fathom::HeapProfiler.new.start
+    assert_raises(Fathom::Error) { Fathom::HeapProfiler.new.start }
   ensure
     a&.stop
   end
 
   def test_flush_gc_option_is_validated
-    profiler = Fathom::MemoryProfiler.new
+    profiler = Fathom::HeapProfiler.new
     assert_raises(TypeError) { profiler.flush(gc: 1) }
+  end
+
+  def test_memory_profiler_is_the_former_name
+    assert_same Fathom::HeapProfiler, Fathom::MemoryProfiler
   end
 end

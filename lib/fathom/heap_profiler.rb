@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "options"
+require_relative "modes"
 require_relative "native"
 require_relative "profile"
 require_relative "collector_lifecycle"
@@ -9,7 +10,7 @@ module Fathom
   # Heap (allocation + in-use) profiler: the Ruby face of
   # Fathom::Native::HeapCollector.
   #
-  #   profiler = Fathom::MemoryProfiler.new(interval: "10ms")
+  #   profiler = Fathom::HeapProfiler.new(interval: "10ms")
   #   profiler.start
   #   ...
   #   profile = profiler.flush(gc: true)   # => Fathom::Profile
@@ -24,14 +25,10 @@ module Fathom
   # LIVENESS_BY_VERSION); :object_id and :weakmap force one (tests, and a
   # way out should one misbehave on some Ruby). Exact mode sees frees
   # directly and ignores it.
-  class MemoryProfiler
+  class HeapProfiler
     include CollectorLifecycle
 
-    # 10 ms: each tick costs ~60us on the machines measured (a signal and a
-    # postponed job ~30us, installing + removing the hook ~30us), so 100
-    # samples/s stays within ~1% on an allocation-heavy loop while 1 ms
-    # costs 5-9% (IMPLEMENTATION.md, "Cost").
-    DEFAULTS = { exact: false, interval: 0.01, max_depth: 128, liveness: :auto }.freeze
+    DEFAULTS = Modes::DEFAULTS.fetch(:heap)
 
     # object_id is free of side effects and its ids survive GC.compact up to
     # Ruby 3.2.2, whose WeakMap is broken under compaction (Ruby bug #19529).
@@ -44,7 +41,7 @@ module Fathom
     attr_reader :exact, :interval_ns, :max_depth, :liveness
 
     def initialize(**opts)
-      Options.check_unknown!(opts, DEFAULTS.keys, "Fathom::MemoryProfiler.new")
+      Options.check_unknown!(opts, DEFAULTS.keys, "Fathom::HeapProfiler.new")
       opts = DEFAULTS.merge(opts)
       @exact = Options.boolean("exact", opts[:exact])
       @interval_ns = Options.duration_ns("interval", opts[:interval],
@@ -88,4 +85,7 @@ module Fathom
         "max_depth=#{@max_depth} #{running? ? "running" : "stopped"}>"
     end
   end
+
+  # Its first name, kept so that code written for it runs unchanged.
+  MemoryProfiler = HeapProfiler
 end

@@ -1,0 +1,75 @@
+# frozen_string_literal: true
+
+require_relative "options"
+
+module Fathom
+  # The one place that says what Fathom can profile, with which options by
+  # default and in which formats. Fathom.profile, the `fathom` CLI (which
+  # does not load the native extension, so this file loads nothing native)
+  # and the autorun that `fathom run` injects all read it.
+  #
+  #   heap       allocations and what of them is alive (HeapProfiler)
+  #   gc         what garbage collection costs and when (GcProfiler)
+  #   retention  why objects are alive: a snapshot at the end (RetentionProfiler)
+  module Modes
+    ALL = %i[heap gc retention].freeze
+    DEFAULT = :heap
+
+    # Each profiler's options and their defaults. Durations are seconds.
+    DEFAULTS = {
+      # 10 ms: each tick costs ~60us (a postponed job, installing and
+      # removing the hook), so 100 samples/s stays within ~1% on an
+      # allocation-heavy loop while 1 ms costs 5-9% (IMPLEMENTATION.md, "Cost").
+      heap: { exact: false, interval: 0.01, max_depth: 128, liveness: :auto }.freeze,
+      gc: { coalesce: 0.01, flush_on_major: true, format: :pprof }.freeze,
+      retention: { max_depth: 64 }.freeze,
+    }.freeze
+
+    # Output formats per mode: every mode writes pprof; the GC profile can
+    # also be a Firefox Profiler timeline.
+    FORMATS = { heap: %i[pprof], gc: %i[pprof firefox], retention: %i[pprof] }.freeze
+    ALL_FORMATS = FORMATS.values.flatten.uniq.freeze
+
+    module_function
+
+    # "heap,gc" or [:heap, "gc"] -> [:heap, :gc]; ArgumentError naming `what`
+    # (the option or variable) for an unknown or empty list.
+    def parse(list, what = "mode")
+      names = list.is_a?(String) ? list.split(",").map(&:strip).reject(&:empty?) : Array(list)
+      raise ArgumentError, "fathom: #{what} must name at least one of #{ALL.join(", ")}" if names.empty?
+
+      names.map { |m| Options.one_of(what, m, ALL) }.uniq
+    end
+
+    # The order profiles are taken in at the end of a run: a retention
+    # snapshot that explains the heap profile's top sites needs the heap
+    # profiler's live records, which its flush ends, so retention goes first.
+    def finish_order(modes)
+      modes.sort_by { |m| m == :retention ? 0 : 1 }
+    end
+
+    # Raises ArgumentError if `format` does not apply to every one of `modes`
+    # that has a choice (modes with only pprof ignore it, as documented).
+    def check_format!(modes, format, what = "format")
+      format = Options.one_of(what, format, ALL_FORMATS)
+      return format if format == :pprof || modes.any? { |m| FORMATS.fetch(m).include?(format) }
+
+      raise ArgumentError, "fathom: #{what} #{format} applies to the gc mode only, not #{modes.join(", ")}"
+    end
+
+    # The profiler class of a mode (loaded on first use).
+    def profiler_class(mode)
+      case mode
+      when :heap then HeapProfiler
+      when :gc then GcProfiler
+      when :retention then RetentionProfiler
+      else raise ArgumentError, "fathom: unknown mode #{mode.inspect}"
+      end
+    end
+
+    # "10ms" for 0.01: how the CLI's help shows a default duration.
+    def format_seconds(seconds)
+      Options.format_ns((seconds * 1e9).round)
+    end
+  end
+end

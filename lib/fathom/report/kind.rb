@@ -1,0 +1,19 @@
+# frozen_string_literal: true
+
+require_relative "gc_summary"
+require_relative "retention"
+
+module Fathom
+  module Report
+    # What a decoded pprof profile is, from its sample types (the one rule:
+    # Fathom::Profile#kind, the report picker and `fathom diff` use it):
+    # gc_steps and wall mean a GC profile, retained_space a retention
+    # profile, anything else a heap profile.
+    def self.kind(profile)
+      if GcSummary.gc_profile?(profile) then :gc
+      elsif Retention.retention_profile?(profile) then :retention
+      else :heap
+      end
+    end
+  end
+end
