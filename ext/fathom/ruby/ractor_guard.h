@@ -10,11 +10,24 @@
 // the profile then leaves out what those Ractors allocated or collected.
 #pragma once
 
+#include "ruby_private_api.h"
+
 namespace fathom {
 
 // True when the calling thread belongs to the main Ractor (always, in a
-// process that never started another). Reads a thread-local: safe in hooks.
-bool OnMainRactor();
+// process that never started another: then one load, no call, which matters
+// for a hook that runs on every allocation). Reads a thread-local
+// otherwise: safe in hooks.
+inline bool OnMainRactor() {
+#ifdef HAVE_RUBY_SINGLE_MAIN_RACTOR
+  if (ruby_single_main_ractor != nullptr) return true;
+#endif
+#ifdef HAVE_RB_RACTOR_MAIN_P_
+  return rb_ractor_main_p_();
+#else
+  return true;  // a Ruby that does not export it: hooks behave as before
+#endif
+}
 // A hook fired on another Ractor. Lock-free, no allocation.
 void NoteOtherRactor();
 // Whether any hook has fired on another Ractor since the process started

@@ -18,6 +18,12 @@ int ruby_thread_has_gvl_p(void);
 // thread's execution context: safe in an event hook.
 bool rb_ractor_main_p_(void);
 #endif
+#ifdef HAVE_RUBY_SINGLE_MAIN_RACTOR
+// ractor.c, 3.0+: the main Ractor while it is the only one that ever
+// existed, NULL from the first Ractor.new on (what ruby/ractor.h's own
+// inline rb_ractor_main_p reads internally). Opaque to us: only compared.
+extern void* ruby_single_main_ractor;
+#endif
 #ifdef HAVE_RB_OBJ_MEMSIZE_OF
 // gc.c (what ObjectSpace.memsize_of calls).
 size_t rb_obj_memsize_of(VALUE obj);
