@@ -2,6 +2,7 @@
 
 require "test_helper"
 require "open3"
+require "pathname"
 require "support/pprof_raw"
 
 # Retention analysis end to end: `fathom run --mode retention` on the leak
@@ -128,6 +129,36 @@ class RetentionTest < Minitest::Test
     assert_match(/\.x \(String\)/, out, "struct members named through C (rb_struct_members)")
     assert_match(/thread\[:cache\]/, out, "thread locals named through the original Thread#keys")
     assert_match(/rows/, out, "captured locals named through the original Proc#binding")
+  end
+
+  # Linked lists: ".next (Node)" recurs down every chain. A frame's retained
+  # size (report row and pprof's flat retained_space alike) must never
+  # exceed the heap; it used to add up every node's nested retained size
+  # (372 GB "retained" on a 46 MB heap).
+  def test_recurring_frames_never_retain_more_than_the_heap
+    out = File.join(@dir, "lists.pb.gz")
+    script = <<~RUBY
+      require "fathom"
+      Node = Struct.new(:next, :value)
+      $lists = Array.new(20) { head = nil; 5_000.times { |i| head = Node.new(head, "v" * 40) }; head }
+      Fathom.retention_snapshot(out: #{out.dump}, progress: nil)
+    RUBY
+    _o, err, status = Open3.capture3(TestHelper::PLAIN_ENV, RbConfig.ruby, "-I#{TestHelper::LIB}", "-e", script)
+    assert status.success?, err
+    raw = PprofRaw.read(out)
+    heap = raw.total("inuse_space")
+    nodes = raw.flat("retained_space", /\A(\.next|\[\d+\+?\]) \(Node\)\z/)
+    assert_operator nodes, :>, 20 * 5_000 * 40, "the lists are retained"
+    raw.samples.map { |s| s.functions.first }.uniq.each do |name|
+      assert_operator raw.flat("retained_space", name), :<=, heap, "flat retained_space of #{name}"
+    end
+
+    report, err, status = TestHelper.run_fathom("report", out, "--top", "5")
+    assert status.success?, err
+    rows = report.lines.grep(/\(Node\)$/)
+    refute_empty rows, report
+    total = Fathom::Report::Retention.new(Fathom::Pprof.read(Pathname.new(out)))
+    total.rows.each { |r| assert_operator r.retained, :<=, total.total_space, r.name }
   end
 
   def test_focus_paths_and_stats

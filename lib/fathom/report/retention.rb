@@ -16,9 +16,12 @@ module Fathom
     #
     # Each object is one sample whose stack is its dominator path (root
     # category first), so a row is a frame name aggregated over the objects
-    # it names: "retained" sums their retained sizes (read flat: nested
-    # retainers each show their own), "self" their own sizes. The path shown
-    # is that of the row's largest object.
+    # it names: "retained" sums their retained_space, which the encoder
+    # charges only to the outermost object of a name on each dominator path
+    # (core/retention/retention_profile.h), so it is the retained size of all
+    # the row's objects together and never exceeds the heap, even for a name
+    # that recurs down a linked list; "self" sums their own sizes. The path
+    # shown is that of the row's largest object.
     class Retention
       Row = Struct.new(:name, :retained, :self_size, :objects, :path, :path_retained)
 

@@ -169,6 +169,50 @@ void Free(std::vector<T>& v) {
   std::vector<T>().swap(v);
 }
 
+// Walks the dominator tree depth first, keeping how many objects of each
+// frame (location id) are open on the current path, and calls
+// charge(v, retained[v]) for every object no dominator of which has v's
+// frame. Such an outer object's retained size already holds the inner
+// ones', so summing the charged sizes per frame gives the retained size of
+// the union of that frame's objects: at most the heap, where summing every
+// object's would count a 100k-node linked list's tail 100k times over. The
+// tree is a CSR built from idom (children of u in children[begin[u] ..
+// begin[u+1])); the DFS needs no recursion (a chain is as deep as the heap
+// is big). Returns its working memory in bytes.
+template <typename LocationOf, typename Charge>
+size_t ChargeOutermostRetained(const std::vector<uint32_t>& idom, const std::vector<uint64_t>& retained,
+                               size_t location_count, const HeapGraph& g, LocationOf location_of, Charge charge) {
+  const uint32_t n = static_cast<uint32_t>(idom.size());
+  std::vector<uint32_t> begin(size_t{n} + 1, 0);
+  for (uint32_t v = 1; v < n; v++)
+    if (idom[v] != kUnreachable) begin[idom[v] + 1]++;
+  for (uint32_t u = 0; u < n; u++) begin[u + 1] += begin[u];
+  std::vector<uint32_t> cursor(begin.begin(), begin.end() - 1);
+  std::vector<uint32_t> children(begin[n]);
+  for (uint32_t v = 1; v < n; v++)
+    if (idom[v] != kUnreachable) children[cursor[idom[v]]++] = v;
+  // cursor[u] now ends u's children: the DFS walks them backwards.
+  std::vector<uint32_t> open(location_count + 1, 0);  // location ids start at 1
+  std::vector<uint32_t> path{HeapGraph::kSuperRoot};
+  size_t max_path = 1;
+  while (!path.empty()) {
+    uint32_t u = path.back();
+    if (cursor[u] == begin[u]) {
+      path.pop_back();
+      if (u != HeapGraph::kSuperRoot) open[location_of(u)]--;
+      continue;
+    }
+    uint32_t v = children[--cursor[u]];
+    uint32_t loc = location_of(v);
+    if (!g.is_virtual(v) && open[loc] == 0) charge(v, retained[v]);
+    open[loc]++;
+    path.push_back(v);
+    max_path = std::max(max_path, path.size());
+  }
+  return CapacityBytes(begin) + CapacityBytes(cursor) + CapacityBytes(children) + CapacityBytes(open) +
+         max_path * sizeof(uint32_t);
+}
+
 }  // namespace
 
 std::string FrameName(const HeapGraph& g, const std::vector<uint32_t>& idom, uint32_t node) {
@@ -306,11 +350,12 @@ std::string EncodeRetentionProfile(const HeapGraph& g, const std::vector<uint32_
     }
     return s;
   };
-  // Per node: its stack and its depth in frames (one cache line for both,
-  // as they are read together for the idom).
+  // Per node: its stack, its depth in frames and its own frame's location
+  // (read together for the idom; the location again by CountRetained).
   struct NodeState {
     uint32_t stack = kNoStack;
     uint32_t depth = 0;
+    uint32_t location = 0;
   };
   std::vector<NodeState> node(n);
   node[HeapGraph::kSuperRoot].stack = kEmptyStack;
@@ -332,20 +377,25 @@ std::string EncodeRetentionProfile(const HeapGraph& g, const std::vector<uint32_
       parent = intern_stack(anchor, elided(dep - (max_depth - 1)));
     }
     uint32_t s = intern_stack(parent, loc);
-    node[v] = NodeState{s, dep};
+    node[v] = NodeState{s, dep, loc};
     if (g.is_virtual(v)) continue;
     objects++;
     StackValues& sv = values[s];
     sv.objects++;
     sv.space += g.self_size(v);
-    sv.retained += retained[v];
   }
   size_t peak = CapacityBytes(node) + stacks.MemoryBytes() + paths.MemoryBytes() + frames.MemoryBytes() +
                 CapacityBytes(frame_location) + values.MemoryBytes();
-  Free(node);
   paths.Clear();
   frames.Clear();
   Free(frame_location);
+  // retained_space: each object's retained size unless a dominator of it
+  // has the same frame (see the header).
+  peak = std::max(peak, CapacityBytes(node) + stacks.MemoryBytes() + values.MemoryBytes() +
+                            ChargeOutermostRetained(idom, retained, b.location_count(), g,
+                                                    [&](uint32_t v) { return node[v].location; },
+                                                    [&](uint32_t v, uint64_t r) { values[node[v].stack].retained += r; }));
+  Free(node);
 
   // Everything but the samples comes from PprofBuilder. The samples are
   // appended to its output as further Profile.sample fields: a protobuf
