@@ -22,6 +22,7 @@ class HeapProfileTest < Minitest::Test
   def profile_keep_and_drop(**opts)
     path = File.join(@dir, "heap.pb.gz")
     @repeats = 0
+    @exact = opts[:exact]
     # Sampled mode: repeat the workload until the sampler has taken enough
     # samples for the tolerances below (~3 sigma at 400 samples), however
     # loaded the machine is; the proportions stay the same.
@@ -43,9 +44,12 @@ class HeapProfileTest < Minitest::Test
                     "Keeper#keep holds #{kept} of #{inuse_total} inuse bytes:\n#{raw.output[0, 3000]}"
     # Ruby scans the C stack conservatively: a stale pointer left in a
     # register or stack slot can keep one or two dropped strings alive
-    # (seen once: 1065 bytes of the 10 MB dropped). Any more is a bug.
-    assert_operator raw.cum("inuse_space", /Dropper#drop/, labels: { "class" => "String" }), :<=, 3 * 1100,
-                    "dropped strings must not be in use"
+    # (seen once: 1065 bytes of the 10 MB dropped). Any more is a bug. In
+    # sampled mode such a string stands for its sample's weight (one was
+    # seen at 44730 bytes): allow 2% of what is in use instead.
+    stale = raw.cum("inuse_space", /Dropper#drop/, labels: { "class" => "String" })
+    allowed = @exact ? 3 * 1100 : [3 * 1100, inuse_total * 0.02].max
+    assert_operator stale, :<=, allowed, "dropped strings must not be in use"
 
     keep_alloc = raw.cum("alloc_space", /Keeper#keep/)
     drop_alloc = raw.cum("alloc_space", /Dropper#drop/)
