@@ -161,6 +161,25 @@ class RetentionTest < Minitest::Test
     total.rows.each { |r| assert_operator r.retained, :<=, total.total_space, r.name }
   end
 
+  # A binary hash key is named by its bytes ("\xFF"), and every name in the
+  # profile is valid UTF-8: pprof's string table is a proto3 string, and
+  # Fathom's own reader matches names as Ruby strings.
+  def test_binary_hash_keys_give_valid_utf8_names
+    script = <<~'RUBY'
+      require "fathom"
+      $by_digest = { "\xFF\xFEid".b => "a" * 200, "caf\xE9".dup.force_encoding("ISO-8859-1") => "b" * 200 }
+      profile = Fathom.retention_snapshot(progress: nil)
+      names = profile.decode.functions.values.map(&:name)
+      puts "invalid=#{names.count { |n| !n.valid_encoding? }}"
+      puts names.grep(/\A\{"/).sort
+    RUBY
+    out, err, status = Open3.capture3(TestHelper::PLAIN_ENV, RbConfig.ruby, "-I#{TestHelper::LIB}", "-e", script)
+    assert status.success?, err
+    assert_includes out.lines.map(&:chomp), "invalid=0"
+    assert_includes out, '{"\xFF\xFEid"} (String)'
+    assert_includes out, '{"caf\xE9"} (String)'
+  end
+
   def test_focus_paths_and_stats
     require_relative "../fixtures/leak_fixture"
     LeakFixture.build

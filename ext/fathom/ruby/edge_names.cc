@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/utf8.h"
 #include "boundary.h"
 #include "retention_snapshot.h"
 
@@ -102,16 +103,21 @@ bool Printable(const std::string& s) {
   return true;
 }
 
+// A key's bytes as a name: a binary key (a digest, a packed id) keeps its
+// bytes readable as "\xNN" instead of reaching the profile as ill-formed
+// UTF-8, which the string table would only replace with U+FFFD.
+std::string KeyText(VALUE str) { return EscapeInvalidUtf8(StrOf(str)); }
+
 // "{:name}", "{\"key\"}", "{42}", or "" when the key is not small and printable.
 // Only built-in key types, formatted here: no user #inspect runs.
 std::string KeyLabel(VALUE key) {
   if (RB_FIXNUM_P(key)) return "{" + std::to_string(FIX2LONG(key)) + "}";
   if (RB_SYMBOL_P(key)) {
-    std::string name = StrOf(rb_sym2str(key));
+    std::string name = KeyText(rb_sym2str(key));
     return Printable(name) ? "{:" + name + "}" : "";
   }
   if (RB_TYPE_P(key, T_STRING) && rb_obj_class(key) == rb_cString) {
-    std::string text = StrOf(key);
+    std::string text = KeyText(key);
     return Printable(text) && text.find('"') == std::string::npos ? "{\"" + text + "\"}" : "";
   }
   if (key == Qtrue) return "{true}";

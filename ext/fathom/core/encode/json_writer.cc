@@ -5,33 +5,12 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "base/utf8.h"
+
 namespace fathom {
 
 namespace {
-
 constexpr char kReplacementChar[] = "\xEF\xBF\xBD";  // U+FFFD in UTF-8
-
-// Length of the well-formed UTF-8 sequence that starts with lead byte b and
-// the allowed range of its second byte (Unicode Table 3-7); 0 if b cannot
-// start a multi-byte sequence. The narrowed second-byte ranges are what rule
-// out overlong forms (E0, F0), surrogates (ED) and code points past
-// U+10FFFF (F4).
-struct LeadInfo {
-  int length;
-  unsigned char lo, hi;
-};
-
-LeadInfo ClassifyLead(unsigned char b) {
-  if (b >= 0xC2 && b <= 0xDF) return {2, 0x80, 0xBF};
-  if (b == 0xE0) return {3, 0xA0, 0xBF};
-  if (b == 0xED) return {3, 0x80, 0x9F};
-  if (b >= 0xE1 && b <= 0xEF) return {3, 0x80, 0xBF};
-  if (b == 0xF0) return {4, 0x90, 0xBF};
-  if (b >= 0xF1 && b <= 0xF3) return {4, 0x80, 0xBF};
-  if (b == 0xF4) return {4, 0x80, 0x8F};
-  return {0, 0, 0};  // 0x80..0xC1 (continuation / overlong lead) or 0xF5..0xFF
-}
-
 }  // namespace
 
 void JsonWriter::AppendQuoted(std::string* out, std::string_view s) {
@@ -67,28 +46,14 @@ void JsonWriter::AppendQuoted(std::string* out, std::string_view s) {
       i++;
       continue;
     }
-    LeadInfo lead = ClassifyLead(b);
-    if (lead.length == 0) {
+    // Ill-formed UTF-8 (base/utf8.h): one U+FFFD per maximal subpart, so
+    // the output is strict JSON whatever the bytes.
+    Utf8Step step = NextUtf8(s, i);
+    if (step.valid)
+      out->append(s.data() + i, step.length);
+    else
       out->append(kReplacementChar);
-      i++;
-      continue;
-    }
-    // Check the continuation bytes; on the first bad or missing one, the
-    // bytes accepted so far are one maximal ill-formed subpart -> one U+FFFD,
-    // and the bad byte is looked at afresh (it may start a valid sequence).
-    int k = 1;
-    for (; k < lead.length; k++) {
-      if (i + k >= n) break;
-      unsigned char c = p[i + k];
-      unsigned char lo = k == 1 ? lead.lo : 0x80, hi = k == 1 ? lead.hi : 0xBF;
-      if (c < lo || c > hi) break;
-    }
-    if (k == lead.length) {
-      out->append(s.data() + i, static_cast<size_t>(k));
-    } else {
-      out->append(kReplacementChar);
-    }
-    i += static_cast<size_t>(k);
+    i += step.length;
   }
   out->push_back('"');
 }

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "base/hash_util.h"
+#include "base/utf8.h"
 #include "encode/pprof_schema.h"
 #include "encode/protobuf_writer.h"
 
@@ -60,6 +61,10 @@ PprofBuilder::PprofBuilder(std::vector<ValueType> sample_types, ValueType period
 }
 
 int64_t PprofBuilder::intern_string(std::string_view s) {
+  // pprof's string table is a proto3 `string`: valid UTF-8 only. A name
+  // with other bytes (a binary hash key, a Latin-1 file name) is repaired
+  // here rather than written as is (base/utf8.h).
+  if (!IsValidUtf8(s)) return intern_string(ScrubUtf8(s));
   auto it = string_ids_.find(s);
   if (it != string_ids_.end()) return it->second;
   int64_t id = static_cast<int64_t>(strings_.size());
