@@ -55,8 +55,11 @@ TEST(ObjectMapTest, MatchesReferenceUnderRandomChurn) {
   ASSERT_EQ(m.size(), ref.size());
   for (auto& [k, v] : ref) ASSERT_EQ(m.Find(k), v);
   // Keys never inserted, or erased, are absent.
-  for (uint64_t key = 40; key <= 5000 * 40; key += 40)
-    if (ref.find(key) == ref.end()) ASSERT_EQ(m.Find(key), ObjectMap::kNotFound);
+  for (uint64_t key = 40; key <= 5000 * 40; key += 40) {
+    if (ref.find(key) == ref.end()) {
+      ASSERT_EQ(m.Find(key), ObjectMap::kNotFound);
+    }
+  }
 }
 
 }  // namespace
