@@ -21,12 +21,7 @@ have_func("rb_postponed_job_preregister", "ruby/debug.h") # 3.3+: ruby/postponed
 # prototypes (ext/fathom/ruby/ruby_private_api.h) when the linker finds them.
 have_func("ruby_thread_has_gvl_p")
 have_func("rb_obj_memsize_of")
-have_func("rb_ractor_main_p_")                       # 3.0+: hooks ignore other Ractors
-# ractor.c's global, non-NULL until a second Ractor is created: the hooks'
-# fast path (one load instead of a call per allocation in exact mode).
-if try_link("extern void *ruby_single_main_ractor;\nint main(void) { return ruby_single_main_ractor != 0; }")
-  $defs << "-DHAVE_RUBY_SINGLE_MAIN_RACTOR"
-end
+have_func("rb_ractor_local_storage_ptr_newkey", "ruby/ractor.h")  # 3.0+: hooks ignore other Ractors
 have_func("rb_objspace_reachable_objects_from")      # the retention snapshot's heap walk
 have_func("rb_objspace_reachable_objects_from_root")
 

@@ -13,7 +13,8 @@ module Fathom
   #  - Ractor.new first stops every running profiler (its hooks removed, what
   #    it collected kept) and says so once;
   #  - the native hooks also ignore any thread of another Ractor
-  #    (ext/fathom/ruby/ractor_guard.h), for Ractors started behind our back;
+  #    (ext/fathom/ruby/ractor_guard.h), for Ractors started behind our back
+  #    (through a Method taken before Ractor.new was wrapped);
   #  - each profile says whether Ractors cut it short: stats[:ractors].
   module RactorCheck
     @running = []
@@ -43,7 +44,6 @@ module Fathom
 
       # A profiler started (it is stopped if a Ractor is created).
       def track(profiler)
-        install
         @lock.synchronize { @running << profiler unless @running.any? { |p| p.equal?(profiler) } }
       end
 
@@ -71,8 +71,8 @@ module Fathom
         "none"
       end
 
-      private
-
+      # At load, so that every Ractor.new from then on goes through the
+      # wrapper, whenever the first profiler starts.
       def install
         return if @installed || !defined?(::Ractor)
 
@@ -82,3 +82,5 @@ module Fathom
     end
   end
 end
+
+Fathom::RactorCheck.install

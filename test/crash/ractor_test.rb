@@ -29,8 +29,8 @@ class RactorTest < Minitest::Test
     skip "no Ractors on this Ruby" unless defined?(Ractor)
   end
 
-  def run_script(script)
-    out, err, status = Open3.capture3(TestHelper::PLAIN_ENV, RbConfig.ruby, "-I#{TestHelper::LIB}", "-e", PRELUDE + script)
+  def run_script(script, prelude: PRELUDE)
+    out, err, status = Open3.capture3(TestHelper::PLAIN_ENV, RbConfig.ruby, "-I#{TestHelper::LIB}", "-e", prelude + script)
     message = "stdout:\n#{out}\nstderr:\n#{err}"
     refute_match(/\[BUG\]|Segmentation fault|AddressSanitizer|runtime error/, err, message)
     assert status.success?, message
@@ -63,6 +63,43 @@ class RactorTest < Minitest::Test
       puts "ractors=\#{heap.flush.stats[:ractors]}"
     RUBY
     assert_equal "stopped", result["ractors"], message
+  end
+
+  # A Ractor created through a Method taken before Fathom wrapped
+  # Ractor.new: the profilers keep running and nothing crashes. Event hooks
+  # are registered per Ractor (vm_trace.c connects them to the calling
+  # Ractor's list), so on 3.3 the other Ractor's allocations and GCs never
+  # reach ours ("none"); the native guard (ractor_guard.h) would skip them
+  # ("ignored") on a Ruby that dispatched hooks globally. Not on 3.1: there
+  # any NEWOBJ or GC hook crashes inside Ruby once another Ractor allocates
+  # (bug #18464), before ours is called.
+  def test_hooks_skip_a_ractor_created_behind_fathoms_back
+    skip "Ruby bug #18464: hooks crash inside Ruby with Ractors before 3.2" if RUBY_VERSION < "3.2"
+    prelude = <<~RUBY
+      Warning[:experimental] = false
+      $stdout.sync = true
+      new_ractor = Ractor.method(:new)
+      require "fathom"
+    RUBY
+    result, err, message = run_script(<<~RUBY, prelude: prelude)
+      heap = Fathom::HeapProfiler.new(exact: true).start
+      gc = Fathom::GcProfiler.new.start
+      4.times.map do |k|
+        new_ractor.call(k) do |k|
+          a = []
+          100_000.times { |i| a << "r\#{i}"; a.shift if a.size > 1000 }
+          GC.start
+          k
+        end
+      end.map(&:take)
+      puts "heap_running=\#{heap.running?}"
+      puts "heap_ractors=\#{heap.flush.stats[:ractors]}"
+      puts "gc_ractors=\#{gc.flush.stats[:ractors]}"
+    RUBY
+    assert_equal "true", result["heap_running"], message
+    assert_includes %w[none ignored], result["heap_ractors"], message
+    assert_includes %w[none ignored], result["gc_ractors"], message
+    refute_match(/Ractor.new: stopped/, err)
   end
 
   def test_nothing_starts_while_ractors_run

@@ -34,10 +34,7 @@ extern "C" __attribute__((visibility("default"))) void Init_fathom_ext(void) {
   // Native.fault_injection? -> whether FATHOM_INJECT_FAULT works in this build.
   rb_define_module_function(
       mNative, "fault_injection?", [](VALUE) -> VALUE { return fathom::FaultInjectionBuilt() ? Qtrue : Qfalse; }, 0);
-  // Native.other_ractor_seen? -> whether a hook has fired on a Ractor other
-  // than the main one (ractor_guard.h): profiles since then leave it out.
-  rb_define_module_function(
-      mNative, "other_ractor_seen?", [](VALUE) -> VALUE { return fathom::OtherRactorSeen() ? Qtrue : Qfalse; }, 0);
+  fathom::InitRactorGuard(mNative);
   fathom::InitSampleTimer(mNative);
   fathom::InitHeapCollector(mNative);
   fathom::InitGcCollector(mNative);

@@ -3,35 +3,44 @@
 // Other Ractors run Ruby in parallel on their own threads, without the GVL
 // the collectors rely on: a NEWOBJ hook firing on one of them would touch
 // the sample store while the main Ractor does, which crashed exact mode
-// and sampled mode at a 1 ms interval on 3.1. So every hook first asks
-// OnMainRactor() and, on another Ractor, only notes that it saw one and
-// returns. The Ruby layer refuses to start while Ractors run, and flushes
-// report `other_ractors: true` (with a warning) when one started later:
-// the profile then leaves out what those Ractors allocated or collected.
+// and sampled mode at a 1 ms interval on 3.1. The Ruby layer
+// (lib/fathom/ractor_check.rb) stops every profiler before Ractor.new and
+// refuses to start while Ractors run; this guard is the native line behind
+// it, for a Ractor created behind its back (through a Method object taken
+// before Fathom was loaded): every hook first asks OnMainRactor() and, on
+// another Ractor, only notes that it saw one and returns. stats[:ractors]
+// then says "ignored". Defence in depth: event hooks are registered per
+// Ractor since 3.0 (vm_trace.c connects a hook to the calling Ractor's
+// list), so on 3.2+ another Ractor's allocations and GCs do not reach ours
+// at all (test/crash/ractor_test.rb checks that nothing breaks), and on
+// 3.1.0-3.1.3 Ruby crashes before our hook runs (bug #18464). No test has
+// seen the guard say "no".
+//
+// How a hook tells, with Ruby's public API only (ruby/ractor.h, 3.0+): at
+// load, on the main Ractor, Fathom stores a marker in a Ractor-local slot;
+// rb_ractor_local_storage_ptr returns it on the main Ractor (a cached
+// field) and NULL on any other (a lookup in the calling Ractor's own
+// table): no allocation, no lock. It is one call per hook, about 3% of
+// exact mode's time on the allocation loop; a cheaper test would need
+// libruby internals (3.1 exports rb_ractor_main_p_ and
+// ruby_single_main_ractor, 3.3 hides both), and a flag set by the Ruby
+// layer's Ractor.new wrapper would miss exactly the Ractors this guard is
+// for.
 #pragma once
 
-#include "ruby_private_api.h"
+#include <ruby.h>
 
 namespace fathom {
 
-// True when the calling thread belongs to the main Ractor (always, in a
-// process that never started another: then one load, no call, which matters
-// for a hook that runs on every allocation). Reads a thread-local
-// otherwise: safe in hooks.
-inline bool OnMainRactor() {
-#ifdef HAVE_RUBY_SINGLE_MAIN_RACTOR
-  if (ruby_single_main_ractor != nullptr) return true;
-#endif
-#ifdef HAVE_RB_RACTOR_MAIN_P_
-  return rb_ractor_main_p_();
-#else
-  return true;  // a Ruby that does not export it: hooks behave as before
-#endif
-}
+// True when the calling thread belongs to the main Ractor (always, on a
+// Ruby without Ractors). Safe in event hooks.
+bool OnMainRactor();
 // A hook fired on another Ractor. Lock-free, no allocation.
 void NoteOtherRactor();
 // Whether any hook has fired on another Ractor since the process started
-// (Ractors cannot be un-started, so this never resets).
+// (Native.other_ractor_seen?).
 bool OtherRactorSeen();
+// At extension load, on the main Ractor (fathom_ext.cc).
+void InitRactorGuard(VALUE mNative);
 
 }  // namespace fathom

@@ -12,18 +12,6 @@ extern "C" {
 // GVL? Reads a thread-local and one field: safe in a signal handler.
 int ruby_thread_has_gvl_p(void);
 #endif
-#ifdef HAVE_RB_RACTOR_MAIN_P_
-// ractor.c, 3.0+ (what the internal rb_ractor_main_p() calls once a second
-// Ractor exists): does the calling thread run the main Ractor? Reads the
-// thread's execution context: safe in an event hook.
-bool rb_ractor_main_p_(void);
-#endif
-#ifdef HAVE_RUBY_SINGLE_MAIN_RACTOR
-// ractor.c, 3.0+: the main Ractor while it is the only one that ever
-// existed, NULL from the first Ractor.new on (what ruby/ractor.h's own
-// inline rb_ractor_main_p reads internally). Opaque to us: only compared.
-extern void* ruby_single_main_ractor;
-#endif
 #ifdef HAVE_RB_OBJ_MEMSIZE_OF
 // gc.c (what ObjectSpace.memsize_of calls).
 size_t rb_obj_memsize_of(VALUE obj);
