@@ -2,6 +2,7 @@
 
 require_relative "options"
 require_relative "fork_hooks"
+require_relative "notice"
 
 module Fathom
   # Flushes a profiler every `interval` seconds from a background Ruby thread
@@ -152,7 +153,7 @@ module Fathom
             flush_now
           rescue StandardError => e
             # A full disk or a bad directory must not kill always-on profiling.
-            $stderr.puts "fathom: periodic flush to #{@dir} failed: #{e.class}: #{e.message}"
+            Fathom.notice { "fathom: periodic flush to #{@dir} failed: #{e.class}: #{e.message}" }
           end
         end
       end
