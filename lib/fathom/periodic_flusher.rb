@@ -1,8 +1,10 @@
 # frozen_string_literal: true
 
-require_relative "options"
+require_relative "atomic_file"
 require_relative "fork_hooks"
 require_relative "notice"
+require_relative "options"
+require_relative "output_paths"
 
 module Fathom
   # Flushes a profiler every `interval` seconds from a background Ruby thread
@@ -16,13 +18,30 @@ module Fathom
   #
   # The flusher does not start or stop the profiler: that stays the caller's.
   # File names come from `pattern`: %{pid}, %{time} (UTC, 20261123T101500Z)
-  # and %{index} (1, 2, ... counting files written by this process).
+  # and %{index} (1, 2, ... counting files written by this process); %% is a
+  # percent sign. The default names the profile's kind and its format's
+  # extension: heap-%{pid}-%{time}-%{index}.pb.gz, gc-....json.gz for a
+  # GcProfiler writing Firefox JSON.
+  #
+  # interval: 1 ms to 24 h.
+  #
+  # A flush that fails (a full disk) is reported through Fathom.notice and
+  # the next tick tries again.
   #
   # After fork the child gets its own flusher thread (threads do not survive
   # fork) and writes its own files: its pid, its own index sequence.
   class PeriodicFlusher
     DEFAULT_PATTERN = "heap-%{pid}-%{time}-%{index}.pb.gz"
-    MIN_INTERVAL_NS = 1_000_000 # 1ms: anything faster is a typo, not a flush rate
+    # 1 ms: anything faster is a typo, not a flush rate. 24 h: longer is a
+    # typo too (and waits that long overflow Ruby's sleep).
+    INTERVAL_NS = (1_000_000..86_400_000_000_000).freeze
+    MIN_INTERVAL_NS = INTERVAL_NS.begin
+    PLACEHOLDERS = /%\{(?:pid|time|index)\}|%%/.freeze
+    # A name as long as a pattern can make it (a 10-digit pid, a 20-digit
+    # index) must fit in a directory entry (255 bytes on every common file
+    # system) with the temporary file's additions around it.
+    NAME_MAX = 255
+    TEMP_EXTRA = ".".bytesize + ".4294967295.".bytesize + 8 + AtomicFile::TMP_SUFFIX.bytesize
 
     # %{index} counts per process, not per flusher, so that two flushers
     # sharing a directory and pattern never pick the same name.
@@ -45,24 +64,34 @@ module Fathom
       @index_lock = Mutex.new
     end
 
+    # "<kind>-%{pid}-%{time}-%{index}<ext>" for what `profiler` writes.
+    def self.default_pattern(profiler)
+      mode = if defined?(GcProfiler) && profiler.is_a?(GcProfiler) then :gc
+             elsif defined?(RetentionProfiler) && profiler.is_a?(RetentionProfiler) then :retention
+             else :heap
+             end
+      format = mode == :gc ? profiler.format : :pprof
+      "#{mode}-%{pid}-%{time}-%{index}#{OutputPaths.extension(mode, format)}"
+    end
+
     attr_reader :dir, :interval, :pattern, :last_path, :files_written
 
-    def initialize(profiler, dir:, interval: 30, pattern: DEFAULT_PATTERN, gc: false)
+    def initialize(profiler, dir:, interval: 30, pattern: nil, gc: false)
       unless profiler.respond_to?(:flush)
         raise TypeError, "fathom: profiler must be a Fathom profiler (responding to #flush), got #{profiler.inspect}"
       end
 
       @profiler = profiler
-      @dir = File.expand_path(Options.path("dir", dir))
-      @interval = Options.duration("interval", interval, min_ns: MIN_INTERVAL_NS)
-      @pattern = validate_pattern(pattern)
+      @dir = validate_dir(dir)
+      @interval_ns = Options.duration_ns("interval", interval, min_ns: INTERVAL_NS.begin, max_ns: INTERVAL_NS.end)
+      @interval = @interval_ns / 1e9
+      @pattern = pattern.nil? ? self.class.default_pattern(profiler) : validate_pattern(pattern)
       @gc = Options.boolean("gc", gc)
       @lock = Mutex.new
       @wakeup = ConditionVariable.new
       @thread = nil
       @stopping = false
-      @files_written = 0
-      @last_path = nil
+      reset_stats
     end
 
     def running?
@@ -114,8 +143,7 @@ module Fathom
     def after_fork_child
       @lock = Mutex.new
       @wakeup = ConditionVariable.new
-      @files_written = 0
-      @last_path = nil
+      reset_stats
       self.class.reset_index_after_fork
       return unless @thread
 
@@ -125,42 +153,69 @@ module Fathom
 
     private
 
+    def reset_stats
+      @files_written = 0
+      @last_path = nil
+    end
+
     def file_name
       format(@pattern, pid: Process.pid, time: Time.now.utc.strftime("%Y%m%dT%H%M%SZ"), index: self.class.next_index)
+    end
+
+    # An existing directory, or one that can be created (it is, on the
+    # first write); ArgumentError naming `dir` otherwise.
+    def validate_dir(dir)
+      given = Options.path("dir", dir)
+      raise ArgumentError, "fathom: dir must not contain a NUL byte, got #{given.inspect}" if given.include?("\0")
+
+      dir = File.expand_path(given)
+      AtomicFile.check_dir!(dir)
+      dir
+    rescue Fathom::Error, ArgumentError, EncodingError => e
+      raise if e.message.start_with?("fathom: dir")
+
+      raise ArgumentError, "fathom: dir #{given.inspect} cannot be used: #{e.message.delete_prefix("fathom: ")}"
     end
 
     def validate_pattern(pattern)
       raise TypeError, "fathom: pattern must be a String, got #{pattern.inspect}" unless pattern.is_a?(String)
 
-      begin
-        sample = format(pattern, pid: 1, time: "t", index: 1)
-      rescue KeyError, ArgumentError => e
-        raise ArgumentError, "fathom: pattern #{pattern.inspect} is invalid (#{e.message}); " \
-                             "use %{pid}, %{time} and %{index}"
-      end
-      if sample.empty? || sample.include?("/") || sample.include?(File::SEPARATOR)
-        raise ArgumentError, "fathom: pattern must be a file name (no directories), got #{pattern.inspect}"
-      end
-
+      check_pattern(pattern)
       pattern
+    rescue ArgumentError, EncodingError => e
+      raise e if e.message.start_with?("fathom: pattern")
+
+      raise ArgumentError, "fathom: pattern #{pattern.inspect} is invalid (#{e.message})"
+    end
+
+    def check_pattern(pattern)
+      bad = lambda do |why|
+        raise ArgumentError, "fathom: pattern #{why}, got #{pattern.inspect} (a file name with %{pid}, %{time}, " \
+                             "%{index}; %% for a percent sign)"
+      end
+      bad.call("must not contain a NUL byte") if pattern.include?("\0")
+      bad.call("has a % directive Fathom does not fill") if pattern.gsub(PLACEHOLDERS, "").include?("%")
+      longest = format(pattern, pid: 4_294_967_295, time: "20261123T101500Z", index: 10**20)
+      bad.call("must be a file name (no directories, not . or ..)") if longest.include?("/") || %w[. ..].include?(longest)
+      bad.call("must not be empty") if longest.empty?
+      bad.call("must not end with #{AtomicFile::TMP_SUFFIX} (Fathom's temporary files)") if longest.end_with?(AtomicFile::TMP_SUFFIX)
+      return if longest.bytesize + TEMP_EXTRA <= NAME_MAX
+
+      bad.call("makes names too long (#{longest.bytesize} bytes; at most #{NAME_MAX - TEMP_EXTRA})")
     end
 
     def spawn_thread
-      Thread.new do
-        Thread.current.name = "fathom-flusher"
-        while wait_for_next_tick
-          begin
-            flush_now
-          rescue StandardError => e
-            # A full disk or a bad directory must not kill always-on profiling.
-            Fathom.notice { "fathom: periodic flush to #{@dir} failed: #{e.class}: #{e.message}" }
-          end
-        end
-      end
+      thread = Thread.new { run }
+      thread.name = "fathom-flusher" # here, not in the thread: named from the start
+      thread
+    end
+
+    def run
+      flush_on_tick while wait_for_tick
     end
 
     # Sleeps one interval; false when asked to stop meanwhile.
-    def wait_for_next_tick
+    def wait_for_tick
       deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + @interval
       @lock.synchronize do
         until @stopping
@@ -171,6 +226,13 @@ module Fathom
         end
         false
       end
+    end
+
+    def flush_on_tick
+      flush_now
+    rescue StandardError => e
+      # A full disk or a bad directory must not kill always-on profiling.
+      Fathom.notice { "fathom: periodic flush to #{@dir} failed: #{e.class}: #{e.message}" }
     end
   end
 end
