@@ -26,7 +26,9 @@ module Fathom
   # interval: 1 ms to 24 h.
   #
   # A flush that fails (a full disk) is reported through Fathom.notice and
-  # the next tick tries again.
+  # the next tick tries again. If the thread itself dies (killed, or an
+  # error outside a flush), #running? turns false, #stats[:thread_error]
+  # says why, and #stop still writes the final file.
   #
   # After fork the child gets its own flusher thread (threads do not survive
   # fork) and writes its own files: its pid, its own index sequence.
@@ -94,26 +96,30 @@ module Fathom
       reset_stats
     end
 
+    # Whether the flusher thread is alive: false before start, after stop,
+    # and if the thread died (see #stats[:thread_error]).
     def running?
-      @lock.synchronize { !@thread.nil? }
+      @lock.synchronize { !@thread.nil? && @thread.alive? }
     end
 
     def start
       @lock.synchronize do
-        raise Fathom::Error, "fathom: this PeriodicFlusher is already running" if @thread
+        raise Fathom::Error, "fathom: this PeriodicFlusher is already running" if @thread&.alive?
 
         @stopping = false
+        @thread_error = nil
         @thread = spawn_thread
       end
       ForkHooks.register(self)
       self
     end
 
-    # Stops the thread and writes a final profile. Returns its path (nil if
-    # the flusher was not running).
+    # Stops the thread and writes a final profile, also when the thread had
+    # died. Returns its path (nil if the flusher was not started).
     def stop
       thread = @lock.synchronize do
         t = @thread
+        note_killed
         @thread = nil
         @stopping = true
         @wakeup.broadcast
@@ -122,7 +128,7 @@ module Fathom
       return nil unless thread
 
       ForkHooks.unregister(self)
-      thread.join
+      join(thread)
       flush_now
     end
 
@@ -136,6 +142,16 @@ module Fathom
         @last_path = path
       end
       path
+    end
+
+    # How the flusher is doing: files written, failed flushes (errors,
+    # last_error) and the thread's fate (thread_error).
+    def stats
+      @lock.synchronize do
+        note_killed
+        { files_written: @files_written, errors: @errors, last_error: @last_error,
+          thread_error: @thread_error && describe(@thread_error) }
+      end
     end
 
     # Called by ForkHooks in the child: the parent's thread is gone and the
@@ -153,9 +169,19 @@ module Fathom
 
     private
 
+    # A thread that ended while it was neither asked to stop nor failed was
+    # killed (Thread#kill runs no rescue clause, nor anything if the thread
+    # had not started yet). Called with @lock held.
+    def note_killed
+      @thread_error ||= "killed" if @thread && !@thread.alive? && !@stopping
+    end
+
     def reset_stats
       @files_written = 0
       @last_path = nil
+      @errors = 0
+      @last_error = nil
+      @thread_error = nil
     end
 
     def file_name
@@ -210,8 +236,17 @@ module Fathom
       thread
     end
 
+    # The thread's body. Whatever escapes the loop ends the thread but is
+    # kept and reported, never raised at the program (report_on_exception
+    # off: Fathom prints its own message through Fathom.notice).
     def run
+      Thread.current.report_on_exception = false
       flush_on_tick while wait_for_tick
+    rescue Exception => e # rubocop:disable Lint/RescueException -- the thread must end quietly, whatever it was
+      @lock.synchronize { @thread_error = e }
+      Fathom.notice do
+        "fathom: the periodic flusher's thread (#{@dir}) ended: #{describe(e)}; #stop still writes the last profile"
+      end
     end
 
     # Sleeps one interval; false when asked to stop meanwhile.
@@ -232,7 +267,23 @@ module Fathom
       flush_now
     rescue StandardError => e
       # A full disk or a bad directory must not kill always-on profiling.
+      @lock.synchronize do
+        @errors += 1
+        @last_error = describe(e)
+      end
       Fathom.notice { "fathom: periodic flush to #{@dir} failed: #{e.class}: #{e.message}" }
+    end
+
+    def join(thread)
+      thread.join
+    rescue Exception => e # rubocop:disable Lint/RescueException
+      raise if thread.alive? # not the thread's end: the caller was interrupted while waiting
+
+      @lock.synchronize { @thread_error ||= e }
+    end
+
+    def describe(error)
+      error.is_a?(Exception) ? "#{error.class}: #{error.message}" : error.to_s
     end
   end
 end

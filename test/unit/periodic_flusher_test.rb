@@ -7,8 +7,10 @@ class PeriodicFlusherTest < Minitest::Test
   class FakeProfiler
     attr_reader :gc_args
 
-    def initialize(failures: 0)
+    # failures: how many flushes raise `error` first.
+    def initialize(failures: 0, error: IOError)
       @failures = failures
+      @error = error
       @gc_args = []
       @lock = Mutex.new
     end
@@ -18,7 +20,7 @@ class PeriodicFlusherTest < Minitest::Test
         @gc_args << gc
         if @failures.positive?
           @failures -= 1
-          raise IOError, "simulated flush failure"
+          raise @error, "simulated flush failure"
         end
       end
       Fathom::Profile.new("profile of #{Process.pid}".b, { samples: 0 })
@@ -126,5 +128,51 @@ class PeriodicFlusherTest < Minitest::Test
     assert_equal (1..child_files.size).to_a, child_files.map { |f| f[NAME_RE, 3].to_i }, "child's index restarts at 1"
     child_files.each { |f| assert_equal "profile of #{child}", File.binread(File.join(@dir, f)) }
     assert @flusher.running?, "parent flusher keeps running"
+  end
+
+  # Issue 10, item 9: a thread that died left running? true, and stop
+  # re-raised its error without writing the final file.
+  def test_a_thread_that_dies_is_reported_and_stop_still_writes_the_last_file
+    profiler = FakeProfiler.new(failures: 1, error: NotImplementedError) # not a StandardError
+    _, err = capture_io do
+      @flusher = Fathom::PeriodicFlusher.new(profiler, dir: @dir, interval: 0.01).start
+      wait_for { !@flusher.running? }
+    end
+    assert_match(/fathom: the periodic flusher's thread .* ended: NotImplementedError: simulated flush failure/, err)
+    assert_match(/NotImplementedError/, @flusher.stats[:thread_error])
+    path = @flusher.stop
+    @flusher = nil
+    assert path && File.exist?(path), "stop writes the final file"
+  end
+
+  def test_a_killed_thread_is_reported_and_stop_still_writes_the_last_file
+    @flusher = Fathom::PeriodicFlusher.new(FakeProfiler.new, dir: @dir, interval: 3600).start
+    thread = Thread.list.find { |t| t.name == "fathom-flusher" }
+    thread.kill
+    thread.join
+    refute @flusher.running?
+    assert_equal "killed", @flusher.stats[:thread_error]
+    assert File.exist?(@flusher.stop)
+    @flusher = nil
+  end
+
+  def test_start_again_after_the_thread_died
+    @flusher = Fathom::PeriodicFlusher.new(FakeProfiler.new, dir: @dir, interval: 3600).start
+    Thread.list.find { |t| t.name == "fathom-flusher" }.tap(&:kill).join
+    @flusher.start
+    assert @flusher.running?
+    assert_nil @flusher.stats[:thread_error]
+  end
+
+  def test_flush_errors_are_counted
+    profiler = FakeProfiler.new(failures: 2)
+    capture_io do
+      @flusher = Fathom::PeriodicFlusher.new(profiler, dir: @dir, interval: 0.01).start
+      wait_for { files.size >= 1 }
+    end
+    stats = @flusher.stats
+    assert_equal 2, stats[:errors]
+    assert_equal "IOError: simulated flush failure", stats[:last_error]
+    assert_nil stats[:thread_error]
   end
 end
