@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "atomic_file"
+require_relative "flush_schedule"
 require_relative "fork_hooks"
 require_relative "notice"
 require_relative "options"
@@ -23,7 +24,10 @@ module Fathom
   # extension: heap-%{pid}-%{time}-%{index}.pb.gz, gc-....json.gz for a
   # GcProfiler writing Firefox JSON.
   #
-  # interval: 1 ms to 24 h.
+  # interval: 1 ms to 24 h. The flusher keeps to a fixed rate, but it is a
+  # Ruby thread and may start late when other threads keep the GVL; a tick
+  # missed while a flush was still running is skipped (the next file covers
+  # its window). #stats says how late it runs (FlushSchedule).
   #
   # A flush that fails (a full disk) is reported through Fathom.notice and
   # the next tick tries again. If the thread itself dies (killed, or an
@@ -106,6 +110,8 @@ module Fathom
       @lock.synchronize do
         raise Fathom::Error, "fathom: this PeriodicFlusher is already running" if @thread&.alive?
 
+        prepare_dir
+
         @stopping = false
         @thread_error = nil
         @thread = spawn_thread
@@ -134,23 +140,30 @@ module Fathom
 
     # Flushes and writes one file now; returns its path.
     def flush_now
+      started = now_ns
       profile = @profiler.flush(gc: @gc)
-      path = File.join(@dir, file_name)
-      profile.write(path)
+      # A name new by construction: one native write without the GVL in
+      # between (AtomicFile.write_new); an existing name is replaced only
+      # if Fathom wrote it (a pattern without %{index} rotates in place).
+      path = AtomicFile.write_new(File.join(@dir, file_name), profile.bytes)
       @lock.synchronize do
         @files_written += 1
         @last_path = path
+        @schedule&.record_flush_ns(now_ns - started)
       end
       path
     end
 
     # How the flusher is doing: files written, failed flushes (errors,
-    # last_error) and the thread's fate (thread_error).
+    # last_error), the thread's fate (thread_error), and FlushSchedule's
+    # lateness numbers (late_by_ns, max_late_by_ns, late_flushes,
+    # skipped_ticks, flush_ns, max_flush_ns, interval_ns).
     def stats
       @lock.synchronize do
         note_killed
-        { files_written: @files_written, errors: @errors, last_error: @last_error,
-          thread_error: @thread_error && describe(@thread_error) }
+        base = @schedule ? @schedule.stats : FlushSchedule.new(@interval_ns, 0).stats
+        base.merge(files_written: @files_written, errors: @errors, last_error: @last_error,
+                   thread_error: @thread_error && describe(@thread_error))
       end
     end
 
@@ -182,14 +195,20 @@ module Fathom
       @errors = 0
       @last_error = nil
       @thread_error = nil
+      @schedule = nil
+      @announced_lateness = false
+    end
+
+    def now_ns
+      Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
     end
 
     def file_name
       format(@pattern, pid: Process.pid, time: Time.now.utc.strftime("%Y%m%dT%H%M%SZ"), index: self.class.next_index)
     end
 
-    # An existing directory, or one that can be created (it is, on the
-    # first write); ArgumentError naming `dir` otherwise.
+    # An existing directory, or one that can be created (#start creates
+    # it); ArgumentError naming `dir` otherwise.
     def validate_dir(dir)
       given = Options.path("dir", dir)
       raise ArgumentError, "fathom: dir must not contain a NUL byte, got #{given.inspect}" if given.include?("\0")
@@ -231,6 +250,7 @@ module Fathom
     end
 
     def spawn_thread
+      @schedule = FlushSchedule.new(@interval_ns, now_ns)
       thread = Thread.new { run }
       thread.name = "fathom-flusher" # here, not in the thread: named from the start
       thread
@@ -249,21 +269,34 @@ module Fathom
       end
     end
 
-    # Sleeps one interval; false when asked to stop meanwhile.
+    # Creates the directory and removes temp files of dead writers
+    # (AtomicFile.write does both on each write; write_new leaves them to
+    # the flusher's start). Done by the caller of #start, not by the
+    # thread, which would wait for the GVL after each syscall. A directory
+    # that cannot be created raises here, before any flush.
+    def prepare_dir
+      FileUtils.mkdir_p(@dir)
+      AtomicFile.remove_stale_temps(@dir)
+    rescue SystemCallError => e
+      raise Fathom::Error, "fathom: PeriodicFlusher cannot create #{@dir}: #{e.message}"
+    end
+
+    # Waits for the next tick; false when asked to stop meanwhile.
     def wait_for_tick
-      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + @interval
       @lock.synchronize do
         until @stopping
-          remaining = deadline - Process.clock_gettime(Process::CLOCK_MONOTONIC)
+          remaining = @schedule.remaining_ns(now_ns)
           return true if remaining <= 0
 
-          @wakeup.wait(@lock, remaining)
+          @wakeup.wait(@lock, remaining / 1e9)
         end
         false
       end
     end
 
     def flush_on_tick
+      late = @lock.synchronize { @schedule.begin_flush(now_ns) }
+      announce_lateness(late)
       flush_now
     rescue StandardError => e
       # A full disk or a bad directory must not kill always-on profiling.
@@ -272,6 +305,18 @@ module Fathom
         @last_error = describe(e)
       end
       Fathom.notice { "fathom: periodic flush to #{@dir} failed: #{e.class}: #{e.message}" }
+    end
+
+    # Says once when ticks start being skipped.
+    def announce_lateness(late)
+      return if @announced_lateness || !@lock.synchronize { @schedule.behind? }
+
+      @announced_lateness = true
+      Fathom.notice do
+        "fathom: the periodic flusher (#{@dir}, every #{Options.format_ns(@interval_ns)}) is falling behind: " \
+          "a flush started #{Options.format_ns(late)} after its tick; missed ticks are skipped and their " \
+          "windows go into the next file (see PeriodicFlusher#stats)"
+      end
     end
 
     def join(thread)

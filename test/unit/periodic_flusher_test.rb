@@ -175,4 +175,31 @@ class PeriodicFlusherTest < Minitest::Test
     assert_equal "IOError: simulated flush failure", stats[:last_error]
     assert_nil stats[:thread_error]
   end
+
+  def test_stats_before_start
+    stats = Fathom::PeriodicFlusher.new(FakeProfiler.new, dir: @dir, interval: 1).stats
+    assert_equal 1_000_000_000, stats[:interval_ns]
+    assert_equal 0, stats[:files_written]
+    assert_equal 0, stats[:skipped_ticks]
+  end
+
+  # Issue 10, item 12: with the main thread busy in Ruby code (holding the
+  # GVL), the flusher wrote 3 files in 4 s at a 0.2 s interval: every
+  # syscall of the write gave the GVL away, and each time the thread got it
+  # back only at the busy thread's next time slice (100 ms). Now the write
+  # is one native call, and the schedule is at a fixed rate.
+  def test_keeps_the_interval_with_a_busy_main_thread
+    require_native!
+    @flusher = Fathom::PeriodicFlusher.new(FakeProfiler.new, dir: @dir, interval: 0.2).start
+    started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    x = 0
+    x += 1 while Process.clock_gettime(Process::CLOCK_MONOTONIC) - started < 2.5
+    written = files.size
+    stats = @flusher.stats
+    # About 12 expected; before the fix, 1 or 2.
+    assert_operator written, :>=, 7, "#{written} files in 2.5 s at 0.2 s; stats: #{stats}"
+    assert_operator stats[:flushes_on_tick], :>=, written
+    assert_operator stats[:max_late_by_ns], :>, 0, "a busy main thread delays the flusher, and stats say so"
+    %i[late_by_ns late_flushes skipped_ticks flush_ns max_flush_ns].each { |k| assert_kind_of Integer, stats[k], k }
+  end
 end
