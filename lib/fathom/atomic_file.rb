@@ -36,8 +36,7 @@ module Fathom
       dir = File.dirname(path)
       FileUtils.mkdir_p(dir)
       remove_stale_temps(dir)
-      # Dot-prefixed so that directory watchers globbing "*.pb.gz" skip it.
-      tmp = File.join(dir, ".#{File.basename(path)}.#{Process.pid}.#{SecureRandom.hex(4)}#{TMP_SUFFIX}")
+      tmp = File.join(dir, temp_name(File.basename(path)))
       begin
         # 0666 & ~umask, like an ordinary File.write (Tempfile would use 0600).
         File.open(tmp, File::WRONLY | File::CREAT | File::EXCL | File::BINARY, 0o666) do |f|
@@ -52,6 +51,38 @@ module Fathom
       end
       fsync_dir(dir)
       path
+    end
+
+    # Writes `data` to `path`, a name that should not exist yet (the
+    # periodic flusher's, new by construction); returns the absolute path.
+    # With the native extension the whole write (temp file, fsync, link) is
+    # one call that releases the GVL once: each syscall made from Ruby
+    # releases it, and with a busy thread around, every release costs up to
+    # a time slice (100 ms) to get it back (core/io/new_file.h). Anything out
+    # of the ordinary (the name exists, the directory is missing, no hard
+    # links, no extension) goes through #write and its checks. Stale temp
+    # files are not looked for here (the flusher does it when it starts).
+    def write_new(path, data)
+      path = File.expand_path(path)
+      return write(path, data) unless defined?(Fathom::NativeLoader) && NativeLoader.available?
+
+      dir = File.dirname(path)
+      result = Native.write_new_file(dir, File.basename(path), temp_name(File.basename(path)), data)
+      return path if result.nil?
+      return write(path, data) unless result.is_a?(Array) # :exists, :no_hard_links
+
+      errno, step = result
+      # No such directory, or not one: #write creates it or says what is wrong.
+      return write(path, data) if step == "open directory"
+
+      raise SystemCallError.new("fathom: cannot write #{path} (#{step})", errno)
+    end
+
+    # ".<name>.<pid>.<random>.fathom-tmp": dot-prefixed so that directory
+    # watchers globbing "*.pb.gz" skip it; the pid lets the next writer
+    # remove it if its writer died.
+    def temp_name(name)
+      ".#{name}.#{Process.pid}.#{SecureRandom.hex(4)}#{TMP_SUFFIX}"
     end
 
     # Returns the absolute path if `path` may be written, else raises

@@ -20,6 +20,9 @@ module Fathom
       end
 
       def start
+        # First: it reports a failure to load the rest, and it remembers
+        # what descriptor 2 is before the program can change it.
+        require_relative "notice"
         @origin_pid = Process.pid
         # Registered before the program is loaded, so that (at_exit handlers
         # running in reverse order) it runs after all of the program's own.
@@ -77,8 +80,10 @@ module Fathom
 
       def write_one(mode, profile, path)
         profile.write(path, overwrite: @overwrite)
-        Fathom.notice("fathom: wrote #{mode} profile to #{path} (#{summary(profile)})")
-        Fathom.notice(Report::SiteRetention.new(profile.stats[:sites]).to_s) if profile.stats[:sites]
+        # Built inside the notice: a message that fails must not turn a
+        # written profile into "could not write".
+        Fathom.notice { "fathom: wrote #{mode} profile to #{path} (#{summary(profile)})" }
+        Fathom.notice { Report::SiteRetention.new(profile.stats[:sites]).to_s } if profile.stats[:sites]
       rescue StandardError, ScriptError => e
         warn_error("could not write the #{mode} profile", e)
       end
@@ -93,7 +98,7 @@ module Fathom
       end
 
       def warn_error(what, error)
-        Fathom.notice("fathom: #{what}: #{error.class}: #{error.message}")
+        Fathom.notice { "fathom: #{what}: #{error.class}: #{error.message}" }
       end
     end
   end

@@ -235,7 +235,8 @@ module Fathom
         o.separator "Retention profiles: the top retainers with their reference chain."
         o.separator ""
         o.on("--sample-index NAME", "alloc_objects, alloc_space, inuse_objects or inuse_space",
-             "(default: the profile's default, inuse_space)") { |v| opts[:sample_index] = v }
+             "(default: the profile's default, inuse_space); for a GC",
+             "profile the column its table is sorted by: wall, cpu, gc_steps, gcs") { |v| opts[:sample_index] = v }
         o.on("--top N", "rows to show (default: 20)") { |v| opts[:top] = v }
         o.on("-h", "--help", "show this help") { opts[:help] = true }
       end

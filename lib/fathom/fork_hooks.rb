@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require_relative "notice"
+
 module Fathom
   # Keeps running profilers and flushers alive across fork.
   #
@@ -39,9 +41,9 @@ module Fathom
         @lock = Mutex.new
         @registry.dup.each do |obj|
           obj.after_fork_child
-        rescue StandardError => e
+        rescue StandardError, ScriptError => e
           # A child that cannot keep profiling must still run normally.
-          $stderr.puts "fathom: #{obj.class} could not resume after fork: #{e.class}: #{e.message}"
+          Fathom.notice { "fathom: #{obj.class} could not resume after fork: #{e.class}: #{e.message}" }
         end
       end
 

@@ -1,7 +1,11 @@
 # frozen_string_literal: true
 
-require_relative "options"
+require_relative "atomic_file"
+require_relative "flush_schedule"
 require_relative "fork_hooks"
+require_relative "notice"
+require_relative "options"
+require_relative "output_paths"
 
 module Fathom
   # Flushes a profiler every `interval` seconds from a background Ruby thread
@@ -15,13 +19,35 @@ module Fathom
   #
   # The flusher does not start or stop the profiler: that stays the caller's.
   # File names come from `pattern`: %{pid}, %{time} (UTC, 20261123T101500Z)
-  # and %{index} (1, 2, ... counting files written by this process).
+  # and %{index} (1, 2, ... counting files written by this process); %% is a
+  # percent sign. The default names the profile's kind and its format's
+  # extension: heap-%{pid}-%{time}-%{index}.pb.gz, gc-....json.gz for a
+  # GcProfiler writing Firefox JSON.
+  #
+  # interval: 1 ms to 24 h. The flusher keeps to a fixed rate, but it is a
+  # Ruby thread and may start late when other threads keep the GVL; a tick
+  # missed while a flush was still running is skipped (the next file covers
+  # its window). #stats says how late it runs (FlushSchedule).
+  #
+  # A flush that fails (a full disk) is reported through Fathom.notice and
+  # the next tick tries again. If the thread itself dies (killed, or an
+  # error outside a flush), #running? turns false, #stats[:thread_error]
+  # says why, and #stop still writes the final file.
   #
   # After fork the child gets its own flusher thread (threads do not survive
   # fork) and writes its own files: its pid, its own index sequence.
   class PeriodicFlusher
     DEFAULT_PATTERN = "heap-%{pid}-%{time}-%{index}.pb.gz"
-    MIN_INTERVAL_NS = 1_000_000 # 1ms: anything faster is a typo, not a flush rate
+    # 1 ms: anything faster is a typo, not a flush rate. 24 h: longer is a
+    # typo too (and waits that long overflow Ruby's sleep).
+    INTERVAL_NS = (1_000_000..86_400_000_000_000).freeze
+    MIN_INTERVAL_NS = INTERVAL_NS.begin
+    PLACEHOLDERS = /%\{(?:pid|time|index)\}|%%/.freeze
+    # A name as long as a pattern can make it (a 10-digit pid, a 20-digit
+    # index) must fit in a directory entry (255 bytes on every common file
+    # system) with the temporary file's additions around it.
+    NAME_MAX = 255
+    TEMP_EXTRA = ".".bytesize + ".4294967295.".bytesize + 8 + AtomicFile::TMP_SUFFIX.bytesize
 
     # %{index} counts per process, not per flusher, so that two flushers
     # sharing a directory and pattern never pick the same name.
@@ -44,46 +70,62 @@ module Fathom
       @index_lock = Mutex.new
     end
 
+    # "<kind>-%{pid}-%{time}-%{index}<ext>" for what `profiler` writes.
+    def self.default_pattern(profiler)
+      mode = if defined?(GcProfiler) && profiler.is_a?(GcProfiler) then :gc
+             elsif defined?(RetentionProfiler) && profiler.is_a?(RetentionProfiler) then :retention
+             else :heap
+             end
+      format = mode == :gc ? profiler.format : :pprof
+      "#{mode}-%{pid}-%{time}-%{index}#{OutputPaths.extension(mode, format)}"
+    end
+
     attr_reader :dir, :interval, :pattern, :last_path, :files_written
 
-    def initialize(profiler, dir:, interval: 30, pattern: DEFAULT_PATTERN, gc: false)
+    def initialize(profiler, dir:, interval: 30, pattern: nil, gc: false)
       unless profiler.respond_to?(:flush)
         raise TypeError, "fathom: profiler must be a Fathom profiler (responding to #flush), got #{profiler.inspect}"
       end
 
       @profiler = profiler
-      @dir = File.expand_path(Options.path("dir", dir))
-      @interval = Options.duration("interval", interval, min_ns: MIN_INTERVAL_NS)
-      @pattern = validate_pattern(pattern)
+      @dir = validate_dir(dir)
+      @interval_ns = Options.duration_ns("interval", interval, min_ns: INTERVAL_NS.begin, max_ns: INTERVAL_NS.end)
+      @interval = @interval_ns / 1e9
+      @pattern = pattern.nil? ? self.class.default_pattern(profiler) : validate_pattern(pattern)
       @gc = Options.boolean("gc", gc)
       @lock = Mutex.new
       @wakeup = ConditionVariable.new
       @thread = nil
       @stopping = false
-      @files_written = 0
-      @last_path = nil
+      reset_stats
     end
 
+    # Whether the flusher thread is alive: false before start, after stop,
+    # and if the thread died (see #stats[:thread_error]).
     def running?
-      @lock.synchronize { !@thread.nil? }
+      @lock.synchronize { !@thread.nil? && @thread.alive? }
     end
 
     def start
       @lock.synchronize do
-        raise Fathom::Error, "fathom: this PeriodicFlusher is already running" if @thread
+        raise Fathom::Error, "fathom: this PeriodicFlusher is already running" if @thread&.alive?
+
+        prepare_dir
 
         @stopping = false
+        @thread_error = nil
         @thread = spawn_thread
       end
       ForkHooks.register(self)
       self
     end
 
-    # Stops the thread and writes a final profile. Returns its path (nil if
-    # the flusher was not running).
+    # Stops the thread and writes a final profile, also when the thread had
+    # died. Returns its path (nil if the flusher was not started).
     def stop
       thread = @lock.synchronize do
         t = @thread
+        note_killed
         @thread = nil
         @stopping = true
         @wakeup.broadcast
@@ -92,20 +134,37 @@ module Fathom
       return nil unless thread
 
       ForkHooks.unregister(self)
-      thread.join
+      join(thread)
       flush_now
     end
 
     # Flushes and writes one file now; returns its path.
     def flush_now
+      started = now_ns
       profile = @profiler.flush(gc: @gc)
-      path = File.join(@dir, file_name)
-      profile.write(path)
+      # A name new by construction: one native write without the GVL in
+      # between (AtomicFile.write_new); an existing name is replaced only
+      # if Fathom wrote it (a pattern without %{index} rotates in place).
+      path = AtomicFile.write_new(File.join(@dir, file_name), profile.bytes)
       @lock.synchronize do
         @files_written += 1
         @last_path = path
+        @schedule&.record_flush_ns(now_ns - started)
       end
       path
+    end
+
+    # How the flusher is doing: files written, failed flushes (errors,
+    # last_error), the thread's fate (thread_error), and FlushSchedule's
+    # lateness numbers (late_by_ns, max_late_by_ns, late_flushes,
+    # skipped_ticks, flush_ns, max_flush_ns, interval_ns).
+    def stats
+      @lock.synchronize do
+        note_killed
+        base = @schedule ? @schedule.stats : FlushSchedule.new(@interval_ns, 0).stats
+        base.merge(files_written: @files_written, errors: @errors, last_error: @last_error,
+                   thread_error: @thread_error && describe(@thread_error))
+      end
     end
 
     # Called by ForkHooks in the child: the parent's thread is gone and the
@@ -113,8 +172,7 @@ module Fathom
     def after_fork_child
       @lock = Mutex.new
       @wakeup = ConditionVariable.new
-      @files_written = 0
-      @last_path = nil
+      reset_stats
       self.class.reset_index_after_fork
       return unless @thread
 
@@ -124,52 +182,153 @@ module Fathom
 
     private
 
+    # A thread that ended while it was neither asked to stop nor failed was
+    # killed (Thread#kill runs no rescue clause, nor anything if the thread
+    # had not started yet). Called with @lock held.
+    def note_killed
+      @thread_error ||= "killed" if @thread && !@thread.alive? && !@stopping
+    end
+
+    def reset_stats
+      @files_written = 0
+      @last_path = nil
+      @errors = 0
+      @last_error = nil
+      @thread_error = nil
+      @schedule = nil
+      @announced_lateness = false
+    end
+
+    def now_ns
+      Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
+    end
+
     def file_name
       format(@pattern, pid: Process.pid, time: Time.now.utc.strftime("%Y%m%dT%H%M%SZ"), index: self.class.next_index)
+    end
+
+    # An existing directory, or one that can be created (#start creates
+    # it); ArgumentError naming `dir` otherwise.
+    def validate_dir(dir)
+      given = Options.path("dir", dir)
+      raise ArgumentError, "fathom: dir must not contain a NUL byte, got #{given.inspect}" if given.include?("\0")
+
+      dir = File.expand_path(given)
+      AtomicFile.check_dir!(dir)
+      dir
+    rescue Fathom::Error, ArgumentError, EncodingError => e
+      raise if e.message.start_with?("fathom: dir")
+
+      raise ArgumentError, "fathom: dir #{given.inspect} cannot be used: #{e.message.delete_prefix("fathom: ")}"
     end
 
     def validate_pattern(pattern)
       raise TypeError, "fathom: pattern must be a String, got #{pattern.inspect}" unless pattern.is_a?(String)
 
-      begin
-        sample = format(pattern, pid: 1, time: "t", index: 1)
-      rescue KeyError, ArgumentError => e
-        raise ArgumentError, "fathom: pattern #{pattern.inspect} is invalid (#{e.message}); " \
-                             "use %{pid}, %{time} and %{index}"
-      end
-      if sample.empty? || sample.include?("/") || sample.include?(File::SEPARATOR)
-        raise ArgumentError, "fathom: pattern must be a file name (no directories), got #{pattern.inspect}"
-      end
-
+      check_pattern(pattern)
       pattern
+    rescue ArgumentError, EncodingError => e
+      raise e if e.message.start_with?("fathom: pattern")
+
+      raise ArgumentError, "fathom: pattern #{pattern.inspect} is invalid (#{e.message})"
+    end
+
+    def check_pattern(pattern)
+      bad = lambda do |why|
+        raise ArgumentError, "fathom: pattern #{why}, got #{pattern.inspect} (a file name with %{pid}, %{time}, " \
+                             "%{index}; %% for a percent sign)"
+      end
+      bad.call("must not contain a NUL byte") if pattern.include?("\0")
+      bad.call("has a % directive Fathom does not fill") if pattern.gsub(PLACEHOLDERS, "").include?("%")
+      longest = format(pattern, pid: 4_294_967_295, time: "20261123T101500Z", index: 10**20)
+      bad.call("must be a file name (no directories, not . or ..)") if longest.include?("/") || %w[. ..].include?(longest)
+      bad.call("must not be empty") if longest.empty?
+      bad.call("must not end with #{AtomicFile::TMP_SUFFIX} (Fathom's temporary files)") if longest.end_with?(AtomicFile::TMP_SUFFIX)
+      return if longest.bytesize + TEMP_EXTRA <= NAME_MAX
+
+      bad.call("makes names too long (#{longest.bytesize} bytes; at most #{NAME_MAX - TEMP_EXTRA})")
     end
 
     def spawn_thread
-      Thread.new do
-        Thread.current.name = "fathom-flusher"
-        while wait_for_next_tick
-          begin
-            flush_now
-          rescue StandardError => e
-            # A full disk or a bad directory must not kill always-on profiling.
-            $stderr.puts "fathom: periodic flush to #{@dir} failed: #{e.class}: #{e.message}"
-          end
-        end
+      @schedule = FlushSchedule.new(@interval_ns, now_ns)
+      thread = Thread.new { run }
+      thread.name = "fathom-flusher" # here, not in the thread: named from the start
+      thread
+    end
+
+    # The thread's body. Whatever escapes the loop ends the thread but is
+    # kept and reported, never raised at the program (report_on_exception
+    # off: Fathom prints its own message through Fathom.notice).
+    def run
+      Thread.current.report_on_exception = false
+      flush_on_tick while wait_for_tick
+    rescue Exception => e # rubocop:disable Lint/RescueException -- the thread must end quietly, whatever it was
+      @lock.synchronize { @thread_error = e }
+      Fathom.notice do
+        "fathom: the periodic flusher's thread (#{@dir}) ended: #{describe(e)}; #stop still writes the last profile"
       end
     end
 
-    # Sleeps one interval; false when asked to stop meanwhile.
-    def wait_for_next_tick
-      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + @interval
+    # Creates the directory and removes temp files of dead writers
+    # (AtomicFile.write does both on each write; write_new leaves them to
+    # the flusher's start). Done by the caller of #start, not by the
+    # thread, which would wait for the GVL after each syscall. A directory
+    # that cannot be created raises here, before any flush.
+    def prepare_dir
+      FileUtils.mkdir_p(@dir)
+      AtomicFile.remove_stale_temps(@dir)
+    rescue SystemCallError => e
+      raise Fathom::Error, "fathom: PeriodicFlusher cannot create #{@dir}: #{e.message}"
+    end
+
+    # Waits for the next tick; false when asked to stop meanwhile.
+    def wait_for_tick
       @lock.synchronize do
         until @stopping
-          remaining = deadline - Process.clock_gettime(Process::CLOCK_MONOTONIC)
+          remaining = @schedule.remaining_ns(now_ns)
           return true if remaining <= 0
 
-          @wakeup.wait(@lock, remaining)
+          @wakeup.wait(@lock, remaining / 1e9)
         end
         false
       end
+    end
+
+    def flush_on_tick
+      late = @lock.synchronize { @schedule.begin_flush(now_ns) }
+      announce_lateness(late)
+      flush_now
+    rescue StandardError => e
+      # A full disk or a bad directory must not kill always-on profiling.
+      @lock.synchronize do
+        @errors += 1
+        @last_error = describe(e)
+      end
+      Fathom.notice { "fathom: periodic flush to #{@dir} failed: #{e.class}: #{e.message}" }
+    end
+
+    # Says once when ticks start being skipped.
+    def announce_lateness(late)
+      return if @announced_lateness || !@lock.synchronize { @schedule.behind? }
+
+      @announced_lateness = true
+      Fathom.notice do
+        "fathom: the periodic flusher (#{@dir}, every #{Options.format_ns(@interval_ns)}) is falling behind: " \
+          "a flush started #{Options.format_ns(late)} after its tick; missed ticks are skipped and their " \
+          "windows go into the next file (see PeriodicFlusher#stats)"
+      end
+    end
+
+    def join(thread)
+      thread.join
+    rescue Exception => e # rubocop:disable Lint/RescueException
+      raise if thread.alive? # not the thread's end: the caller was interrupted while waiting
+
+      @lock.synchronize { @thread_error ||= e }
+    end
+
+    def describe(error)
+      error.is_a?(Exception) ? "#{error.class}: #{error.message}" : error.to_s
     end
   end
 end

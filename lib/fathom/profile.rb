@@ -62,7 +62,7 @@ module Fathom
     # heap profiles (sample_index, top), the GC summary for GC profiles (pprof
     # or Firefox), the top retainers with their paths for retention profiles.
     def report(sample_index: nil, top: 20)
-      return Report::FirefoxSummary.new(firefox_json).to_s if @format == :firefox
+      return Report::FirefoxSummary.new(firefox_json, sample_index: sample_index).to_s if @format == :firefox
 
       Report.for_profile(decode, sample_index: sample_index, top: top).to_s
     end

@@ -20,7 +20,7 @@ module Fathom
     # bytes: a file's content — gzipped or plain pprof, or Firefox Profiler JSON.
     def for_bytes(bytes, sample_index: nil, top: 20)
       json = firefox_json(bytes)
-      return FirefoxSummary.new(json) if json
+      return FirefoxSummary.new(json, sample_index: sample_index) if json
 
       for_profile(Pprof.decode(bytes), sample_index: sample_index, top: top)
     end
@@ -28,7 +28,7 @@ module Fathom
     # profile: a decoded Fathom::Pprof::Profile.
     def for_profile(profile, sample_index: nil, top: 20)
       case kind(profile)
-      when :gc then GcSummary.new(profile)
+      when :gc then GcSummary.new(profile, sample_index: sample_index)
       when :retention then Retention.new(profile, sample_index: sample_index, top: top)
       else Top.new(profile, sample_index: sample_index, top: top)
       end

@@ -3,6 +3,7 @@
 require_relative "options"
 require_relative "modes"
 require_relative "native"
+require_relative "notice"
 require_relative "profile"
 require_relative "ractor_check"
 
@@ -31,7 +32,7 @@ module Fathom
     # written atomically to `out` when given. gc: run a full GC first (so
     # only reachable objects are counted). progress: an IO for progress
     # lines (shown once a snapshot takes more than a second), nil for none,
-    # :auto for $stderr. focus: objects whose retention paths to return in
+    # :auto for $stderr (through Fathom.notice). focus: objects whose retention paths to return in
     # profile.stats[:focus_paths] (Array of Arrays of frame names, root first;
     # nil for an object that is not reachable).
     def snapshot(out: nil, focus: nil, **opts)
@@ -39,7 +40,10 @@ module Fathom
       opts = DEFAULTS.merge(opts)
       gc = Options.boolean("gc", opts[:gc])
       max_depth = Options.integer("max_depth", opts[:max_depth], MAX_DEPTH_RANGE)
-      progress = opts[:progress] == :auto ? $stderr : opts[:progress]
+      # :auto prints through Fathom.notice, which never fails the snapshot
+      # (a closed or replaced $stderr); an IO given here is the caller's,
+      # and a write that fails only ends the progress lines.
+      progress = opts[:progress] == :auto ? Notice::Stream : opts[:progress]
       # Other Ractors would mutate the graph while the walk reads it.
       RactorCheck.refuse_if_running!("Fathom.retention_snapshot")
       raise TypeError, "fathom: progress must be an IO (or nil, :auto), got #{progress.inspect}" unless progress.nil? || progress.respond_to?(:write)

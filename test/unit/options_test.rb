@@ -83,9 +83,11 @@ class OptionsTest < Minitest::Test
     assert_error(TypeError, /dir must be a String path/) { Fathom::PeriodicFlusher.new(profiler, dir: 1) }
     assert_error(ArgumentError, /interval must be a positive duration/) { Fathom::PeriodicFlusher.new(profiler, dir: "/tmp", interval: -1) }
     assert_error(ArgumentError, /interval must be between 1ms/) { Fathom::PeriodicFlusher.new(profiler, dir: "/tmp", interval: "10us") }
-    assert_error(ArgumentError, /pattern "%\{host\}.pb.gz" is invalid/) { Fathom::PeriodicFlusher.new(profiler, dir: "/tmp", pattern: "%{host}.pb.gz") }
+    assert_error(ArgumentError, /pattern has a % directive Fathom does not fill, got "%\{host\}.pb.gz"/) { Fathom::PeriodicFlusher.new(profiler, dir: "/tmp", pattern: "%{host}.pb.gz") }
     assert_error(ArgumentError, /pattern must be a file name/) { Fathom::PeriodicFlusher.new(profiler, dir: "/tmp", pattern: "a/%{index}") }
-    assert_error(TypeError, /pattern must be a String/) { Fathom::PeriodicFlusher.new(profiler, dir: "/tmp", pattern: nil) }
+    assert_error(TypeError, /pattern must be a String/) { Fathom::PeriodicFlusher.new(profiler, dir: "/tmp", pattern: 42) }
+    # nil: the default name for the profiler's kind and format.
+    assert_equal Fathom::PeriodicFlusher::DEFAULT_PATTERN, Fathom::PeriodicFlusher.new(profiler, dir: "/tmp", pattern: nil).pattern
     assert_error(TypeError, /gc must be true or false/) { Fathom::PeriodicFlusher.new(profiler, dir: "/tmp", gc: "yes") }
     assert_raises(ArgumentError) { Fathom::PeriodicFlusher.new(profiler, dir: "/tmp", every: 1) }
   end

@@ -7,8 +7,10 @@ class PeriodicFlusherTest < Minitest::Test
   class FakeProfiler
     attr_reader :gc_args
 
-    def initialize(failures: 0)
+    # failures: how many flushes raise `error` first.
+    def initialize(failures: 0, error: IOError)
       @failures = failures
+      @error = error
       @gc_args = []
       @lock = Mutex.new
     end
@@ -18,7 +20,7 @@ class PeriodicFlusherTest < Minitest::Test
         @gc_args << gc
         if @failures.positive?
           @failures -= 1
-          raise IOError, "simulated flush failure"
+          raise @error, "simulated flush failure"
         end
       end
       Fathom::Profile.new("profile of #{Process.pid}".b, { samples: 0 })
@@ -126,5 +128,78 @@ class PeriodicFlusherTest < Minitest::Test
     assert_equal (1..child_files.size).to_a, child_files.map { |f| f[NAME_RE, 3].to_i }, "child's index restarts at 1"
     child_files.each { |f| assert_equal "profile of #{child}", File.binread(File.join(@dir, f)) }
     assert @flusher.running?, "parent flusher keeps running"
+  end
+
+  # Issue 10, item 9: a thread that died left running? true, and stop
+  # re-raised its error without writing the final file.
+  def test_a_thread_that_dies_is_reported_and_stop_still_writes_the_last_file
+    profiler = FakeProfiler.new(failures: 1, error: NotImplementedError) # not a StandardError
+    _, err = capture_io do
+      @flusher = Fathom::PeriodicFlusher.new(profiler, dir: @dir, interval: 0.01).start
+      wait_for { !@flusher.running? }
+    end
+    assert_match(/fathom: the periodic flusher's thread .* ended: NotImplementedError: simulated flush failure/, err)
+    assert_match(/NotImplementedError/, @flusher.stats[:thread_error])
+    path = @flusher.stop
+    @flusher = nil
+    assert path && File.exist?(path), "stop writes the final file"
+  end
+
+  def test_a_killed_thread_is_reported_and_stop_still_writes_the_last_file
+    @flusher = Fathom::PeriodicFlusher.new(FakeProfiler.new, dir: @dir, interval: 3600).start
+    thread = Thread.list.find { |t| t.name == "fathom-flusher" }
+    thread.kill
+    thread.join
+    refute @flusher.running?
+    assert_equal "killed", @flusher.stats[:thread_error]
+    assert File.exist?(@flusher.stop)
+    @flusher = nil
+  end
+
+  def test_start_again_after_the_thread_died
+    @flusher = Fathom::PeriodicFlusher.new(FakeProfiler.new, dir: @dir, interval: 3600).start
+    Thread.list.find { |t| t.name == "fathom-flusher" }.tap(&:kill).join
+    @flusher.start
+    assert @flusher.running?
+    assert_nil @flusher.stats[:thread_error]
+  end
+
+  def test_flush_errors_are_counted
+    profiler = FakeProfiler.new(failures: 2)
+    capture_io do
+      @flusher = Fathom::PeriodicFlusher.new(profiler, dir: @dir, interval: 0.01).start
+      wait_for { files.size >= 1 }
+    end
+    stats = @flusher.stats
+    assert_equal 2, stats[:errors]
+    assert_equal "IOError: simulated flush failure", stats[:last_error]
+    assert_nil stats[:thread_error]
+  end
+
+  def test_stats_before_start
+    stats = Fathom::PeriodicFlusher.new(FakeProfiler.new, dir: @dir, interval: 1).stats
+    assert_equal 1_000_000_000, stats[:interval_ns]
+    assert_equal 0, stats[:files_written]
+    assert_equal 0, stats[:skipped_ticks]
+  end
+
+  # Issue 10, item 12: with the main thread busy in Ruby code (holding the
+  # GVL), the flusher wrote 3 files in 4 s at a 0.2 s interval: every
+  # syscall of the write gave the GVL away, and each time the thread got it
+  # back only at the busy thread's next time slice (100 ms). Now the write
+  # is one native call, and the schedule is at a fixed rate.
+  def test_keeps_the_interval_with_a_busy_main_thread
+    require_native!
+    @flusher = Fathom::PeriodicFlusher.new(FakeProfiler.new, dir: @dir, interval: 0.2).start
+    started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    x = 0
+    x += 1 while Process.clock_gettime(Process::CLOCK_MONOTONIC) - started < 2.5
+    written = files.size
+    stats = @flusher.stats
+    # About 12 expected; before the fix, 1 or 2.
+    assert_operator written, :>=, 7, "#{written} files in 2.5 s at 0.2 s; stats: #{stats}"
+    assert_operator stats[:flushes_on_tick], :>=, written
+    assert_operator stats[:max_late_by_ns], :>, 0, "a busy main thread delays the flusher, and stats say so"
+    %i[late_by_ns late_flushes skipped_ticks flush_ns max_flush_ns].each { |k| assert_kind_of Integer, stats[k], k }
   end
 end

@@ -7,6 +7,7 @@
 #include "gc_collector.h"
 #include "retention_snapshot.h"
 #include "heap_collector.h"
+#include "new_file_binding.h"
 #include "ractor_guard.h"
 #include "sample_timer.h"
 
@@ -39,4 +40,5 @@ extern "C" __attribute__((visibility("default"))) void Init_fathom_ext(void) {
   fathom::InitHeapCollector(mNative);
   fathom::InitGcCollector(mNative);
   fathom::InitRetentionSnapshot(mNative);
+  fathom::InitNewFile(mNative);
 }

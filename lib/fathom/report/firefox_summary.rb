@@ -9,8 +9,17 @@ module Fathom
     # markers of the "Garbage Collection" track (one marker per coalesced
     # period). Pause percentiles are only in the pprof (its comment); here
     # the longest period's GC time is shown instead.
+    #
+    # A Firefox file has no sample types, so a sample_index (which would
+    # be silently ignored) is refused.
     class FirefoxSummary
-      def initialize(json)
+      def initialize(json, sample_index: nil)
+        unless sample_index.nil?
+          raise ArgumentError, "fathom: sample_index does not apply to a Firefox Profiler file (it has no sample " \
+                               "types; the summary shows wall, cpu, steps and GCs together). Write the GC profile " \
+                               "as pprof to sort by one of them"
+        end
+
         @json = json
         @markers = gc_markers
       end

@@ -18,24 +18,36 @@ module Fathom
     # GC counts come from the gcs/count sample type, grouped by the "gc type"
     # label; pause percentiles from the "fathom.gc.pauses" comment, which
     # the collector fills from a histogram of every step (within 25%).
+    #
+    # sample_index (a sample type name or position: wall, cpu, gc_steps,
+    # gcs) picks the column the table is sorted by; wall when not given.
+    # The totals above the table show every sample type whatever it is.
     class GcSummary
       Row = Struct.new(:type, :reason, :cause, :wall, :cpu, :steps, :gcs)
+      # Sample type => Row member.
+      COLUMNS = { "wall" => :wall, "cpu" => :cpu, "gc_steps" => :steps, "gcs" => :gcs }.freeze
 
       def self.gc_profile?(profile)
         names = profile.sample_type_names
         names.include?("gc_steps") && names.include?("wall")
       end
 
-      def initialize(profile)
+      def initialize(profile, sample_index: nil)
         raise ArgumentError, "fathom: not a GC profile (no gc_steps sample type)" unless self.class.gc_profile?(profile)
 
         @profile = profile
-        @index = %w[wall cpu gc_steps gcs].to_h { |name| [name, profile.sample_type_index(name)] }
+        @index = COLUMNS.keys.to_h { |name| [name, profile.sample_type_index(name)] }
+        @sort_by = resolve_sort(sample_index)
         @rows = group_rows
         @pauses = parse_pauses
       end
 
       attr_reader :rows, :pauses
+
+      # The sample type the table is sorted by ("wall", "cpu", ...).
+      def sample_type
+        COLUMNS.key(@sort_by)
+      end
 
       def total(name)
         @rows.sum { |r| r[name] }
@@ -63,9 +75,9 @@ module Fathom
         end
         return out if @rows.empty?
 
-        out << "\nby type, reason and cause\n"
+        out << "\nby type, reason and cause#{" (sorted by #{sample_type})" unless @sort_by == :wall}\n"
         out << format("%10s %7s %10s %7s %6s  %-6s %-10s %s\n", "wall", "wall%", "cpu", "steps", "GCs", "type", "reason", "cause")
-        @rows.sort_by { |r| [-r.wall, r.type.to_s, r.reason.to_s, r.cause.to_s] }.each do |r|
+        @rows.sort_by { |r| [-r[@sort_by], -r.wall, r.type.to_s, r.reason.to_s, r.cause.to_s] }.each do |r|
           out << format("%10s %7s %10s %7d %6d  %-6s %-10s %s\n", fmt(r.wall), Units.percentage(r.wall, wall),
                         fmt(r.cpu), r.steps, r.gcs, r.type, r.reason.to_s.empty? ? "-" : r.reason, r.cause)
         end
@@ -73,6 +85,25 @@ module Fathom
       end
 
       private
+
+      # Row member to sort by, from a sample type name (String/Symbol) or
+      # its position in the profile; anything else names the valid choices.
+      def resolve_sort(sample_index)
+        return :wall if sample_index.nil?
+
+        names = @profile.sample_type_names
+        name =
+          case sample_index
+          when String, Symbol then sample_index.to_s
+          when Integer then sample_index >= 0 ? names[sample_index] : nil
+          else
+            raise TypeError, "fathom: sample_index must be a sample type name (String), got #{sample_index.inspect}"
+          end
+        COLUMNS.fetch(name) do
+          raise ArgumentError, "fathom: unknown sample_index #{sample_index.inspect} for a GC profile " \
+                               "(available: #{COLUMNS.keys.join(", ")})"
+        end
+      end
 
       def fmt(ns)
         Units.format_value(ns.to_i, "nanoseconds")

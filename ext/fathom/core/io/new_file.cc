@@ -1,0 +1,106 @@
+#include "io/new_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace fathom {
+
+namespace {
+
+constexpr const char* kLink = "link";
+
+NewFileResult Failed(const char* step, int error) {
+  NewFileResult r;
+  r.status = NewFileResult::kFailed;
+  r.error = error;
+  r.step = step;
+  return r;
+}
+
+// Closes a descriptor on every path out.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  // Closes now and reports close's own error (a write error NFS reports late).
+  int Close() {
+    int rc = close(fd_);
+    fd_ = -1;
+    return rc;
+  }
+
+ private:
+  int fd_;
+};
+
+bool WriteAll(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    ssize_t n = write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+int FsyncRetrying(int fd) {
+  int rc;
+  do rc = fsync(fd);
+  while (rc != 0 && errno == EINTR);
+  return rc;
+}
+
+}  // namespace
+
+NewFileResult WriteNewFile(const std::string& dir, const std::string& name, const std::string& tmp_name,
+                           const char* data, size_t size) {
+  Fd dir_fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir_fd.get() < 0) return Failed("open directory", errno);
+
+  // 0666 & ~umask, like an ordinary File.write.
+  Fd file(openat(dir_fd.get(), tmp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666));
+  if (file.get() < 0) return Failed("open", errno);
+
+  NewFileResult result;
+  const char* step = nullptr;  // the step that failed
+  if (!WriteAll(file.get(), data, size)) {
+    step = "write";
+  } else if (FsyncRetrying(file.get()) != 0) {
+    step = "fsync";
+  } else if (file.Close() != 0) {
+    step = "close";
+  } else if (linkat(dir_fd.get(), tmp_name.c_str(), dir_fd.get(), name.c_str(), 0) != 0) {
+    step = kLink;
+  }
+  int error = step ? errno : 0;
+  unlinkat(dir_fd.get(), tmp_name.c_str(), 0);  // the data lives on under `name`, or is dropped
+
+  if (step == nullptr) {
+    FsyncRetrying(dir_fd.get());  // makes the new name durable; best effort
+    result.status = NewFileResult::kWritten;
+    return result;
+  }
+  if (step == kLink) {
+    if (error == EEXIST) {
+      result.status = NewFileResult::kExists;
+      return result;
+    }
+    if (error == EPERM || error == EOPNOTSUPP || error == EXDEV || error == EMLINK || error == ENOSYS) {
+      result.status = NewFileResult::kNoHardLinks;
+      return result;
+    }
+  }
+  return Failed(step, error);
+}
+
+}  // namespace fathom

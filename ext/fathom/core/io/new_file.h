@@ -1,0 +1,40 @@
+// Writing a file that must not exist yet, in one call with no Ruby in it.
+//
+// The periodic flusher writes a new file every interval. Done in Ruby, each
+// step (open, write, fsync, close, link, unlink, fsync of the directory)
+// releases the GVL, and a thread that releases the GVL while another thread
+// runs Ruby code gets it back only at that thread's next time slice (100 ms
+// on Ruby 3.1 and 3.3): a dozen syscalls made the write alone take ~1.5 s
+// with a busy main thread. ruby/new_file_binding.cc runs WriteNewFile with
+// the GVL released once for all of them.
+//
+// The protocol is lib/fathom/atomic_file.rb's for a target that is absent:
+// the data goes to `tmp_name` (created exclusively, not following links),
+// is fsynced, and is linked to `name`; link(2) fails rather than replace
+// anything that exists under `name`, file or link. Whatever fails, the
+// temporary file is removed.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace fathom {
+
+struct NewFileResult {
+  enum Status {
+    kWritten,     // dir/name now holds the data
+    kExists,      // something is at dir/name already: nothing was written
+    kNoHardLinks, // the file system cannot link: nothing was written (use rename)
+    kFailed,      // error (errno) in step: nothing was written
+  };
+  Status status = kFailed;
+  int error = 0;
+  const char* step = "";  // "open directory", "open", "write", "fsync", "close", "link"
+};
+
+// dir: an existing directory; name and tmp_name: plain file names in it
+// (no '/'). The directory is fsynced after the link, best effort.
+NewFileResult WriteNewFile(const std::string& dir, const std::string& name, const std::string& tmp_name,
+                           const char* data, size_t size);
+
+}  // namespace fathom
