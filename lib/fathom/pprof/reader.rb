@@ -1,12 +1,20 @@
 # frozen_string_literal: true
 
-require "zlib"
 require_relative "../error"
+require_relative "../profile_bytes"
 
 module Fathom
   # A pure-Ruby reader for pprof profiles (perftools.profiles.Profile, see
   # github.com/google/pprof/proto/profile.proto), gzipped or raw. It decodes
   # into plain structs with every string-table index already resolved.
+  #
+  # The bytes are not trusted: anything that is not a well-formed profile
+  # raises DecodeError (a Fathom::Error) saying what is wrong and where —
+  # an empty input, gzip that inflates past ProfileBytes' limits, malformed
+  # protobuf (truncation, field 0, varints past 64 bits, lengths past their
+  # message), indexes into the string table or ids of locations and
+  # functions that do not exist. Strings that are not valid UTF-8 are kept
+  # with the bad bytes replaced (pprof does not check them either).
   module Pprof
     class DecodeError < Fathom::Error; end
 
@@ -47,7 +55,7 @@ module Fathom
       end
     end
 
-    GZIP_MAGIC = "\x1f\x8b".b.freeze
+    GZIP_MAGIC = ProfileBytes::GZIP_MAGIC
 
     module_function
 
@@ -65,20 +73,27 @@ module Fathom
       end
     end
 
+    # A file that cannot be opened raises SystemCallError; one that is not a
+    # profile (a device, too large, not pprof) DecodeError naming the path.
     def read_file(path)
-      decode(File.binread(path))
-    rescue DecodeError => e
+      decode(ProfileBytes.read_file(path))
+    rescue Fathom::Error => e
       raise DecodeError, e.message.sub(/\A(fathom: )?/, "fathom: #{path}: ")
     end
 
     def decode(bytes)
+      raise TypeError, "fathom: profile bytes must be a String, got #{bytes.class}" unless String === bytes
+      # pprof's own reader refuses empty input too ("empty input file").
+      raise DecodeError, "fathom: the profile is empty (0 bytes)" if bytes.empty?
+
       bytes = bytes.b
-      if bytes.start_with?(GZIP_MAGIC)
+      if ProfileBytes.gzip?(bytes)
         begin
-          bytes = Zlib.gunzip(bytes)
-        rescue Zlib::Error => e
-          raise DecodeError, "fathom: not a valid gzip stream (#{e.message})"
+          bytes = ProfileBytes.gunzip(bytes)
+        rescue ProfileBytes::Error => e
+          raise DecodeError, e.message
         end
+        raise DecodeError, "fathom: the profile is empty (a gzip of 0 bytes)" if bytes.empty?
       end
       Decoder.new(bytes).profile
     end
@@ -113,6 +128,7 @@ module Fathom
           k = varint
           wire = k & 7
           case (field = k >> 3)
+          when 0 then error("field number 0 (not protobuf)")
           when 1 then sample_types << message_range(wire)
           when 2
             # The most frequent field: two flat Integers instead of a pair.
@@ -156,11 +172,15 @@ module Fathom
       private
 
       def error(message)
-        raise DecodeError, "fathom: malformed pprof data at byte #{@pos}: #{message}"
+        raise DecodeError, "fathom: not a pprof profile: malformed data at byte #{@pos}: #{message}"
       end
 
+      # Indexes come from int64 fields too: a negative one must not count
+      # from the end, a huge one must not reach Array#fetch (RangeError).
       def str(index)
-        @strings.fetch(index) { error("string index #{index} out of range (table has #{@strings.size})") }
+        return @strings[index] if index >= 0 && index < @strings.size
+
+        error("string index #{index} out of range (table has #{@strings.size})")
       end
 
       def varint
@@ -184,6 +204,8 @@ module Fathom
           error("varint longer than 10 bytes") if shift > 63
         end
         @pos = pos
+        # A 10th byte carries bit 63 only: more would not fit in 64 bits.
+        error("varint overflows 64 bits") if shift == 63 && b > 1
         result
       end
 
@@ -216,9 +238,12 @@ module Fathom
 
       def string(wire)
         stop = length_limit(wire)
-        s = @buf.byteslice(@pos, stop - @pos).force_encoding(Encoding::UTF_8).freeze
+        s = @buf.byteslice(@pos, stop - @pos).force_encoding(Encoding::UTF_8)
+        # Reports split, match and print these: invalid bytes would raise
+        # ArgumentError there, far from the file that had them.
+        s = s.scrub unless s.valid_encoding?
         @pos = stop
-        s
+        s.freeze
       end
 
       def skip(wire)
@@ -263,6 +288,7 @@ module Fathom
             shift += 7
             error("varint longer than 10 bytes") if shift > 63
           end
+          error("varint overflows 64 bits") if shift == 63 && b > 1
           into << (signed && v >= TWO_63 ? v - TWO_64 : v)
         end
         @pos = pos
