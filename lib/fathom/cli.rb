@@ -4,6 +4,7 @@ require "optparse"
 require_relative "version"
 require_relative "error"
 require_relative "options"
+require_relative "profile_bytes"
 require_relative "pprof/reader"
 require_relative "report/top"
 require_relative "report"
@@ -15,9 +16,21 @@ module Fathom
   # The `fathom` command. Deliberately does not load the native extension:
   # `run` only prepares the environment and execs, `report` is pure Ruby.
   #
-  # Exit statuses: 0 ok, 1 runtime failure (unreadable profile...), 2 usage
-  # error, and for `run` whatever the profiled command exits with (127 when
-  # it cannot be found, 126 when it cannot be executed).
+  # Exit statuses (EXIT_STATUSES, also in the help):
+  #   0  success
+  #   1  the command ran and failed: a file that cannot be read or is not a
+  #      usable profile (empty, truncated, corrupt, too large), two profiles
+  #      that cannot be compared. One line on stderr: "fathom CMD: FILE: why".
+  #   2  bad usage: the command line is wrong (unknown command or option, a
+  #      missing or extra argument, a value out of range, a --sample-index
+  #      the profile does not have, an output path that may not be written).
+  #      The message, then "Run `fathom CMD --help` for usage."
+  # `run` exits with the profiled command's status (127 when it cannot be
+  # found, 126 when it cannot be executed).
+  #
+  # Bad data never reaches the usage path: the readers and reports raise
+  # Fathom::Error for it, and only ArgumentError/TypeError (an option's
+  # fault) become usage errors.
   class CLI
     class UsageError < StandardError; end
 
@@ -39,6 +52,12 @@ module Fathom
         -h, --help     show this help (`fathom COMMAND --help` for a command's)
         -v, --version  show the version
 
+      Exit status:
+        0  success
+        1  a file cannot be read or is not a usable profile, or profiles cannot be compared
+        2  bad usage: unknown option, missing argument, value out of range
+        fathom run exits with the status of the program it runs.
+
       Examples:
         fathom run --mode heap -o heap.pb.gz -- ruby script.rb
         fathom report heap.pb.gz --sample-index alloc_space --top 10
@@ -59,6 +78,7 @@ module Fathom
 
     # Returns the exit status (`run` does not return when exec succeeds).
     def run(argv)
+      argv = argv.map { |arg| binary_if_invalid(arg) }
       command = argv.shift
       case command
       when nil
@@ -93,9 +113,23 @@ module Fathom
 
     def usage_error(command, message)
       where = command && %w[run report diff].include?(command) ? "fathom #{command}" : "fathom"
-      @stderr.puts "#{where}: #{message}"
+      @stderr.puts "#{where}: #{Options.clean(message, 500)}"
       @stderr.puts "Run `#{where} --help` for usage."
       2
+    end
+
+    # Exit status 1: the data's fault, on one line.
+    def data_error(command, path, message)
+      message = message.delete_prefix("fathom: ")
+      @stderr.puts "fathom #{command}: #{Options.clean(path, 200)}: #{Options.clean(message, 500)}"
+      1
+    end
+
+    # OptionParser matches every argument with regexps, which raise
+    # ArgumentError on a String with invalid UTF-8 (a file name is any bytes).
+    # As binary such an argument keeps its bytes and parses.
+    def binary_if_invalid(arg)
+      String === arg && !arg.valid_encoding? ? arg.b : arg
     end
 
     # OptionParser's own errors (unknown option, missing argument) become usage errors.
@@ -172,7 +206,11 @@ module Fathom
 
       validate { Modes.check_format!(modes, format, "--format") }
       coalesce = opts.fetch(:coalesce, Modes.format_seconds(GC[:coalesce]))
-      validate { Options.duration_ns("--coalesce", coalesce) } unless coalesce.strip == "0"
+      # The same bounds as GcProfiler's coalesce: a value it would refuse
+      # must fail here, not leave the program unprofiled after it started.
+      unless coalesce.strip == "0"
+        validate { Options.duration_ns("--coalesce", coalesce, min_ns: Options::COALESCE_NS.begin, max_ns: Options::COALESCE_NS.end) }
+      end
 
       interval_ns = validate do
         Options.duration_ns("--interval", opts.fetch(:interval, Modes.format_seconds(HEAP[:interval])),
@@ -181,7 +219,7 @@ module Fathom
       max_depth = validate { Options.parse_integer("--max-depth", opts.fetch(:max_depth, HEAP[:max_depth].to_s), Options::MAX_DEPTH_RANGE) }
       # One mode: the file (default fathom-<mode>.pb.gz); several: a base name.
       out = opts[:out] || (OutputPaths.default(modes.first, format) if modes.size == 1)
-      out &&= File.expand_path(out)
+      out &&= File.expand_path(validate { Options.path("--out", out) })
       raise UsageError, "--out #{out} is a directory; give a file name" if out && File.directory?(out)
       check_outputs(modes, out, format, opts[:force])
       # RUBYOPT is split on whitespace with no quoting, so -I cannot carry such a path.
@@ -248,27 +286,48 @@ module Fathom
       raise UsageError, "missing FILE" if argv.empty?
       raise UsageError, "too many arguments: #{argv.join(" ")}" if argv.size > 1
 
-      top = validate { Options.parse_integer("--top", opts.fetch(:top, "20"), 1..) }
-      report = decode_file("report", argv.first) do |bytes|
-        validate { Report.for_bytes(bytes, sample_index: opts[:sample_index], top: top) }
-      end
-      return 1 unless report
+      top = top_option(opts)
+      path = argv.first
+      bytes = read_profile("report", path) or return 1
+      text = with_data("report", path) { Report.for_bytes(bytes, sample_index: opts[:sample_index], top: top).to_s }
+      return 1 unless text
 
-      @stdout.print report.to_s
+      @stdout.print text
       0
     end
 
-    # Reads a profile file and decodes its bytes with the block. A file that
-    # cannot be read or decoded is reported as "fathom COMMAND: ..." and
-    # gives nil (the command then exits 1).
-    def decode_file(command, path)
-      yield File.binread(path)
+    # --top: any positive integer; more rows than a report has shows them all.
+    def top_option(opts)
+      validate { Options.parse_integer("--top", opts.fetch(:top, "20"), 1..) }
+    end
+
+    # A profile file's bytes, or nil after saying why it cannot be read
+    # (missing, unreadable, a directory or device, over ProfileBytes' limit).
+    def read_profile(command, path)
+      bytes = ProfileBytes.read_file(path)
+      return bytes unless bytes.empty?
+
+      data_error(command, path, "the file is empty (0 bytes), not a profile")
+      nil
     rescue SystemCallError => e
-      @stderr.puts "fathom #{command}: cannot read #{path}: #{e.message}"
+      data_error(command, path, "cannot read it: #{e.message.sub(/ @ \w+ - .*\z/, "")}")
       nil
-    rescue Pprof::DecodeError => e
-      @stderr.puts "fathom #{command}: not a pprof profile: #{path}: #{e.message.delete_prefix("fathom: ")}"
+    rescue Fathom::Error => e
+      data_error(command, path, e.message)
       nil
+    end
+
+    # Runs the block on a file's data: Fathom::Error (the data is not a
+    # usable profile) is reported with the path and gives nil (exit 1);
+    # ArgumentError/TypeError (an option does not fit the profile, like an
+    # unknown --sample-index) become usage errors (exit 2).
+    def with_data(command, path)
+      yield
+    rescue Fathom::Error => e
+      data_error(command, path, e.message)
+      nil
+    rescue ArgumentError, TypeError => e
+      raise UsageError, e.message.delete_prefix("fathom: ")
     end
 
     # ---- fathom diff ---------------------------------------------------
@@ -293,11 +352,27 @@ module Fathom
       return 0 if parse_or_help(diff_parser(opts), argv, opts, order: false)
       raise UsageError, "need two profiles: BEFORE AFTER" unless argv.size == 2
 
-      top = validate { Options.parse_integer("--top", opts.fetch(:top, "20"), 1..) }
-      before, after = argv.map { |path| decode_file("diff", path) { |bytes| Pprof.decode(bytes) } or return 1 }
-      report = validate { Report::Diff.new(before, after, sample_index: opts[:sample_index], top: top) }
-      @stdout.print report.to_s
+      top = top_option(opts)
+      before, after = argv.map do |path|
+        bytes = read_profile("diff", path) or return 1
+        with_data("diff", path) { diff_side(bytes) } or return 1
+      end
+      # Neither file alone is at fault when they do not match: both are named.
+      text = with_data("diff", argv.join(" and ")) do
+        Report::Diff.new(before, after, sample_index: opts[:sample_index], top: top).to_s
+      end
+      return 1 unless text
+
+      @stdout.print text
       0
+    end
+
+    def diff_side(bytes)
+      if Report.firefox_json?(bytes)
+        raise Fathom::Error, "fathom: a Firefox Profiler file; fathom diff compares pprof profiles"
+      end
+
+      Pprof.decode(bytes)
     end
   end
 end

@@ -3,7 +3,10 @@
 require "json"
 require "stringio"
 require "zlib"
+require_relative "options"
+require_relative "profile_bytes"
 require_relative "pprof/reader"
+require_relative "report/sample_index"
 require_relative "report/top"
 require_relative "report/gc_summary"
 require_relative "report/firefox_summary"
@@ -14,22 +17,38 @@ require_relative "report/site_retention"
 
 module Fathom
   # Picks the text report that fits a profile's kind.
+  #
+  # Errors follow one rule, which `fathom report` turns into its exit
+  # status: Fathom::Error when the bytes are not a profile the report can
+  # use (exit 1), ArgumentError/TypeError when an option does not fit
+  # (a sample_index the profile does not have, a top of 0; exit 2).
   module Report
     module_function
 
     # bytes: a file's content — gzipped or plain pprof, or Firefox Profiler JSON.
     def for_bytes(bytes, sample_index: nil, top: 20)
-      json = firefox_json(bytes)
-      return FirefoxSummary.new(json) if json
+      raise TypeError, "fathom: profile bytes must be a String, got #{Options.describe(bytes)}" unless String === bytes
+
+      top = Options.row_limit("top", top)
+      SampleIndex.check_type!(sample_index)
+      return FirefoxSummary.new(parse_firefox_json(bytes)) if firefox_json?(bytes)
 
       for_profile(Pprof.decode(bytes), sample_index: sample_index, top: top)
     end
 
-    # profile: a decoded Fathom::Pprof::Profile.
+    # profile: a decoded Fathom::Pprof::Profile. sample_index and top apply
+    # to heap profiles; for the others they are checked and ignored.
     def for_profile(profile, sample_index: nil, top: 20)
+      raise TypeError, "fathom: profile must be a Fathom::Pprof::Profile, got #{Options.describe(profile)}" unless Pprof::Profile === profile
+
+      top = Options.row_limit("top", top)
       case kind(profile)
-      when :gc then GcSummary.new(profile)
-      when :retention then Retention.new(profile, sample_index: sample_index, top: top)
+      when :gc
+        SampleIndex.resolve(profile, sample_index)
+        GcSummary.new(profile)
+      when :retention
+        SampleIndex.resolve(profile, sample_index)
+        Retention.new(profile, sample_index: sample_index, top: top)
       else Top.new(profile, sample_index: sample_index, top: top)
       end
     end
@@ -38,20 +57,32 @@ module Fathom
     # Firefox Profiler file; otherwise it is pprof, or junk)? Decompresses
     # at most 64 bytes.
     def firefox_json?(bytes)
-      head = bytes.start_with?(Pprof::GZIP_MAGIC) ? Zlib::GzipReader.new(StringIO.new(bytes)).read(64).to_s : bytes[0, 64]
-      head.lstrip.start_with?("{")
+      head = ProfileBytes.gzip?(bytes) ? Zlib::GzipReader.new(StringIO.new(bytes)).read(64).to_s : bytes[0, 64]
+      head.b.lstrip.start_with?("{")
     rescue Zlib::Error
       false
     end
 
     # The parsed JSON of a Firefox Profiler file, else nil.
     def firefox_json(bytes)
-      return nil unless firefox_json?(bytes)
-
-      text = bytes.start_with?(Pprof::GZIP_MAGIC) ? Zlib::GzipReader.new(StringIO.new(bytes)).read : bytes
-      JSON.parse(text)
-    rescue Zlib::Error, JSON::ParserError
+      parse_firefox_json(bytes) if firefox_json?(bytes)
+    rescue Fathom::Error
       nil
+    end
+
+    # The parsed JSON object of a Firefox Profiler file (gzipped or not);
+    # Fathom::Error saying why when it is not one.
+    def parse_firefox_json(bytes)
+      text = ProfileBytes.gzip?(bytes) ? ProfileBytes.gunzip(bytes) : bytes
+      json = JSON.parse(text)
+      raise Fathom::Error, "fathom: not a Firefox Profiler profile (the JSON is not an object)" unless Hash === json
+
+      json
+    rescue JSON::ParserError => e
+      # The parser quotes the rest of the input: keep its first line, short.
+      detail = e.message.lines.first.to_s.strip.scrub
+      detail = "#{detail[0, 80]}..." if detail.size > 80
+      raise Fathom::Error, "fathom: not valid Firefox Profiler JSON (truncated or malformed: #{detail})"
     end
   end
 end

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "units"
+require_relative "../error"
 
 module Fathom
   module Report
@@ -27,7 +28,7 @@ module Fathom
       end
 
       def initialize(profile)
-        raise ArgumentError, "fathom: not a GC profile (no gc_steps sample type)" unless self.class.gc_profile?(profile)
+        raise Fathom::Error, "fathom: not a GC profile (no gc_steps and wall sample types)" unless self.class.gc_profile?(profile)
 
         @profile = profile
         @index = %w[wall cpu gc_steps gcs].to_h { |name| [name, profile.sample_type_index(name)] }
@@ -97,14 +98,16 @@ module Fathom
         rows.values
       end
 
+      # "fathom.gc.pauses p50_ns=1 p90_ns=2 ..." -> {p50_ns: 1, ...}; nil
+      # when the comment is missing or not in that form (another writer's).
       def parse_pauses
         line = @profile.comments.to_a.find { |c| c.start_with?("fathom.gc.pauses ") } or return nil
         line.split.drop(1).to_h do |pair|
           k, v = pair.split("=", 2)
+          return nil unless v&.match?(/\A-?\d{1,19}\z/)
+
           [k.to_sym, Integer(v, 10)]
         end
-      rescue ArgumentError
-        nil
       end
     end
   end
