@@ -125,6 +125,12 @@ module Fathom
       1
     end
 
+    # Arguments for a message: joining a binary one (see binary_if_invalid)
+    # with a UTF-8 one would raise Encoding::CompatibilityError.
+    def printable(args)
+      args.map { |arg| Options.clean(arg, 200) }
+    end
+
     # OptionParser matches every argument with regexps, which raise
     # ArgumentError on a String with invalid UTF-8 (a file name is any bytes).
     # As binary such an argument keeps its bytes and parses.
@@ -142,9 +148,17 @@ module Fathom
     end
 
     def parse(parser, argv, order:)
+      without_officious_options(parser)
       order ? parser.order!(argv) : parser.permute!(argv)
     rescue OptionParser::ParseError => e
       raise UsageError, e.message
+    end
+
+    # OptionParser answers --version, --*-completion-bash and
+    # --*-completion-zsh (and abbreviations: `fathom diff --v`) itself, by
+    # printing and calling exit: an unknown option for fathom's commands.
+    def without_officious_options(parser)
+      parser.base.long.delete_if { |name, _| name != "help" }
     end
 
     # Converts an Options validation error into a usage error.
@@ -284,7 +298,7 @@ module Fathom
       return 0 if parse_or_help(report_parser(opts), argv, opts, order: false)
 
       raise UsageError, "missing FILE" if argv.empty?
-      raise UsageError, "too many arguments: #{argv.join(" ")}" if argv.size > 1
+      raise UsageError, "too many arguments: #{printable(argv).join(" ")}" if argv.size > 1
 
       top = top_option(opts)
       path = argv.first
@@ -358,7 +372,7 @@ module Fathom
         with_data("diff", path) { diff_side(bytes) } or return 1
       end
       # Neither file alone is at fault when they do not match: both are named.
-      text = with_data("diff", argv.join(" and ")) do
+      text = with_data("diff", printable(argv).join(" and ")) do
         Report::Diff.new(before, after, sample_index: opts[:sample_index], top: top).to_s
       end
       return 1 unless text

@@ -117,7 +117,7 @@ module Fathom
       begin
         File.expand_path(value)
       rescue ArgumentError, EncodingError => e
-        raise ArgumentError, "fathom: #{name} is not a usable path (#{e.message}), got #{shown(value)}"
+        raise ArgumentError, "fathom: #{name} is not a usable path (#{clean(e.message)}), got #{shown(value)}"
       end
       value
     end

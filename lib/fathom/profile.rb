@@ -80,7 +80,7 @@ module Fathom
     end
 
     def to_s
-      parts = ["#{@bytes.bytesize} bytes#{" gzipped" if @bytes.start_with?(Pprof::GZIP_MAGIC)}"]
+      parts = ["#{@bytes.bytesize} bytes#{" gzipped" if ProfileBytes.gzip?(@bytes)}"]
       parts << "#{@stats[:samples]} samples (#{@stats[:live_samples]} live)" if @stats.key?(:samples)
       parts << "#{@stats[:steps]} GC steps in #{@stats[:periods]} periods" if @stats.key?(:steps)
       parts << "flushed in #{Options.format_ns(@stats[:flush_ns])}" if @stats[:flush_ns]

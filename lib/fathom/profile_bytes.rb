@@ -54,8 +54,10 @@ module Fathom
       end
     end
 
+    # By bytes: String#start_with? raises Encoding::CompatibilityError when
+    # the String given is UTF-8 with non-ASCII characters.
     def gzip?(bytes)
-      bytes.start_with?(GZIP_MAGIC)
+      bytes.getbyte(0) == 0x1f && bytes.getbyte(1) == 0x8b
     end
 
     # Inflates gzip `bytes` (concatenated members too, as gzip(1) and Go's

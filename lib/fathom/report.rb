@@ -57,7 +57,7 @@ module Fathom
     # Firefox Profiler file; otherwise it is pprof, or junk)? Decompresses
     # at most 64 bytes.
     def firefox_json?(bytes)
-      head = ProfileBytes.gzip?(bytes) ? Zlib::GzipReader.new(StringIO.new(bytes)).read(64).to_s : bytes[0, 64]
+      head = ProfileBytes.gzip?(bytes) ? Zlib::GzipReader.new(StringIO.new(bytes)).read(64).to_s : bytes.byteslice(0, 64)
       head.b.lstrip.start_with?("{")
     rescue Zlib::Error
       false
@@ -79,9 +79,9 @@ module Fathom
 
       json
     rescue JSON::ParserError => e
-      # The parser quotes the rest of the input: keep its first line, short.
-      detail = e.message.lines.first.to_s.strip.scrub
-      detail = "#{detail[0, 80]}..." if detail.size > 80
+      # The parser quotes the rest of the input, any bytes: keep its first
+      # line, short and printable.
+      detail = Options.clean(e.message.b.lines.first.to_s.strip, 100)
       raise Fathom::Error, "fathom: not valid Firefox Profiler JSON (truncated or malformed: #{detail})"
     end
   end

@@ -23,7 +23,9 @@ module Fathom
   #   # $ fathom diff retained.pb.gz retained2.pb.gz
   module Retention
     DEFAULTS = { gc: true, max_depth: Modes::DEFAULTS.fetch(:retention).fetch(:max_depth), progress: :auto }.freeze
-    MAX_DEPTH_RANGE = (2..4096).freeze
+    # At least 3: the root category, a "(truncated)" hop and the object
+    # (the encoder refuses less, but only after the whole walk).
+    MAX_DEPTH_RANGE = (3..4096).freeze
     # explain_sites(top:, per_site:): each picked object is followed by the
     # snapshot; more than this many is not an explanation anymore.
     SITES_RANGE = (1..100_000).freeze

@@ -69,6 +69,25 @@ class CLIUsageTest < Minitest::Test
     assert_usage(/invalid option: --t\uFFFD$/, "report", "--t\xff", "x")
     assert_usage(/--interval must be a positive duration/, "run", "--interval", "1\xffms", "--", "true")
     assert_usage(/--mode must be one or more of heap, gc, retention/, "run", "--mode", "he\xffap", "--", "true")
+    # Found by the CLI fuzzer: joining a binary argument with a UTF-8 one for
+    # the message raised Encoding::CompatibilityError.
+    assert_usage(/\Afathom report: too many arguments: \uFFFD １$/, "report", "\xff", "１")
+    r = run_cli("diff", "#{@dir}/\xff", "#{@dir}/１")
+    assert_equal 1, r.status
+    assert_match(/cannot read it/, r.err)
+  end
+
+  # Found by the CLI fuzzer: OptionParser answered --version (and --v, its
+  # abbreviation) by raising SystemExit ("version unknown", exit 1), and
+  # --*-completion-bash by printing the flags and exiting 0.
+  def test_optparse_officious_options_are_unknown
+    assert_usage(/\Afathom diff: invalid option: --v$/, "diff", "--v", "a", "b")
+    assert_usage(/\Afathom report: invalid option: --version$/, "report", "--version", "a")
+    assert_usage(/\Afathom report: invalid option: --\*-completion-bash=-$/, "report", "--*-completion-bash=-")
+    assert_usage(/\Afathom run: invalid option: --\*-completion-zsh=x$/, "run", "--*-completion-zsh=x", "--", "true")
+    r = run_cli("report", "--he")
+    assert_equal 0, r.status
+    assert_match(/\AUsage: fathom report/, r.out)
   end
 
   # The exit statuses the help now documents: 1 for data, 2 for usage.

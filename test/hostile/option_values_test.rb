@@ -67,6 +67,15 @@ class OptionValuesTest < Minitest::Test
     assert_raises(ArgumentError) { Fathom::Retention.explain_sites(profiler, bogus: 1) }
   end
 
+  # max_depth: 2 passed the check (2..4096), walked the whole heap, then
+  # failed in the encoder: "internal error: max_depth must be ... at least 3".
+  def test_retention_max_depth_matches_the_encoder
+    assert_option_error(ArgumentError, "max_depth") { Fathom.retention_snapshot(max_depth: 2) }
+    assert_option_error(ArgumentError, "max_depth") { Fathom::RetentionProfiler.new(max_depth: 2) }
+    require_native!
+    assert_equal :retention, Fathom.retention_snapshot(max_depth: 3, gc: false, progress: nil).kind
+  end
+
   # Objects without #is_a?, #inspect or #respond_to? got NoMethodError from
   # the checks themselves.
   def test_basic_objects_get_a_type_error
@@ -105,6 +114,26 @@ class OptionValuesTest < Minitest::Test
     assert_option_error(ArgumentError, "path") { profile.write("~fathom-no-such-user/x.pb.gz") }
     assert_option_error(ArgumentError, "out") { Fathom.profile(out: "~fathom-no-such-user/x") { nil } }
     assert_option_error(TypeError, "path") { profile.write(Pathname.new("x").then { |p| def p.to_path = 42; p }) }
+  end
+
+  # Found by the option fuzzer: a path too long for the file system raised
+  # Errno::ENAMETOOLONG from File.lstat deep in AtomicFile; it is refused
+  # like any path that may not be written, and the message stays printable.
+  def test_paths_the_file_system_refuses
+    error = assert_raises(Fathom::Error) { Fathom.profile(out: "x" * 5000) { nil } }
+    assert_match(/\Afathom: cannot write .*x{100}.*: File name too long\z/, error.message)
+    error = assert_option_error(ArgumentError, "out") { Fathom.profile(out: "~\xe5\x12pP") { nil } }
+    assert error.message.valid_encoding?
+  end
+
+  # Found by the option fuzzer: Pprof.read called #respond_to? and #class,
+  # which a BasicObject lacks.
+  def test_pprof_read_argument
+    assert_option_error(TypeError, "bytes_or_path") { Fathom::Pprof.read(BasicObject.new) }
+    assert_option_error(TypeError, "bytes_or_path") { Fathom::Pprof.read(42) }
+    odd = Object.new
+    def odd.to_path = 42
+    assert_option_error(TypeError, "bytes_or_path") { Fathom::Pprof.read(odd) }
   end
 
   def test_mode_lists

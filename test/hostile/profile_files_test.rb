@@ -93,6 +93,16 @@ class ProfileFilesTest < Minitest::Test
     assert_match(/vm \uFFFD \(Hash\) → leaf \(String\)/, r.out)
   end
 
+  # Found by the option fuzzer: bytes given as a UTF-8 String with
+  # non-ASCII characters met the binary gzip magic in String#start_with?
+  # (Encoding::CompatibilityError).
+  def test_bytes_in_a_utf8_string
+    error = assert_raises(Fathom::Error) { Fathom::Report.for_bytes("µs\xff") }
+    assert_match(/not a pprof profile/, error.message)
+    assert_match(/\AFathom heap profile: 3 bytes\z/, Fathom::Profile.new("µs").to_s)
+    assert_equal %w[leaf main], Fathom::Report.for_bytes(gzip(W.profile).force_encoding(Encoding::UTF_8)).rows.map(&:name)
+  end
+
   # 100 MB of zeros (97 kB of gzip) inflated fully and parsed for 11 s.
   def test_a_zip_bomb_fails_fast
     io = StringIO.new(+"".b)
@@ -198,6 +208,9 @@ class ProfileFilesTest < Minitest::Test
     assert_bad_data('{"threads": [], "meta": {"profilingEndTime": 1e400}}', /profilingEndTime is not a number/)
     assert_bad_data('{"threads": [], "meta": {"profilingEndTime": 1e308, "profilingStartTime": -1e308}}', /times out of range/)
     assert_bad_data("{#{"[" * 1000}", /not valid Firefox Profiler JSON/)
+    # Found by the file fuzzer: the parser's message quoted invalid UTF-8,
+    # and String#strip raised ArgumentError on it.
+    assert_bad_data("{\"a\": \"\xff\" x".b, /not valid Firefox Profiler JSON \(truncated or malformed: .*unexpected token/)
   end
 
   def test_devices_directories_and_pipes

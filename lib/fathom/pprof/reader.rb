@@ -64,12 +64,16 @@ module Fathom
     # whose content happens to look like a path must not be followed
     # (read_file takes a path String).
     def read(bytes_or_path)
-      if bytes_or_path.respond_to?(:to_path)
-        read_file(bytes_or_path.to_path)
-      elsif bytes_or_path.is_a?(String)
+      if String === bytes_or_path
         decode(bytes_or_path)
+      elsif Kernel.instance_method(:respond_to?).bind_call(bytes_or_path, :to_path)
+        path = bytes_or_path.to_path
+        raise TypeError, "fathom: Pprof.read(bytes_or_path): to_path must return a String, got #{path.class}" unless String === path
+
+        read_file(path)
       else
-        raise TypeError, "fathom: Pprof.read needs profile bytes (a String) or a Pathname, got #{bytes_or_path.class}"
+        raise TypeError, "fathom: Pprof.read(bytes_or_path) needs profile bytes (a String) or a Pathname, " \
+                         "got #{Kernel.instance_method(:class).bind_call(bytes_or_path)}"
       end
     end
 
