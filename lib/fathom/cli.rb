@@ -185,10 +185,13 @@ module Fathom
         o.separator ""
         o.on("--mode MODES", "what to profile, comma-separated: #{MODES.join(", ")} (default: #{Modes::DEFAULT})") { |v| opts[:mode] = v }
         o.on("--format FORMAT", "GC profile format: pprof or firefox (Firefox Profiler JSON; default: #{GC[:format]})") { |v| opts[:format] = v }
-        o.on("--coalesce DUR", "GC: sum GC steps into one sample at most this often, 0 = every step " \
+        o.on("--coalesce DUR", "GC: sum GC steps into one sample at most this often, up to " \
+                               "#{Options.format_ns(Options::COALESCE_NS.end)}; 0 = every step " \
                                "(default: #{Modes.format_seconds(GC[:coalesce])})") { |v| opts[:coalesce] = v }
         o.on("--exact", "record every allocation instead of sampling (slow)") { opts[:exact] = true }
-        o.on("--interval DUR", "sampling interval, e.g. 1ms, 10ms, 0.002 (default: #{Modes.format_seconds(HEAP[:interval])})") { |v| opts[:interval] = v }
+        o.on("--interval DUR", "sampling interval, e.g. 1ms, 10ms, 0.002; " \
+                               "#{Options.format_ns(Options::SAMPLING_INTERVAL_NS.begin)}..#{Options.format_ns(Options::SAMPLING_INTERVAL_NS.end)} " \
+                               "(default: #{Modes.format_seconds(HEAP[:interval])})") { |v| opts[:interval] = v }
         o.on("--max-depth N", "deepest stack recorded, #{Options::MAX_DEPTH_RANGE} (default: #{HEAP[:max_depth]})") { |v| opts[:max_depth] = v }
         o.on("-o", "--out FILE", "where to write the profile (default: fathom-<mode>.pb.gz)") { |v| opts[:out] = v }
         o.on("--force", "replace an existing FILE that Fathom did not write (never a link or a device)") { opts[:force] = true }
@@ -288,7 +291,7 @@ module Fathom
         o.separator ""
         o.on("--sample-index NAME", "alloc_objects, alloc_space, inuse_objects or inuse_space",
              "(default: the profile's default, inuse_space)") { |v| opts[:sample_index] = v }
-        o.on("--top N", "rows to show (default: 20)") { |v| opts[:top] = v }
+        o.on("--top N", "rows to show (default: 20; more than the report has: all)") { |v| opts[:top] = v }
         o.on("-h", "--help", "show this help") { opts[:help] = true }
       end
     end
@@ -356,7 +359,7 @@ module Fathom
         o.separator "For heap profiles a path is an allocation stack."
         o.separator ""
         o.on("--sample-index NAME", "the value to compare (default: the profiles' default, inuse_space)") { |v| opts[:sample_index] = v }
-        o.on("--top N", "rows to show (default: 20)") { |v| opts[:top] = v }
+        o.on("--top N", "rows to show (default: 20; more than the report has: all)") { |v| opts[:top] = v }
         o.on("-h", "--help", "show this help") { opts[:help] = true }
       end
     end
