@@ -6,7 +6,7 @@ require "zlib"
 require_relative "options"
 require_relative "profile_bytes"
 require_relative "pprof/reader"
-require_relative "report/sample_index"
+require_relative "report/arguments"
 require_relative "report/top"
 require_relative "report/gc_summary"
 require_relative "report/firefox_summary"
@@ -39,7 +39,7 @@ module Fathom
     # profile: a decoded Fathom::Pprof::Profile. sample_index and top apply
     # to heap profiles; for the others they are checked and ignored.
     def for_profile(profile, sample_index: nil, top: 20)
-      raise TypeError, "fathom: profile must be a Fathom::Pprof::Profile, got #{Options.describe(profile)}" unless Pprof::Profile === profile
+      check_profile!(profile)
 
       top = Options.row_limit("top", top)
       case kind(profile)

@@ -188,6 +188,15 @@ class OptionFuzzTest < Minitest::Test
 
       Fathom::Report::Diff.new(opts.fetch(:before, decoded), opts.fetch(:after, decoded), **opts.except(:before, :after)).to_s
     end
+    fuzz("Report classes", { profile: [decoded] }) do |opts|
+      next if opts.key?(:fathom_bogus)
+
+      [Fathom::Report::Top, Fathom::Report::GcSummary, Fathom::Report::Retention].each do |klass|
+        klass.new(opts[:profile]).to_s
+      rescue Fathom::Error
+        nil # a heap profile is not a GC or retention profile
+      end
+    end
     fuzz("Pprof.read", { bytes_or_path: [pprof, Pathname.new(File::NULL)] },
          also: [[Fathom::Error, //], [SystemCallError, //]]) do |opts|
       next if opts.key?(:fathom_bogus)

@@ -2,6 +2,7 @@
 
 require "test_helper"
 require "pathname"
+require "fathom/autorun" # does nothing here: FATHOM_PID is not this process
 
 # Issue 10, item 9: values that got past the option checks and failed deep
 # inside (FloatDomainError, RangeError, NoMethodError). Each must now raise
@@ -74,6 +75,20 @@ class OptionValuesTest < Minitest::Test
     assert_option_error(ArgumentError, "max_depth") { Fathom::RetentionProfiler.new(max_depth: 2) }
     require_native!
     assert_equal :retention, Fathom.retention_snapshot(max_depth: 3, gc: false, progress: nil).kind
+  end
+
+  # fathom run's environment: FATHOM_COALESCE had no upper bound here, so
+  # the error came later from GcProfiler, naming "coalesce", not the variable.
+  def test_autorun_variables_have_the_profilers_bounds
+    ENV["FATHOM_COALESCE"] = "61s"
+    assert_option_error(ArgumentError, "FATHOM_COALESCE") { Fathom::Autorun.settings([:gc]) }
+    ENV["FATHOM_COALESCE"] = "1e99999999"
+    assert_option_error(ArgumentError, "FATHOM_COALESCE") { Fathom::Autorun.settings([:gc]) }
+    ENV["FATHOM_COALESCE"] = nil
+    ENV["FATHOM_INTERVAL"] = "1e99999999"
+    assert_option_error(ArgumentError, "FATHOM_INTERVAL") { Fathom::Autorun.settings([:heap]) }
+  ensure
+    ENV["FATHOM_COALESCE"] = ENV["FATHOM_INTERVAL"] = nil
   end
 
   # Objects without #is_a?, #inspect or #respond_to? got NoMethodError from

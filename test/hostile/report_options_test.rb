@@ -42,6 +42,16 @@ class ReportOptionsTest < Minitest::Test
     assert_option_error(ArgumentError, "kind") { Fathom::Profile.new("x", kind: :cpu) }
   end
 
+  # Each report called methods on its profile argument: nil.sample_types.
+  def test_reports_check_their_profile_argument
+    assert_option_error(TypeError, "profile") { Fathom::Report::Top.new(nil) }
+    assert_option_error(TypeError, "profile") { Fathom::Report::GcSummary.new("bytes") }
+    assert_option_error(TypeError, "profile") { Fathom::Report::Retention.new(BasicObject.new) }
+    assert_option_error(TypeError, "profile") { Fathom::Report.for_profile({}) }
+    assert_option_error(TypeError, "profile") { Fathom::Report.kind(nil) }
+    assert_option_error(TypeError, "after") { Fathom::Report::Diff.new(Fathom::Pprof::Profile.new([], [], {}, {}, {}, [""], 0, 0, nil, 0, nil, []), 1) }
+  end
+
   def test_profile_load_checks_its_path
     assert_option_error(ArgumentError, "path") { Fathom::Profile.load("a\0b") }
     assert_option_error(TypeError, "path") { Fathom::Profile.load(nil) }

@@ -3,7 +3,7 @@
 require_relative "units"
 require_relative "kind"
 require_relative "retention"
-require_relative "sample_index"
+require_relative "arguments"
 require_relative "../options"
 require_relative "../error"
 
@@ -40,11 +40,8 @@ module Fathom
       # default type in both, raise Fathom::Error (the data's fault); a
       # sample_index given that is not in both, ArgumentError.
       def initialize(before, after, sample_index: nil, top: 20)
-        [[:before, before], [:after, after]].each do |name, profile|
-          next if Pprof::Profile === profile
-
-          raise TypeError, "fathom: #{name} must be a Fathom::Pprof::Profile, got #{Options.describe(profile)}"
-        end
+        Report.check_profile!(before, "before")
+        Report.check_profile!(after, "after")
         @top = Options.row_limit("top", top)
         kinds = [Report.kind(before), Report.kind(after)]
         unless kinds.uniq.size == 1

@@ -2,6 +2,7 @@
 
 require_relative "units"
 require_relative "../error"
+require_relative "arguments"
 
 module Fathom
   module Report
@@ -28,6 +29,7 @@ module Fathom
       end
 
       def initialize(profile)
+        Report.check_profile!(profile)
         raise Fathom::Error, "fathom: not a GC profile (no gc_steps and wall sample types)" unless self.class.gc_profile?(profile)
 
         @profile = profile

@@ -3,6 +3,7 @@
 require_relative "units"
 require_relative "../options"
 require_relative "../error"
+require_relative "arguments"
 
 module Fathom
   module Report
@@ -32,6 +33,7 @@ module Fathom
       # rank by retained_space and show self size and objects beside it.
       def initialize(profile, top: 20, sample_index: nil)
         @top = Options.row_limit("top", top)
+        Report.check_profile!(profile)
         raise Fathom::Error, "fathom: not a retention profile (no retained_space sample type)" unless self.class.retention_profile?(profile)
 
         @profile = profile

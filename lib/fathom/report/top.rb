@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "units"
-require_relative "sample_index"
+require_relative "arguments"
 require_relative "../options"
 
 module Fathom
@@ -31,7 +31,7 @@ module Fathom
       # top: how many rows to show (nil, or more than there are: all).
       def initialize(profile, sample_index: nil, top: 20)
         @top = Options.row_limit("top", top)
-        @profile = profile
+        @profile = Report.check_profile!(profile)
         @index = SampleIndex.resolve(profile, sample_index)
         @sample_type, @unit = profile.sample_types.fetch(@index)
       end

@@ -1,9 +1,21 @@
 # frozen_string_literal: true
 
 require_relative "../options"
+require_relative "../pprof/reader"
 
 module Fathom
+  # The arguments every report takes, checked the same way: the decoded
+  # profile, and sample_index.
   module Report
+    # A report takes a decoded profile (Fathom::Pprof.read); anything else
+    # is the caller's mistake, a TypeError naming the argument.
+    def self.check_profile!(profile, name = "profile")
+      return profile if Pprof::Profile === profile
+
+      raise TypeError, "fathom: #{name} must be a Fathom::Pprof::Profile (from Fathom::Pprof.read), " \
+                       "got #{Options.describe(profile)}"
+    end
+
     # The sample_index option of every report: a sample type name (String
     # or Symbol) or its Integer position; nil picks the profile's
     # default_sample_type, else the last type (pprof's rule). A value the
