@@ -129,6 +129,7 @@ class FileFuzzTest < Minitest::Test
       "a gzip of a gzip of zeros" => Fuzz.gzip(zeros * 100),
       "repeated samples" => Fuzz.gzip(samples * 20, Zlib::BEST_COMPRESSION),
       "JSON whitespace" => Fuzz.gzip("{\"threads\":[#{" " * (64 << 20)}]}", Zlib::BEST_COMPRESSION),
+      "stacks of 50,000 inlined lines" => Fuzz.gzip(expansion_bomb),
     }
     rss_before = rss
     bombs.each do |name, bytes|
@@ -138,9 +139,18 @@ class FileFuzzTest < Minitest::Test
       assert_operator took, :<, CASE_SECONDS, "#{name}: took #{took.round(2)}s"
       next if name.include?("gzip of a gzip") # inflates to gzip bytes, which are not protobuf
 
-      assert_match(/inflates to more than/, error.message, name)
+      assert_match(name.include?("inlined") ? /stack frames/ : /inflates to more than/, error.message, name)
     end
     assert_operator rss - rss_before, :<, RSS_GROWTH
+  end
+
+  # One location of 50,000 lines under 50,000 samples: 2.5e9 frames.
+  def expansion_bomb
+    w = PprofWire
+    lines = (1..50_000).map { |i| w.bytes(4, w.int(1, 1) + w.int(2, i)) }.join
+    sample = w.bytes(2, w.packed(1, [1]) + w.packed(2, [1]))
+    w.bytes(1, w.int(1, 1) + w.int(2, 2)) + w.bytes(4, w.int(1, 1) + lines) + w.bytes(5, w.int(1, 1) + w.int(2, 3)) +
+      (sample * 50_000) + w.strings(["", "inuse_space", "bytes", "f"])
   end
 
   # A few damaged files through the real command.

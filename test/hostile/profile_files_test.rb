@@ -75,6 +75,17 @@ class ProfileFilesTest < Minitest::Test
     end
   end
 
+  # A valid protobuf of another message: profile.proto's own descriptor.
+  def test_gzip_of_a_protobuf_that_is_not_pprof
+    skip_unless_protoc!
+    descriptor, err, status = Open3.capture3("protoc", "--descriptor_set_out=/dev/stdout", "-I", TestHelper::PROTO_DIR,
+                                             "profile.proto", binmode: true)
+    assert status.success?, err
+    assert_bad_data(gzip(descriptor), /not a pprof profile: malformed data at byte \d+: expected a varint, got wire type 2/)
+    # One that happens to parse (fields 6 and 13 only) is a profile without sample types.
+    assert_bad_data(gzip(W.strings(["", "x"]) + W.int(13, 1)), /it has no sample types/)
+  end
+
   # A unit with invalid UTF-8 reached String#downcase: ArgumentError and a
   # stack trace. A frame name with it reached String#sub in `fathom diff`:
   # "invalid byte sequence in UTF-8" as a usage error (exit 2).
@@ -116,6 +127,22 @@ class ProfileFilesTest < Minitest::Test
     json_bomb = gzip("{\"threads\": [#{" " * (40 << 20)}]}")
     took = elapsed { assert_bad_data(json_bomb, /inflates to more than 16MiB/) }
     assert_operator took, :<, 2
+  end
+
+  # 800 kB (a few kB gzipped): one location of 50,000 inlined lines under
+  # 50,000 samples. Every report expanded it to 2.5e9 frames: hours.
+  def test_stacks_that_expand_beyond_the_file
+    lines = (1..50_000).map { |i| W.bytes(4, W.int(1, 1) + W.int(2, i)) }.join
+    sample = W.bytes(2, W.packed(1, [1]) + W.packed(2, [1]))
+    bomb = W.bytes(1, W.int(1, 1) + W.int(2, 2)) + W.bytes(4, W.int(1, 1) + lines) + W.bytes(5, W.int(1, 1) + W.int(2, 3)) +
+           (sample * 50_000) + W.strings(["", "inuse_space", "bytes", "f"])
+    took = elapsed do
+      assert_bad_data(gzip(bomb), /expand to 2500000000 stack frames \(2500000000 bytes of function names\), more than Fathom reads/)
+    end
+    assert_operator took, :<, 2
+    # Names: 300 samples under one 1 MB name are 300 MB to hash.
+    long = W.profile(table: ["", "inuse_space", "bytes", "main", "x" * (1 << 20)], samples: [[[2], [1]]] * 300)
+    assert_bad_data(gzip(long), /bytes of function names\), more than Fathom reads/)
   end
 
   # Zeros inside the limit were parsed as field 0, two bytes at a time.

@@ -443,21 +443,54 @@ module Fathom
         error("sub-message overruns its length") if @pos != stop
       end
 
+      # Every report expands each sample's stack into function names (a
+      # location's lines, inlined ones included). A small file can ask for a
+      # huge expansion: one location of 50,000 lines under 50,000 samples is
+      # 2.5e9 frames from 800 kB, hours of work for a report. Fathom's own
+      # profiles expand to under 1 frame and ~10 bytes of names per byte of
+      # protobuf; the limits leave room for far deeper stacks and longer
+      # names (and every report is linear in them).
+      FRAMES_PER_BYTE = 4
+      MIN_FRAMES = 2_000_000
+      NAME_BYTES_PER_BYTE = 64
+      MIN_NAME_BYTES = 128 << 20
+
       def check_references(profile)
-        locations = profile.locations
+        functions = profile.functions
+        # location id => [frames, bytes of names] that it expands to
+        cost = {}
+        profile.locations.each do |loc_id, lines|
+          text = 0
+          lines.each do |function_id, _|
+            if (fn = functions[function_id])
+              text += fn.name.bytesize
+            elsif function_id.zero?
+              text += 24 # "<unknown function 0>"
+            else
+              raise DecodeError, "fathom: not a pprof profile: location #{loc_id} refers to missing function #{function_id}"
+            end
+          end
+          cost[loc_id] = lines.empty? ? [1, 16] : [lines.size, text] # "<location N>"
+        end
+        frames = text = 0
         profile.samples.each do |s|
           s.location_ids.each do |id|
-            raise DecodeError, "fathom: malformed pprof data: sample refers to missing location #{id}" unless locations.key?(id)
+            c = cost[id] or raise DecodeError, "fathom: not a pprof profile: a sample refers to missing location #{id}"
+            frames += c[0]
+            text += c[1]
           end
         end
-        functions = profile.functions
-        locations.each do |loc_id, lines|
-          lines.each do |function_id, _|
-            next if function_id.zero? || functions.key?(function_id)
+        check_expansion(frames, text)
+      end
 
-            raise DecodeError, "fathom: malformed pprof data: location #{loc_id} refers to missing function #{function_id}"
-          end
-        end
+      def check_expansion(frames, text)
+        size = @buf.bytesize
+        return if frames <= FRAMES_PER_BYTE * size + MIN_FRAMES && text <= NAME_BYTES_PER_BYTE * size + MIN_NAME_BYTES
+
+        raise DecodeError, "fathom: not a usable pprof profile: its #{size} bytes expand to #{frames} stack frames " \
+                           "(#{text} bytes of function names), more than Fathom reads for a profile of this size " \
+                           "(#{FRAMES_PER_BYTE} frames and #{NAME_BYTES_PER_BYTE} bytes of names per byte, " \
+                           "at least #{MIN_FRAMES} and #{MIN_NAME_BYTES >> 20} MiB)"
       end
     end
   end

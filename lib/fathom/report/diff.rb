@@ -112,7 +112,13 @@ module Fathom
 
       def chain_key(path)
         *inner, leaf = path
-        inner.map { |frame| frame.sub(FRAME_CLASS, "") }.push(leaf).join(" → ")
+        inner.map { |frame| hop_of(frame) }.push(leaf).join(" → ")
+      end
+
+      # A frame without its "(Class)", once per frame: every sample under the
+      # same frame holds the same String (its function's name).
+      def hop_of(frame)
+        (@hops ||= {}.compare_by_identity)[frame] ||= frame.sub(FRAME_CLASS, "")
       end
 
       def fmt(v)
