@@ -38,7 +38,7 @@ module Fathom
   def self.profile(mode: Modes::DEFAULT, out: nil, overwrite: false, **opts)
     raise ArgumentError, "fathom: Fathom.profile needs a block" unless block_given?
 
-    out = Options.path("out", out) unless out.nil?
+    out = Options.path("out", out) unless NilClass === out
     overwrite = Options.boolean("overwrite", overwrite)
     session = Session.new(mode, **opts)
     paths = session.paths(out) if out

@@ -175,11 +175,16 @@ module Fathom
     end
 
     # nil when nothing is there (ENOTDIR: a parent is not a directory,
-    # which check_dir! then reports).
+    # which check_dir! then reports). A path that cannot be looked at (a
+    # name too long, a loop of links, a parent we may not search) is
+    # refused here, as Fathom::Error, rather than as an Errno from deep in a
+    # write.
     def lstat(path)
       File.lstat(path)
     rescue Errno::ENOENT, Errno::ENOTDIR
       nil
+    rescue SystemCallError => e
+      raise Error, "fathom: cannot write #{path}: #{e.message.sub(/ @ .*\z/m, "")}"
     end
 
     def describe(stat)

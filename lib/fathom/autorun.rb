@@ -70,7 +70,8 @@ module Fathom
           end
         end
         if modes.include?(:gc) && (v = env["FATHOM_COALESCE"])
-          opts[:coalesce] = v.strip == "0" ? 0 : "#{Options.duration_ns("FATHOM_COALESCE", v)}ns"
+          bounds = { min_ns: Options::COALESCE_NS.begin, max_ns: Options::COALESCE_NS.end } # GcProfiler's
+          opts[:coalesce] = v.strip == "0" ? 0 : "#{Options.duration_ns("FATHOM_COALESCE", v, **bounds)}ns"
         end
         opts[:format] = Options.one_of("FATHOM_FORMAT", env["FATHOM_FORMAT"], Modes::ALL_FORMATS) if env["FATHOM_FORMAT"]
         opts

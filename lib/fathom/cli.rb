@@ -4,6 +4,7 @@ require "optparse"
 require_relative "version"
 require_relative "error"
 require_relative "options"
+require_relative "profile_bytes"
 require_relative "pprof/reader"
 require_relative "report/top"
 require_relative "report"
@@ -15,9 +16,21 @@ module Fathom
   # The `fathom` command. Deliberately does not load the native extension:
   # `run` only prepares the environment and execs, `report` is pure Ruby.
   #
-  # Exit statuses: 0 ok, 1 runtime failure (unreadable profile...), 2 usage
-  # error, and for `run` whatever the profiled command exits with (127 when
-  # it cannot be found, 126 when it cannot be executed).
+  # Exit statuses (EXIT_STATUSES, also in the help):
+  #   0  success
+  #   1  the command ran and failed: a file that cannot be read or is not a
+  #      usable profile (empty, truncated, corrupt, too large), two profiles
+  #      that cannot be compared. One line on stderr: "fathom CMD: FILE: why".
+  #   2  bad usage: the command line is wrong (unknown command or option, a
+  #      missing or extra argument, a value out of range, a --sample-index
+  #      the profile does not have, an output path that may not be written).
+  #      The message, then "Run `fathom CMD --help` for usage."
+  # `run` exits with the profiled command's status (127 when it cannot be
+  # found, 126 when it cannot be executed).
+  #
+  # Bad data never reaches the usage path: the readers and reports raise
+  # Fathom::Error for it, and only ArgumentError/TypeError (an option's
+  # fault) become usage errors.
   class CLI
     class UsageError < StandardError; end
 
@@ -39,6 +52,12 @@ module Fathom
         -h, --help     show this help (`fathom COMMAND --help` for a command's)
         -v, --version  show the version
 
+      Exit status:
+        0  success
+        1  a file cannot be read or is not a usable profile, or profiles cannot be compared
+        2  bad usage: unknown option, missing argument, value out of range
+        fathom run exits with the status of the program it runs.
+
       Examples:
         fathom run --mode heap -o heap.pb.gz -- ruby script.rb
         fathom report heap.pb.gz --sample-index alloc_space --top 10
@@ -59,6 +78,7 @@ module Fathom
 
     # Returns the exit status (`run` does not return when exec succeeds).
     def run(argv)
+      argv = argv.map { |arg| binary_if_invalid(arg) }
       command = argv.shift
       case command
       when nil
@@ -93,9 +113,29 @@ module Fathom
 
     def usage_error(command, message)
       where = command && %w[run report diff].include?(command) ? "fathom #{command}" : "fathom"
-      @stderr.puts "#{where}: #{message}"
+      @stderr.puts "#{where}: #{Options.clean(message, 500)}"
       @stderr.puts "Run `#{where} --help` for usage."
       2
+    end
+
+    # Exit status 1: the data's fault, on one line.
+    def data_error(command, path, message)
+      message = message.delete_prefix("fathom: ")
+      @stderr.puts "fathom #{command}: #{Options.clean(path, 200)}: #{Options.clean(message, 500)}"
+      1
+    end
+
+    # Arguments for a message: joining a binary one (see binary_if_invalid)
+    # with a UTF-8 one would raise Encoding::CompatibilityError.
+    def printable(args)
+      args.map { |arg| Options.clean(arg, 200) }
+    end
+
+    # OptionParser matches every argument with regexps, which raise
+    # ArgumentError on a String with invalid UTF-8 (a file name is any bytes).
+    # As binary such an argument keeps its bytes and parses.
+    def binary_if_invalid(arg)
+      String === arg && !arg.valid_encoding? ? arg.b : arg
     end
 
     # OptionParser's own errors (unknown option, missing argument) become usage errors.
@@ -108,9 +148,17 @@ module Fathom
     end
 
     def parse(parser, argv, order:)
+      without_officious_options(parser)
       order ? parser.order!(argv) : parser.permute!(argv)
     rescue OptionParser::ParseError => e
       raise UsageError, e.message
+    end
+
+    # OptionParser answers --version, --*-completion-bash and
+    # --*-completion-zsh (and abbreviations: `fathom diff --v`) itself, by
+    # printing and calling exit: an unknown option for fathom's commands.
+    def without_officious_options(parser)
+      parser.base.long.delete_if { |name, _| name != "help" }
     end
 
     # Converts an Options validation error into a usage error.
@@ -137,10 +185,13 @@ module Fathom
         o.separator ""
         o.on("--mode MODES", "what to profile, comma-separated: #{MODES.join(", ")} (default: #{Modes::DEFAULT})") { |v| opts[:mode] = v }
         o.on("--format FORMAT", "GC profile format: pprof or firefox (Firefox Profiler JSON; default: #{GC[:format]})") { |v| opts[:format] = v }
-        o.on("--coalesce DUR", "GC: sum GC steps into one sample at most this often, 0 = every step " \
+        o.on("--coalesce DUR", "GC: sum GC steps into one sample at most this often, up to " \
+                               "#{Options.format_ns(Options::COALESCE_NS.end)}; 0 = every step " \
                                "(default: #{Modes.format_seconds(GC[:coalesce])})") { |v| opts[:coalesce] = v }
         o.on("--exact", "record every allocation instead of sampling (slow)") { opts[:exact] = true }
-        o.on("--interval DUR", "sampling interval, e.g. 1ms, 10ms, 0.002 (default: #{Modes.format_seconds(HEAP[:interval])})") { |v| opts[:interval] = v }
+        o.on("--interval DUR", "sampling interval, e.g. 1ms, 10ms, 0.002; " \
+                               "#{Options.format_ns(Options::SAMPLING_INTERVAL_NS.begin)}..#{Options.format_ns(Options::SAMPLING_INTERVAL_NS.end)} " \
+                               "(default: #{Modes.format_seconds(HEAP[:interval])})") { |v| opts[:interval] = v }
         o.on("--max-depth N", "deepest stack recorded, #{Options::MAX_DEPTH_RANGE} (default: #{HEAP[:max_depth]})") { |v| opts[:max_depth] = v }
         o.on("-o", "--out FILE", "where to write the profile (default: fathom-<mode>.pb.gz)") { |v| opts[:out] = v }
         o.on("--force", "replace an existing FILE that Fathom did not write (never a link or a device)") { opts[:force] = true }
@@ -172,7 +223,11 @@ module Fathom
 
       validate { Modes.check_format!(modes, format, "--format") }
       coalesce = opts.fetch(:coalesce, Modes.format_seconds(GC[:coalesce]))
-      validate { Options.duration_ns("--coalesce", coalesce) } unless coalesce.strip == "0"
+      # The same bounds as GcProfiler's coalesce: a value it would refuse
+      # must fail here, not leave the program unprofiled after it started.
+      unless coalesce.strip == "0"
+        validate { Options.duration_ns("--coalesce", coalesce, min_ns: Options::COALESCE_NS.begin, max_ns: Options::COALESCE_NS.end) }
+      end
 
       interval_ns = validate do
         Options.duration_ns("--interval", opts.fetch(:interval, Modes.format_seconds(HEAP[:interval])),
@@ -181,7 +236,7 @@ module Fathom
       max_depth = validate { Options.parse_integer("--max-depth", opts.fetch(:max_depth, HEAP[:max_depth].to_s), Options::MAX_DEPTH_RANGE) }
       # One mode: the file (default fathom-<mode>.pb.gz); several: a base name.
       out = opts[:out] || (OutputPaths.default(modes.first, format) if modes.size == 1)
-      out &&= File.expand_path(out)
+      out &&= File.expand_path(validate { Options.path("--out", out) })
       raise UsageError, "--out #{out} is a directory; give a file name" if out && File.directory?(out)
       check_outputs(modes, out, format, opts[:force])
       # RUBYOPT is split on whitespace with no quoting, so -I cannot carry such a path.
@@ -237,7 +292,7 @@ module Fathom
         o.on("--sample-index NAME", "alloc_objects, alloc_space, inuse_objects or inuse_space",
              "(default: the profile's default, inuse_space); for a GC",
              "profile the column its table is sorted by: wall, cpu, gc_steps, gcs") { |v| opts[:sample_index] = v }
-        o.on("--top N", "rows to show (default: 20)") { |v| opts[:top] = v }
+        o.on("--top N", "rows to show (default: 20; more than the report has: all)") { |v| opts[:top] = v }
         o.on("-h", "--help", "show this help") { opts[:help] = true }
       end
     end
@@ -247,29 +302,50 @@ module Fathom
       return 0 if parse_or_help(report_parser(opts), argv, opts, order: false)
 
       raise UsageError, "missing FILE" if argv.empty?
-      raise UsageError, "too many arguments: #{argv.join(" ")}" if argv.size > 1
+      raise UsageError, "too many arguments: #{printable(argv).join(" ")}" if argv.size > 1
 
-      top = validate { Options.parse_integer("--top", opts.fetch(:top, "20"), 1..) }
-      report = decode_file("report", argv.first) do |bytes|
-        validate { Report.for_bytes(bytes, sample_index: opts[:sample_index], top: top) }
-      end
-      return 1 unless report
+      top = top_option(opts)
+      path = argv.first
+      bytes = read_profile("report", path) or return 1
+      text = with_data("report", path) { Report.for_bytes(bytes, sample_index: opts[:sample_index], top: top).to_s }
+      return 1 unless text
 
-      @stdout.print report.to_s
+      @stdout.print text
       0
     end
 
-    # Reads a profile file and decodes its bytes with the block. A file that
-    # cannot be read or decoded is reported as "fathom COMMAND: ..." and
-    # gives nil (the command then exits 1).
-    def decode_file(command, path)
-      yield File.binread(path)
+    # --top: any positive integer; more rows than a report has shows them all.
+    def top_option(opts)
+      validate { Options.parse_integer("--top", opts.fetch(:top, "20"), 1..) }
+    end
+
+    # A profile file's bytes, or nil after saying why it cannot be read
+    # (missing, unreadable, a directory or device, over ProfileBytes' limit).
+    def read_profile(command, path)
+      bytes = ProfileBytes.read_file(path)
+      return bytes unless bytes.empty?
+
+      data_error(command, path, "the file is empty (0 bytes), not a profile")
+      nil
     rescue SystemCallError => e
-      @stderr.puts "fathom #{command}: cannot read #{path}: #{e.message}"
+      data_error(command, path, "cannot read it: #{e.message.sub(/ @ \w+ - .*\z/, "")}")
       nil
-    rescue Pprof::DecodeError => e
-      @stderr.puts "fathom #{command}: not a pprof profile: #{path}: #{e.message.delete_prefix("fathom: ")}"
+    rescue Fathom::Error => e
+      data_error(command, path, e.message)
       nil
+    end
+
+    # Runs the block on a file's data: Fathom::Error (the data is not a
+    # usable profile) is reported with the path and gives nil (exit 1);
+    # ArgumentError/TypeError (an option does not fit the profile, like an
+    # unknown --sample-index) become usage errors (exit 2).
+    def with_data(command, path)
+      yield
+    rescue Fathom::Error => e
+      data_error(command, path, e.message)
+      nil
+    rescue ArgumentError, TypeError => e
+      raise UsageError, e.message.delete_prefix("fathom: ")
     end
 
     # ---- fathom diff ---------------------------------------------------
@@ -284,7 +360,7 @@ module Fathom
         o.separator "For heap profiles a path is an allocation stack."
         o.separator ""
         o.on("--sample-index NAME", "the value to compare (default: the profiles' default, inuse_space)") { |v| opts[:sample_index] = v }
-        o.on("--top N", "rows to show (default: 20)") { |v| opts[:top] = v }
+        o.on("--top N", "rows to show (default: 20; more than the report has: all)") { |v| opts[:top] = v }
         o.on("-h", "--help", "show this help") { opts[:help] = true }
       end
     end
@@ -294,11 +370,27 @@ module Fathom
       return 0 if parse_or_help(diff_parser(opts), argv, opts, order: false)
       raise UsageError, "need two profiles: BEFORE AFTER" unless argv.size == 2
 
-      top = validate { Options.parse_integer("--top", opts.fetch(:top, "20"), 1..) }
-      before, after = argv.map { |path| decode_file("diff", path) { |bytes| Pprof.decode(bytes) } or return 1 }
-      report = validate { Report::Diff.new(before, after, sample_index: opts[:sample_index], top: top) }
-      @stdout.print report.to_s
+      top = top_option(opts)
+      before, after = argv.map do |path|
+        bytes = read_profile("diff", path) or return 1
+        with_data("diff", path) { diff_side(bytes) } or return 1
+      end
+      # Neither file alone is at fault when they do not match: both are named.
+      text = with_data("diff", printable(argv).join(" and ")) do
+        Report::Diff.new(before, after, sample_index: opts[:sample_index], top: top).to_s
+      end
+      return 1 unless text
+
+      @stdout.print text
       0
+    end
+
+    def diff_side(bytes)
+      if Report.firefox_json?(bytes)
+        raise Fathom::Error, "fathom: a Firefox Profiler file; fathom diff compares pprof profiles"
+      end
+
+      Pprof.decode(bytes)
     end
   end
 end

@@ -24,7 +24,7 @@ module Fathom
     # step on its own — only for measuring what coalescing saves.
     DEFAULTS = Modes::DEFAULTS.fetch(:gc)
     FORMATS = Modes::FORMATS.fetch(:gc)
-    COALESCE_MAX_NS = 60_000_000_000
+    COALESCE_MAX_NS = Options::COALESCE_NS.end
 
     attr_reader :coalesce_ns, :flush_on_major, :format
 
@@ -62,7 +62,7 @@ module Fathom
     def coalesce_option(value)
       return 0 if value == 0 || value == false
 
-      Options.duration_ns("coalesce", value, min_ns: 1, max_ns: COALESCE_MAX_NS)
+      Options.duration_ns("coalesce", value, min_ns: Options::COALESCE_NS.begin, max_ns: Options::COALESCE_NS.end)
     end
   end
 end

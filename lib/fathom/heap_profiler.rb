@@ -37,6 +37,9 @@ module Fathom
     # numbers holds the samples' objects, weakly.
     LIVENESS_BY_VERSION = Gem::Version.new(RUBY_VERSION) >= Gem::Version.new("3.2.3") ? :weakmap : :object_id
     LIVENESS = %i[auto object_id weakmap].freeze
+    # live_objects(limit:): the store indexes records with 32 bits, so no
+    # limit above this can matter (and the native side takes a C long).
+    LIVE_OBJECTS_LIMIT = (1..0xFFFF_FFFF).freeze
 
     attr_reader :exact, :interval_ns, :max_depth, :liveness
 
@@ -76,7 +79,7 @@ module Fathom
     # they are really reachable. The objects are kept alive while the caller
     # holds the array. Used to explain the top sites with a retention snapshot.
     def live_objects(limit: 100_000)
-      limit = Options.integer("limit", limit, 1..)
+      limit = Options.integer("limit", limit, LIVE_OBJECTS_LIMIT)
       @lock.synchronize { @collector.live_objects(limit) }
     end
 

@@ -35,7 +35,12 @@ module Fathom
     # "heap,gc" or [:heap, "gc"] -> [:heap, :gc]; ArgumentError naming `what`
     # (the option or variable) for an unknown or empty list.
     def parse(list, what = "mode")
-      names = list.is_a?(String) ? list.split(",").map(&:strip).reject(&:empty?) : Array(list)
+      names =
+        case list
+        when String then list.scrub.split(",").map(&:strip).reject(&:empty?)
+        when Array then list
+        else [list] # one_of names the option for anything that is not a mode
+        end
       raise ArgumentError, "fathom: #{what} must name at least one of #{ALL.join(", ")}" if names.empty?
 
       names.map { |m| Options.one_of(what, m, ALL) }.uniq

@@ -2,6 +2,7 @@
 
 require_relative "atomic_file"
 require_relative "options"
+require_relative "profile_bytes"
 require_relative "pprof/reader"
 require_relative "report"
 
@@ -11,25 +12,33 @@ module Fathom
   # protobuf) or :firefox (Firefox Profiler JSON, gzipped or not).
   class Profile
     KINDS = %i[heap gc retention].freeze
+    FORMATS = %i[pprof firefox].freeze
 
     attr_reader :bytes, :stats, :path, :kind, :format
 
     # Reads a profile written earlier (no stats are stored in the file); the
-    # kind and format are recognized from the content.
+    # kind and format are recognized from the content. Within
+    # ProfileBytes' limits (no devices, at most 512 MiB).
     def self.load(path)
-      bytes = File.binread(path)
+      path = Options.path("path", path)
+      bytes = begin
+        ProfileBytes.read_file(path)
+      rescue ProfileBytes::Error => e
+        raise ProfileBytes::Error, e.message.sub(/\A(fathom: )?/, "fathom: #{path}: ")
+      end
       format = Report.firefox_json?(bytes) ? :firefox : :pprof
       new(bytes, {}, path: File.expand_path(path), format: format, kind: format == :firefox ? :gc : nil)
     end
 
     def initialize(bytes, stats = {}, path: nil, kind: nil, format: :pprof)
-      raise TypeError, "fathom: profile bytes must be a String, got #{bytes.class}" unless bytes.is_a?(String)
+      raise TypeError, "fathom: profile bytes must be a String, got #{Options.describe(bytes)}" unless String === bytes
+      raise TypeError, "fathom: stats must be a Hash, got #{Options.describe(stats)}" unless NilClass === stats || Hash === stats
 
       @bytes = bytes
       @stats = (stats || {}).freeze
-      @path = path
-      @format = format
-      @kind = kind
+      @path = NilClass === path ? nil : Options.path("path", path)
+      @format = Options.one_of("format", format, FORMATS)
+      @kind = NilClass === kind ? nil : Options.one_of("kind", kind, KINDS)
     end
 
     # Recognized from the sample types when not given (Report.kind).
@@ -55,20 +64,23 @@ module Fathom
     def firefox_json
       raise Fathom::Error, "fathom: not a Firefox profile" unless @format == :firefox
 
-      Report.firefox_json(@bytes) or raise Fathom::Error, "fathom: this Firefox profile's bytes are not JSON"
+      Report.parse_firefox_json(@bytes)
     end
 
     # The text report for this kind of profile: the `pprof -top` table for
     # heap profiles (sample_index, top), the GC summary for GC profiles (pprof
     # or Firefox), the top retainers with their paths for retention profiles.
     def report(sample_index: nil, top: 20)
+      # Checked first, also for a Firefox profile (which refuses a sample_index).
+      top = Options.row_limit("top", top)
+      Report::SampleIndex.check_type!(sample_index)
       return Report::FirefoxSummary.new(firefox_json, sample_index: sample_index).to_s if @format == :firefox
 
       Report.for_profile(decode, sample_index: sample_index, top: top).to_s
     end
 
     def to_s
-      parts = ["#{@bytes.bytesize} bytes#{" gzipped" if @bytes.start_with?(Pprof::GZIP_MAGIC)}"]
+      parts = ["#{@bytes.bytesize} bytes#{" gzipped" if ProfileBytes.gzip?(@bytes)}"]
       parts << "#{@stats[:samples]} samples (#{@stats[:live_samples]} live)" if @stats.key?(:samples)
       parts << "#{@stats[:steps]} GC steps in #{@stats[:periods]} periods" if @stats.key?(:steps)
       parts << "flushed in #{Options.format_ns(@stats[:flush_ns])}" if @stats[:flush_ns]

@@ -24,7 +24,12 @@ module Fathom
   #   # $ fathom diff retained.pb.gz retained2.pb.gz
   module Retention
     DEFAULTS = { gc: true, max_depth: Modes::DEFAULTS.fetch(:retention).fetch(:max_depth), progress: :auto }.freeze
-    MAX_DEPTH_RANGE = (2..4096).freeze
+    # At least 3: the root category, a "(truncated)" hop and the object
+    # (the encoder refuses less, but only after the whole walk).
+    MAX_DEPTH_RANGE = (3..4096).freeze
+    # explain_sites(top:, per_site:): each picked object is followed by the
+    # snapshot; more than this many is not an explanation anymore.
+    SITES_RANGE = (1..100_000).freeze
 
     module_function
 
@@ -43,13 +48,15 @@ module Fathom
       # :auto prints through Fathom.notice, which never fails the snapshot
       # (a closed or replaced $stderr); an IO given here is the caller's,
       # and a write that fails only ends the progress lines.
-      progress = opts[:progress] == :auto ? Notice::Stream : opts[:progress]
+      progress = Symbol === opts[:progress] && opts[:progress] == :auto ? Notice::Stream : opts[:progress]
+      unless NilClass === progress || Options.responds_to?(progress, :write)
+        raise TypeError, "fathom: progress must be an IO (or nil, :auto), got #{Options.describe(progress)}"
+      end
+      raise TypeError, "fathom: focus must be an Array of objects, got #{Options.describe(focus)}" unless NilClass === focus || Array === focus
       # Other Ractors would mutate the graph while the walk reads it.
       RactorCheck.refuse_if_running!("Fathom.retention_snapshot")
-      raise TypeError, "fathom: progress must be an IO (or nil, :auto), got #{progress.inspect}" unless progress.nil? || progress.respond_to?(:write)
-      raise TypeError, "fathom: focus must be an Array of objects, got #{focus.class}" unless focus.nil? || focus.is_a?(Array)
 
-      out = Options.path("out", out) unless out.nil?
+      out = Options.path("out", out) unless NilClass === out
       NativeLoader.require!
       native = Native::RetentionSnapshot.new(max_depth)
       paths = quietly { native.take(gc, progress, focus) }
@@ -69,8 +76,14 @@ module Fathom
     # with each distinct retention path (dominator path, root first) and how
     # many of the site's objects it holds. Report::SiteRetention prints it.
     def explain_sites(heap_profiler, top: 5, per_site: 3, **opts)
-      top = Options.integer("top", top, 1..)
-      per_site = Options.integer("per_site", per_site, 1..)
+      unless HeapProfiler === heap_profiler
+        raise TypeError, "fathom: heap_profiler must be a Fathom::HeapProfiler, got #{Options.describe(heap_profiler)}"
+      end
+
+      top = Options.integer("top", top, SITES_RANGE)
+      per_site = Options.integer("per_site", per_site, SITES_RANGE)
+      # The snapshot's options are checked now, not after a GC and the pick.
+      Options.check_unknown!(opts, DEFAULTS.keys, "Fathom::Retention.explain_sites")
       GC.start # exact mode: only objects that survive a GC count as live
       sites, focus = pick_focus(heap_profiler, top, per_site)
       # Only the focus array may hold the objects now (the snapshot ignores

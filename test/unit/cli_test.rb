@@ -142,7 +142,7 @@ class CLITest < Minitest::Test
     File.write(pointer, other)
     _, err, status = fathom("report", pointer)
     assert_equal 1, status.exitstatus
-    assert_match(/not a pprof profile: #{Regexp.escape(pointer)}/, err)
+    assert_match(/\Afathom report: #{Regexp.escape(pointer)}: not a pprof profile: /, err)
   end
 
   def test_run_missing_command
@@ -179,12 +179,12 @@ class CLITest < Minitest::Test
 
     _, err, status = fathom("report", File.join(@dir, "missing.pb.gz"))
     assert_equal 1, status.exitstatus
-    assert_match(/fathom report: cannot read .*missing.pb.gz/, err)
+    assert_match(/\Afathom report: .*missing.pb.gz: cannot read it: No such file or directory\n\z/, err)
 
     bad = File.join(@dir, "bad.pb.gz")
     File.binwrite(bad, "\x1f\x8bnope".b)
     _, err, status = fathom("report", bad)
     assert_equal 1, status.exitstatus
-    assert_match(/fathom report: not a pprof profile: .*bad.pb.gz: not a valid gzip stream/, err)
+    assert_match(/\Afathom report: .*bad.pb.gz: not a valid gzip stream/, err)
   end
 end

@@ -115,8 +115,15 @@ class PprofReaderTest < Minitest::Test
     assert_equal %w[inlined caller], profile.stack_names(profile.samples[0])
   end
 
-  def test_empty_input_is_an_empty_profile
-    profile = Fathom::Pprof.decode("".b)
+  # Like pprof's own reader ("empty input file"): zero bytes are no profile,
+  # and saying so beats "the profile has no sample types" later.
+  def test_empty_input_is_refused
+    assert_decode_error("".b, /the profile is empty \(0 bytes\)/)
+    assert_decode_error(TestHelper.gzip("".b), /the profile is empty \(a gzip of 0 bytes\)/)
+  end
+
+  def test_an_empty_protobuf_message_is_an_empty_profile
+    profile = Fathom::Pprof.decode(Wire.bytes(6, ""))
     assert_equal [], profile.samples
     assert_equal [""], profile.string_table
   end

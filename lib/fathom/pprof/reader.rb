@@ -1,12 +1,20 @@
 # frozen_string_literal: true
 
-require "zlib"
 require_relative "../error"
+require_relative "../profile_bytes"
 
 module Fathom
   # A pure-Ruby reader for pprof profiles (perftools.profiles.Profile, see
   # github.com/google/pprof/proto/profile.proto), gzipped or raw. It decodes
   # into plain structs with every string-table index already resolved.
+  #
+  # The bytes are not trusted: anything that is not a well-formed profile
+  # raises DecodeError (a Fathom::Error) saying what is wrong and where —
+  # an empty input, gzip that inflates past ProfileBytes' limits, malformed
+  # protobuf (truncation, field 0, varints past 64 bits, lengths past their
+  # message), indexes into the string table or ids of locations and
+  # functions that do not exist. Strings that are not valid UTF-8 are kept
+  # with the bad bytes replaced (pprof does not check them either).
   module Pprof
     class DecodeError < Fathom::Error; end
 
@@ -47,7 +55,7 @@ module Fathom
       end
     end
 
-    GZIP_MAGIC = "\x1f\x8b".b.freeze
+    GZIP_MAGIC = ProfileBytes::GZIP_MAGIC
 
     module_function
 
@@ -56,29 +64,40 @@ module Fathom
     # whose content happens to look like a path must not be followed
     # (read_file takes a path String).
     def read(bytes_or_path)
-      if bytes_or_path.respond_to?(:to_path)
-        read_file(bytes_or_path.to_path)
-      elsif bytes_or_path.is_a?(String)
+      if String === bytes_or_path
         decode(bytes_or_path)
+      elsif Kernel.instance_method(:respond_to?).bind_call(bytes_or_path, :to_path)
+        path = bytes_or_path.to_path
+        raise TypeError, "fathom: Pprof.read(bytes_or_path): to_path must return a String, got #{path.class}" unless String === path
+
+        read_file(path)
       else
-        raise TypeError, "fathom: Pprof.read needs profile bytes (a String) or a Pathname, got #{bytes_or_path.class}"
+        raise TypeError, "fathom: Pprof.read(bytes_or_path) needs profile bytes (a String) or a Pathname, " \
+                         "got #{Kernel.instance_method(:class).bind_call(bytes_or_path)}"
       end
     end
 
+    # A file that cannot be opened raises SystemCallError; one that is not a
+    # profile (a device, too large, not pprof) DecodeError naming the path.
     def read_file(path)
-      decode(File.binread(path))
-    rescue DecodeError => e
+      decode(ProfileBytes.read_file(path))
+    rescue Fathom::Error => e
       raise DecodeError, e.message.sub(/\A(fathom: )?/, "fathom: #{path}: ")
     end
 
     def decode(bytes)
+      raise TypeError, "fathom: profile bytes must be a String, got #{bytes.class}" unless String === bytes
+      # pprof's own reader refuses empty input too ("empty input file").
+      raise DecodeError, "fathom: the profile is empty (0 bytes)" if bytes.empty?
+
       bytes = bytes.b
-      if bytes.start_with?(GZIP_MAGIC)
+      if ProfileBytes.gzip?(bytes)
         begin
-          bytes = Zlib.gunzip(bytes)
-        rescue Zlib::Error => e
-          raise DecodeError, "fathom: not a valid gzip stream (#{e.message})"
+          bytes = ProfileBytes.gunzip(bytes)
+        rescue ProfileBytes::Error => e
+          raise DecodeError, e.message
         end
+        raise DecodeError, "fathom: the profile is empty (a gzip of 0 bytes)" if bytes.empty?
       end
       Decoder.new(bytes).profile
     end
@@ -113,6 +132,7 @@ module Fathom
           k = varint
           wire = k & 7
           case (field = k >> 3)
+          when 0 then error("field number 0 (not protobuf)")
           when 1 then sample_types << message_range(wire)
           when 2
             # The most frequent field: two flat Integers instead of a pair.
@@ -156,11 +176,15 @@ module Fathom
       private
 
       def error(message)
-        raise DecodeError, "fathom: malformed pprof data at byte #{@pos}: #{message}"
+        raise DecodeError, "fathom: not a pprof profile: malformed data at byte #{@pos}: #{message}"
       end
 
+      # Indexes come from int64 fields too: a negative one must not count
+      # from the end, a huge one must not reach Array#fetch (RangeError).
       def str(index)
-        @strings.fetch(index) { error("string index #{index} out of range (table has #{@strings.size})") }
+        return @strings[index] if index >= 0 && index < @strings.size
+
+        error("string index #{index} out of range (table has #{@strings.size})")
       end
 
       def varint
@@ -184,6 +208,8 @@ module Fathom
           error("varint longer than 10 bytes") if shift > 63
         end
         @pos = pos
+        # A 10th byte carries bit 63 only: more would not fit in 64 bits.
+        error("varint overflows 64 bits") if shift == 63 && b > 1
         result
       end
 
@@ -216,9 +242,12 @@ module Fathom
 
       def string(wire)
         stop = length_limit(wire)
-        s = @buf.byteslice(@pos, stop - @pos).force_encoding(Encoding::UTF_8).freeze
+        s = @buf.byteslice(@pos, stop - @pos).force_encoding(Encoding::UTF_8)
+        # Reports split, match and print these: invalid bytes would raise
+        # ArgumentError there, far from the file that had them.
+        s = s.scrub unless s.valid_encoding?
         @pos = stop
-        s
+        s.freeze
       end
 
       def skip(wire)
@@ -263,6 +292,7 @@ module Fathom
             shift += 7
             error("varint longer than 10 bytes") if shift > 63
           end
+          error("varint overflows 64 bits") if shift == 63 && b > 1
           into << (signed && v >= TWO_63 ? v - TWO_64 : v)
         end
         @pos = pos
@@ -413,21 +443,54 @@ module Fathom
         error("sub-message overruns its length") if @pos != stop
       end
 
+      # Every report expands each sample's stack into function names (a
+      # location's lines, inlined ones included). A small file can ask for a
+      # huge expansion: one location of 50,000 lines under 50,000 samples is
+      # 2.5e9 frames from 800 kB, hours of work for a report. Fathom's own
+      # profiles expand to under 1 frame and ~10 bytes of names per byte of
+      # protobuf; the limits leave room for far deeper stacks and longer
+      # names (and every report is linear in them).
+      FRAMES_PER_BYTE = 4
+      MIN_FRAMES = 2_000_000
+      NAME_BYTES_PER_BYTE = 64
+      MIN_NAME_BYTES = 128 << 20
+
       def check_references(profile)
-        locations = profile.locations
+        functions = profile.functions
+        # location id => [frames, bytes of names] that it expands to
+        cost = {}
+        profile.locations.each do |loc_id, lines|
+          text = 0
+          lines.each do |function_id, _|
+            if (fn = functions[function_id])
+              text += fn.name.bytesize
+            elsif function_id.zero?
+              text += 24 # "<unknown function 0>"
+            else
+              raise DecodeError, "fathom: not a pprof profile: location #{loc_id} refers to missing function #{function_id}"
+            end
+          end
+          cost[loc_id] = lines.empty? ? [1, 16] : [lines.size, text] # "<location N>"
+        end
+        frames = text = 0
         profile.samples.each do |s|
           s.location_ids.each do |id|
-            raise DecodeError, "fathom: malformed pprof data: sample refers to missing location #{id}" unless locations.key?(id)
+            c = cost[id] or raise DecodeError, "fathom: not a pprof profile: a sample refers to missing location #{id}"
+            frames += c[0]
+            text += c[1]
           end
         end
-        functions = profile.functions
-        locations.each do |loc_id, lines|
-          lines.each do |function_id, _|
-            next if function_id.zero? || functions.key?(function_id)
+        check_expansion(frames, text)
+      end
 
-            raise DecodeError, "fathom: malformed pprof data: location #{loc_id} refers to missing function #{function_id}"
-          end
-        end
+      def check_expansion(frames, text)
+        size = @buf.bytesize
+        return if frames <= FRAMES_PER_BYTE * size + MIN_FRAMES && text <= NAME_BYTES_PER_BYTE * size + MIN_NAME_BYTES
+
+        raise DecodeError, "fathom: not a usable pprof profile: its #{size} bytes expand to #{frames} stack frames " \
+                           "(#{text} bytes of function names), more than Fathom reads for a profile of this size " \
+                           "(#{FRAMES_PER_BYTE} frames and #{NAME_BYTES_PER_BYTE} bytes of names per byte, " \
+                           "at least #{MIN_FRAMES} and #{MIN_NAME_BYTES >> 20} MiB)"
       end
     end
   end

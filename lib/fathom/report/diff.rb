@@ -3,6 +3,9 @@
 require_relative "units"
 require_relative "kind"
 require_relative "retention"
+require_relative "arguments"
+require_relative "../options"
+require_relative "../error"
 
 module Fathom
   module Report
@@ -32,23 +35,30 @@ module Fathom
         end
       end
 
+      # sample_index: a sample type name (or its position in `before`); nil
+      # picks before's default. Profiles of different kinds, or without the
+      # default type in both, raise Fathom::Error (the data's fault); a
+      # sample_index given that is not in both, ArgumentError.
       def initialize(before, after, sample_index: nil, top: 20)
+        Report.check_profile!(before, "before")
+        Report.check_profile!(after, "after")
+        @top = Options.row_limit("top", top)
         kinds = [Report.kind(before), Report.kind(after)]
         unless kinds.uniq.size == 1
-          raise ArgumentError, "fathom: cannot diff a #{kinds[0]} profile against a #{kinds[1]} profile"
+          raise Fathom::Error, "fathom: cannot diff a #{kinds[0]} profile against a #{kinds[1]} profile"
         end
 
-        @index_name = sample_index || before.default_sample_type || before.sample_type_names.last
+        @index_name = before.sample_types.fetch(SampleIndex.resolve(before, sample_index)).first
         @before_i = before.sample_type_index(@index_name)
         @after_i = after.sample_type_index(@index_name)
-        unless @before_i && @after_i
-          raise ArgumentError, "fathom: sample type #{@index_name.inspect} is not in both profiles " \
-                               "(before: #{before.sample_type_names.join(", ")}; after: #{after.sample_type_names.join(", ")})"
+        unless @after_i
+          raise(NilClass === sample_index ? Fathom::Error : ArgumentError,
+                "fathom: sample type #{Options.clean(@index_name).inspect} is not in both profiles " \
+                "(before: #{SampleIndex.available(before.sample_types)}; after: #{SampleIndex.available(after.sample_types)})")
         end
 
         @unit = before.sample_types[@before_i][1]
         @objects_name = %w[inuse_objects alloc_objects].find { |n| before.sample_type_index(n) && after.sample_type_index(n) }
-        @top = top
         @chain_keys = Retention.retention_profile?(before) && Retention.retention_profile?(after)
         @rows = {}
         add(before, :before)
@@ -102,7 +112,13 @@ module Fathom
 
       def chain_key(path)
         *inner, leaf = path
-        inner.map { |frame| frame.sub(FRAME_CLASS, "") }.push(leaf).join(" → ")
+        inner.map { |frame| hop_of(frame) }.push(leaf).join(" → ")
+      end
+
+      # A frame without its "(Class)", once per frame: every sample under the
+      # same frame holds the same String (its function's name).
+      def hop_of(frame)
+        (@hops ||= {}.compare_by_identity)[frame] ||= frame.sub(FRAME_CLASS, "")
       end
 
       def fmt(v)

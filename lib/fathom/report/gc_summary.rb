@@ -1,6 +1,8 @@
 # frozen_string_literal: true
 
 require_relative "units"
+require_relative "../error"
+require_relative "arguments"
 
 module Fathom
   module Report
@@ -33,7 +35,8 @@ module Fathom
       end
 
       def initialize(profile, sample_index: nil)
-        raise ArgumentError, "fathom: not a GC profile (no gc_steps sample type)" unless self.class.gc_profile?(profile)
+        Report.check_profile!(profile)
+        raise Fathom::Error, "fathom: not a GC profile (no gc_steps and wall sample types)" unless self.class.gc_profile?(profile)
 
         @profile = profile
         @index = COLUMNS.keys.to_h { |name| [name, profile.sample_type_index(name)] }
@@ -88,19 +91,14 @@ module Fathom
 
       # Row member to sort by, from a sample type name (String/Symbol) or
       # its position in the profile; anything else names the valid choices.
+      # The SampleIndex rules (name, Symbol or position; ArgumentError for one
+      # the profile lacks), then only the columns the table has.
       def resolve_sort(sample_index)
-        return :wall if sample_index.nil?
+        return :wall if NilClass === sample_index
 
-        names = @profile.sample_type_names
-        name =
-          case sample_index
-          when String, Symbol then sample_index.to_s
-          when Integer then sample_index >= 0 ? names[sample_index] : nil
-          else
-            raise TypeError, "fathom: sample_index must be a sample type name (String), got #{sample_index.inspect}"
-          end
+        name = @profile.sample_types[SampleIndex.resolve(@profile, sample_index)].first
         COLUMNS.fetch(name) do
-          raise ArgumentError, "fathom: unknown sample_index #{sample_index.inspect} for a GC profile " \
+          raise ArgumentError, "fathom: unknown sample_index #{Options.shown(sample_index.to_s)} for a GC profile " \
                                "(available: #{COLUMNS.keys.join(", ")})"
         end
       end
@@ -128,14 +126,16 @@ module Fathom
         rows.values
       end
 
+      # "fathom.gc.pauses p50_ns=1 p90_ns=2 ..." -> {p50_ns: 1, ...}; nil
+      # when the comment is missing or not in that form (another writer's).
       def parse_pauses
         line = @profile.comments.to_a.find { |c| c.start_with?("fathom.gc.pauses ") } or return nil
         line.split.drop(1).to_h do |pair|
           k, v = pair.split("=", 2)
+          return nil unless v&.match?(/\A-?\d{1,19}\z/)
+
           [k.to_sym, Integer(v, 10)]
         end
-      rescue ArgumentError
-        nil
       end
     end
   end

@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require_relative "arguments"
 require_relative "gc_summary"
 require_relative "retention"
 
@@ -10,6 +11,7 @@ module Fathom
     # gc_steps and wall mean a GC profile, retained_space a retention
     # profile, anything else a heap profile.
     def self.kind(profile)
+      check_profile!(profile)
       if GcSummary.gc_profile?(profile) then :gc
       elsif Retention.retention_profile?(profile) then :retention
       else :heap

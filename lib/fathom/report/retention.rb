@@ -1,6 +1,9 @@
 # frozen_string_literal: true
 
 require_relative "units"
+require_relative "../options"
+require_relative "../error"
+require_relative "arguments"
 
 module Fathom
   module Report
@@ -29,15 +32,22 @@ module Fathom
         profile.sample_type_names.include?("retained_space")
       end
 
+      # sample_index is accepted for symmetry and ignored: the rows always
+      # rank by retained_space and show self size and objects beside it.
       def initialize(profile, top: 20, sample_index: nil)
-        raise ArgumentError, "fathom: not a retention profile (no retained_space sample type)" unless self.class.retention_profile?(profile)
+        @top = Options.row_limit("top", top)
+        Report.check_profile!(profile)
+        raise Fathom::Error, "fathom: not a retention profile (no retained_space sample type)" unless self.class.retention_profile?(profile)
 
         @profile = profile
-        @top = top
         @sample_index = sample_index
         @retained_i = profile.sample_type_index("retained_space")
         @space_i = profile.sample_type_index("inuse_space")
         @objects_i = profile.sample_type_index("inuse_objects")
+        unless @space_i && @objects_i
+          raise Fathom::Error, "fathom: not a usable retention profile: it has retained_space but not " \
+                               "inuse_space and inuse_objects"
+        end
         @rows = build_rows
       end
 

@@ -1,6 +1,8 @@
 # frozen_string_literal: true
 
 require_relative "units"
+require_relative "arguments"
+require_relative "../options"
 
 module Fathom
   module Report
@@ -26,16 +28,12 @@ module Fathom
 
       # sample_index: a sample type name (or its Integer position); nil picks
       # the profile's default_sample_type, else the last type (pprof's rule).
-      # top: how many rows to show (nil: all).
+      # top: how many rows to show (nil, or more than there are: all).
       def initialize(profile, sample_index: nil, top: 20)
-        @profile = profile
-        @index = resolve_index(sample_index)
+        @top = Options.row_limit("top", top)
+        @profile = Report.check_profile!(profile)
+        @index = SampleIndex.resolve(profile, sample_index)
         @sample_type, @unit = profile.sample_types.fetch(@index)
-        unless top.nil? || (top.is_a?(Integer) && top.positive?)
-          raise(top.is_a?(Integer) ? ArgumentError : TypeError, "fathom: top must be a positive Integer, got #{top.inspect}")
-        end
-
-        @top = top
       end
 
       def total
@@ -125,29 +123,6 @@ module Fathom
         out << format("%10s %5s%%  %s\n", "flat", "flat", key)
         shown.each { |name, value| out << format("%10s %s  %s\n", fmt(value), pct(value), name) }
         out
-      end
-
-      def resolve_index(sample_index)
-        types = @profile.sample_types
-        raise ArgumentError, "fathom: the profile has no sample types" if types.empty?
-
-        case sample_index
-        when nil
-          @profile.default_sample_type && @profile.sample_type_index(@profile.default_sample_type) || types.size - 1
-        when Integer
-          return sample_index if sample_index >= 0 && sample_index < types.size
-
-          raise ArgumentError, "fathom: sample_index #{sample_index} out of range (available: #{available(types)})"
-        when String, Symbol
-          @profile.sample_type_index(sample_index.to_s) or
-            raise ArgumentError, "fathom: unknown sample_index #{sample_index.to_s.inspect} (available: #{available(types)})"
-        else
-          raise TypeError, "fathom: sample_index must be a sample type name (String), got #{sample_index.inspect}"
-        end
-      end
-
-      def available(types)
-        types.map(&:first).join(", ")
       end
 
       def each_valued_sample
