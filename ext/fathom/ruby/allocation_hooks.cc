@@ -30,9 +30,9 @@ constexpr uint32_t kMaxRandomSkip = 128;
 
 VALUE sym_total_allocated_objects = Qnil;
 
-bool IsOwnAllocation(Collector* c) { return c->busy_depth > 0 && rb_thread_current() == c->busy_thread; }
+bool IsOwnAllocation(Collector* c, VALUE thread) { return c->busy_depth > 0 && thread == c->busy_thread; }
 
-void TakeSample(Collector* c, VALUE obj) {
+void TakeSample(Collector* c, VALUE obj, VALUE thread) {
   uint64_t weight = 1;
   if (!c->exact) {
     // The sample stands for every allocation since the previous sample, so
@@ -53,7 +53,7 @@ void TakeSample(Collector* c, VALUE obj) {
   FATHOM_FAULT_POINT("newobj_hook");  // where interning and AddPending may run out of memory
   SampleRecord record;
   record.object = static_cast<uint64_t>(obj);
-  record.thread = static_cast<uint64_t>(rb_thread_current());
+  record.thread = static_cast<uint64_t>(thread);
   record.weight = weight;
   record.stack_id = c->store.stacks().Intern(c->handles.data(), c->lines.data(), static_cast<size_t>(depth), truncated);
   try {
@@ -69,22 +69,23 @@ void TakeSample(Collector* c, VALUE obj) {
 // RUBY_INTERNAL_EVENT_NEWOBJ. Runs inside the allocator.
 void NewobjHook(VALUE, void* trace_arg) {
   NoThrow("newobj hook", [&] {
-    if (!OnMainRactor()) return NoteOtherRactor();
+    VALUE thread = rb_thread_current();  // one TLS lookup, for the guard, IsOwnAllocation and the record
+    if (!OnMainRactor(thread)) return NoteOtherRactor();
     Collector* c = g_active;
-    if (!c || IsOwnAllocation(c)) return;
+    if (!c || IsOwnAllocation(c, thread)) return;
     if (!c->exact && c->skip_countdown > 0) {
       c->skip_countdown--;
       return;
     }
-    TakeSample(c, rb_tracearg_object(static_cast<rb_trace_arg_t*>(trace_arg)));
+    TakeSample(c, rb_tracearg_object(static_cast<rb_trace_arg_t*>(trace_arg)), thread);
   });
 }
 
 // RUBY_INTERNAL_EVENT_FREEOBJ (exact mode only). Runs during GC sweep: only
 // a tombstone write in the object map and a state change, no allocation.
+// No Ractor guard: see ractor_guard.h.
 void FreeobjHook(VALUE, void* trace_arg) {
   NoThrow("freeobj hook", [&] {
-    if (!OnMainRactor()) return NoteOtherRactor();
     Collector* c = g_freeobj_owner;
     if (!c) return;
     c->store.ObjectFreed(static_cast<uint64_t>(rb_tracearg_object(static_cast<rb_trace_arg_t*>(trace_arg))));

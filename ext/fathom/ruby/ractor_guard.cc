@@ -12,13 +12,30 @@ std::atomic<bool> g_other_ractor_seen{false};
 #ifdef HAVE_RB_RACTOR_LOCAL_STORAGE_PTR_NEWKEY
 rb_ractor_local_key_t g_main_key = nullptr;
 char g_main_marker;  // its address is the marker
+// The last Ruby thread the full test found on the main Ractor. Exact mode
+// asks once per allocation, nearly always from the same thread, which the
+// NEWOBJ hook has at hand anyway (it records it): comparing it is a load
+// and a compare, where rb_ractor_local_storage_ptr is a call and a table
+// probe (about 35 instructions, with rb_thread_current's TLS lookup; the
+// two together cost 4-8% of exact mode on the allocation loop).
+// A Thread never changes Ractor. The one way to be wrong is a main-Ractor
+// Thread freed and its slot reused by a Thread of another Ractor while
+// this still names it, and that needs a hook fired on another Ractor,
+// which Ruby 3.x never does (hooks are per Ractor, see the header).
+std::atomic<VALUE> g_known_main_thread{Qnil};
 #endif
 }  // namespace
 
-bool OnMainRactor() {
+bool OnMainRactor() { return OnMainRactor(rb_thread_current()); }
+
+bool OnMainRactor(VALUE thread) {
 #ifdef HAVE_RB_RACTOR_LOCAL_STORAGE_PTR_NEWKEY
-  return rb_ractor_local_storage_ptr(g_main_key) == &g_main_marker;
+  if (thread == g_known_main_thread.load(std::memory_order_relaxed)) return true;
+  if (rb_ractor_local_storage_ptr(g_main_key) != &g_main_marker) return false;
+  g_known_main_thread.store(thread, std::memory_order_relaxed);
+  return true;
 #else
+  (void)thread;
   return true;  // no Ractors on this Ruby
 #endif
 }
