@@ -9,6 +9,13 @@
 #
 #   ruby -Ilib bench/overhead.rb [--rounds 7] [--workload alloc_loop,rmp_like]
 #                                [--modes baseline,sampled,exact,gc,gc_every]
+#                                [--cpu N]
+#
+# --cpu N runs every child on CPU N only (taskset). On this project's 2-vCPU
+# VMs one vCPU has been seen running the same loop 1.75x slower than the
+# other, steadily: unpinned, each run lands on either, and the medians mix
+# two machines. Pin to the faster one (compare `taskset -c 0` and `-c 1` on
+# a baseline child) when reporting figures.
 #
 # Modes: sampled / exact = the heap profiler; gc = the GC profiler as shipped
 # (steps coalesced, 10 ms); gc_every = the GC profiler with coalescing off
@@ -87,10 +94,12 @@ end
 rounds = 7
 workloads = WORKLOADS.keys
 modes = %w[baseline sampled exact]
+pin_cpu = nil
 OptionParser.new do |o|
   o.on("--rounds N", Integer) { |n| rounds = n }
   o.on("--workload LIST", Array) { |l| workloads = l }
   o.on("--modes LIST", Array) { |l| modes = l }
+  o.on("--cpu N", Integer, "pin the children to this CPU (taskset)") { |n| pin_cpu = n }
 end.parse!
 modes.unshift("baseline") unless modes.include?("baseline")
 unknown = modes - PROFILERS.keys
@@ -106,7 +115,8 @@ workloads.each do |workload|
   rounds.times do |r|
     order = r.even? ? MODES : MODES.reverse
     order.each do |mode|
-      out = IO.popen([RbConfig.ruby, __FILE__, "--child", mode, workload], &:read)
+      pin = pin_cpu ? ["taskset", "-c", pin_cpu.to_s] : []
+      out = IO.popen([*pin, RbConfig.ruby, __FILE__, "--child", mode, workload], &:read)
       raise "child #{mode}/#{workload} failed" unless $?.success?
       run_s, _flush_s, cpu_s = out.split.map(&:to_f)
       times[mode] << run_s
