@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "support/option_assertions"
 require "pathname"
 require "fathom/autorun" # does nothing here: FATHOM_PID is not this process
 
@@ -8,13 +9,7 @@ require "fathom/autorun" # does nothing here: FATHOM_PID is not this process
 # inside (FloatDomainError, RangeError, NoMethodError). Each must now raise
 # TypeError/ArgumentError naming the option, or work.
 class OptionValuesTest < Minitest::Test
-  def assert_option_error(klass, name, &block)
-    error = assert_raises(klass, &block)
-    assert error.message.start_with?("fathom: "), error.message
-    assert_match(/(?<![\w-])#{Regexp.escape(name)}(?![\w-])/, error.message, "the message does not name #{name}")
-    assert_equal 1, error.message.lines.size, error.message
-    error
-  end
+  include OptionAssertions
 
   # "1e99999999" built 10**99999999 (warning "b may be too big", then
   # Infinity) and FloatDomainError on #round.

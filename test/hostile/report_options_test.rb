@@ -1,17 +1,12 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "support/option_assertions"
 
 # Issue 10, item 9, for the reports and Fathom::Profile: options that
 # reached Array#first (RangeError) or were not checked at all.
 class ReportOptionsTest < Minitest::Test
-  def assert_option_error(klass, name, &block)
-    error = assert_raises(klass, &block)
-    assert error.message.start_with?("fathom: "), error.message
-    assert_match(/(?<![\w-])#{Regexp.escape(name)}(?![\w-])/, error.message, "the message does not name #{name}")
-    assert_equal 1, error.message.lines.size, error.message
-    error
-  end
+  include OptionAssertions
 
   # top: 2**70 reached Array#first (RangeError); a top beyond every report
   # now shows all rows.

@@ -2,35 +2,12 @@
 
 require "test_helper"
 require "pathname"
+require "support/pprof_wire"
 
 class PprofReaderTest < Minitest::Test
-  # A minimal protobuf encoder for the cases protoc cannot produce
-  # (unpacked repeated fields, malformed input).
-  module Wire
-    module_function
-
-    def varint(n)
-      n += 1 << 64 if n.negative?
-      out = +"".b
-      while n >= 0x80
-        out << ((n & 0x7f) | 0x80)
-        n >>= 7
-      end
-      out << n
-    end
-
-    def int(field, n)
-      varint(field << 3) + varint(n)
-    end
-
-    def bytes(field, data)
-      varint((field << 3) | 2) + varint(data.bytesize) + data.b
-    end
-
-    def packed(field, values)
-      bytes(field, values.map { |v| varint(v) }.join)
-    end
-  end
+  # Hand-written protobuf for the cases protoc cannot produce (unpacked
+  # repeated fields, malformed input).
+  Wire = PprofWire
 
   def setup
     @dir = Dir.mktmpdir("fathom-reader")
