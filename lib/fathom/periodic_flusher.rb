@@ -72,8 +72,8 @@ module Fathom
 
     # "<kind>-%{pid}-%{time}-%{index}<ext>" for what `profiler` writes.
     def self.default_pattern(profiler)
-      mode = if defined?(GcProfiler) && profiler.is_a?(GcProfiler) then :gc
-             elsif defined?(RetentionProfiler) && profiler.is_a?(RetentionProfiler) then :retention
+      mode = if defined?(GcProfiler) && GcProfiler === profiler then :gc
+             elsif defined?(RetentionProfiler) && RetentionProfiler === profiler then :retention
              else :heap
              end
       format = mode == :gc ? profiler.format : :pprof
@@ -83,15 +83,15 @@ module Fathom
     attr_reader :dir, :interval, :pattern, :last_path, :files_written
 
     def initialize(profiler, dir:, interval: 30, pattern: nil, gc: false)
-      unless profiler.respond_to?(:flush)
-        raise TypeError, "fathom: profiler must be a Fathom profiler (responding to #flush), got #{profiler.inspect}"
+      unless Options.responds_to?(profiler, :flush)
+        raise TypeError, "fathom: profiler must be a Fathom profiler (responding to #flush), got #{Options.describe(profiler)}"
       end
 
       @profiler = profiler
       @dir = validate_dir(dir)
       @interval_ns = Options.duration_ns("interval", interval, min_ns: INTERVAL_NS.begin, max_ns: INTERVAL_NS.end)
       @interval = @interval_ns / 1e9
-      @pattern = pattern.nil? ? self.class.default_pattern(profiler) : validate_pattern(pattern)
+      @pattern = NilClass === pattern ? self.class.default_pattern(profiler) : validate_pattern(pattern)
       @gc = Options.boolean("gc", gc)
       @lock = Mutex.new
       @wakeup = ConditionVariable.new
@@ -211,7 +211,7 @@ module Fathom
     # it); ArgumentError naming `dir` otherwise.
     def validate_dir(dir)
       given = Options.path("dir", dir)
-      raise ArgumentError, "fathom: dir must not contain a NUL byte, got #{given.inspect}" if given.include?("\0")
+      raise ArgumentError, "fathom: dir must not contain a NUL byte, got #{Options.shown(given)}" if given.include?("\0")
 
       dir = File.expand_path(given)
       AtomicFile.check_dir!(dir)
@@ -219,23 +219,23 @@ module Fathom
     rescue Fathom::Error, ArgumentError, EncodingError => e
       raise if e.message.start_with?("fathom: dir")
 
-      raise ArgumentError, "fathom: dir #{given.inspect} cannot be used: #{e.message.delete_prefix("fathom: ")}"
+      raise ArgumentError, "fathom: dir #{Options.shown(given)} cannot be used: #{e.message.delete_prefix("fathom: ")}"
     end
 
     def validate_pattern(pattern)
-      raise TypeError, "fathom: pattern must be a String, got #{pattern.inspect}" unless pattern.is_a?(String)
+      raise TypeError, "fathom: pattern must be a String, got #{Options.describe(pattern)}" unless String === pattern
 
       check_pattern(pattern)
       pattern
     rescue ArgumentError, EncodingError => e
       raise e if e.message.start_with?("fathom: pattern")
 
-      raise ArgumentError, "fathom: pattern #{pattern.inspect} is invalid (#{e.message})"
+      raise ArgumentError, "fathom: pattern #{Options.shown(pattern)} is invalid (#{Options.clean(e.message)})"
     end
 
     def check_pattern(pattern)
       bad = lambda do |why|
-        raise ArgumentError, "fathom: pattern #{why}, got #{pattern.inspect} (a file name with %{pid}, %{time}, " \
+        raise ArgumentError, "fathom: pattern #{why}, got #{Options.shown(pattern)} (a file name with %{pid}, %{time}, " \
                              "%{index}; %% for a percent sign)"
       end
       bad.call("must not contain a NUL byte") if pattern.include?("\0")
