@@ -137,7 +137,7 @@ module Fathom
     # Removes temporary files whose writer is gone.
     def remove_stale_temps(dir)
       Dir.glob(File.join(dir, ".*#{TMP_SUFFIX}"), File::FNM_DOTMATCH).each do |tmp|
-        pid = File.basename(tmp).delete_suffix(TMP_SUFFIX).split(".")[-2].to_i
+        pid = File.basename(tmp).b.delete_suffix(TMP_SUFFIX.b).split(".".b)[-2].to_i # any bytes: a name is not text
         next if pid <= 0 || pid == Process.pid || process_alive?(pid)
 
         File.unlink(tmp)
@@ -184,7 +184,7 @@ module Fathom
     rescue Errno::ENOENT, Errno::ENOTDIR
       nil
     rescue SystemCallError => e
-      raise Error, "fathom: cannot write #{path}: #{e.message.sub(/ @ .*\z/m, "")}"
+      raise Error, "fathom: cannot write #{path}: #{e.message.scrub.sub(/ @ .*\z/m, "")}"
     end
 
     def describe(stat)

@@ -328,7 +328,7 @@ module Fathom
       data_error(command, path, "the file is empty (0 bytes), not a profile")
       nil
     rescue SystemCallError => e
-      data_error(command, path, "cannot read it: #{e.message.sub(/ @ \w+ - .*\z/, "")}")
+      data_error(command, path, "cannot read it: #{e.message.scrub.sub(/ @ \w+ - .*\z/, "")}")
       nil
     rescue Fathom::Error => e
       data_error(command, path, e.message)

@@ -24,7 +24,7 @@ module Fathom
       bytes = begin
         ProfileBytes.read_file(path)
       rescue ProfileBytes::Error => e
-        raise ProfileBytes::Error, e.message.sub(/\A(fathom: )?/, "fathom: #{path}: ")
+        raise ProfileBytes::Error, e.message.scrub.sub(/\A(fathom: )?/, "fathom: #{path}: ")
       end
       format = Report.firefox_json?(bytes) ? :firefox : :pprof
       new(bytes, {}, path: File.expand_path(path), format: format, kind: format == :firefox ? :gc : nil)

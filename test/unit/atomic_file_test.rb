@@ -105,6 +105,23 @@ class AtomicFileTest < Minitest::Test
     assert File.exist?(live), "a live writer's temp file was removed"
   end
 
+  # File names are bytes: a temp file whose name is not valid UTF-8 (the
+  # program chose the output name) is still recognized and removed, and a
+  # path that cannot be written gives Fathom::Error, not "invalid byte
+  # sequence" from the message's clean-up (found by the option fuzzer).
+  def test_names_that_are_not_utf8
+    dead = spawn("true")
+    Process.wait(dead)
+    stale = File.join(@dir, ".\xFF.pb.gz.#{dead}.0123abcd#{Fathom::AtomicFile::TMP_SUFFIX}".dup.force_encoding("UTF-8"))
+    File.write(stale, "half")
+    Fathom::AtomicFile.write(File.join(@dir, "\xFEr.pb.gz".dup.force_encoding("UTF-8")), "x")
+    refute File.exist?(stale), "a dead writer's temp file with a binary name was left"
+
+    too_long = File.join(@dir, "\xFF".dup.force_encoding("UTF-8") * 300, "p.pb.gz")
+    error = assert_raises(Fathom::Error) { Fathom::AtomicFile.write(too_long, "x") }
+    assert_match(/\Afathom: cannot write .*File name too long/m, error.message.scrub)
+  end
+
   def test_permissions_follow_umask
     path = Fathom::AtomicFile.write(File.join(@dir, "p"), "x")
     assert_equal 0o666 & ~File.umask, File.stat(path).mode & 0o777

@@ -82,7 +82,7 @@ module Fathom
     def read_file(path)
       decode(ProfileBytes.read_file(path))
     rescue Fathom::Error => e
-      raise DecodeError, e.message.sub(/\A(fathom: )?/, "fathom: #{path}: ")
+      raise DecodeError, e.message.scrub.sub(/\A(fathom: )?/, "fathom: #{path}: ")
     end
 
     def decode(bytes)
