@@ -44,6 +44,9 @@ class ProfileFilesTest < Minitest::Test
     TestHelper.gzip(bytes)
   end
 
+  # Time limits here catch work that grows with what a file claims (11 s
+  # for the 100 MB bomb before the limit, hours for the expanding stacks),
+  # with room for a loaded 2-core machine: they are not benchmarks.
   def elapsed
     started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
     yield
@@ -123,10 +126,10 @@ class ProfileFilesTest < Minitest::Test
     gz.close
     bomb = io.string
     took = elapsed { assert_bad_data(bomb, /inflates to more than 16MiB, the limit for \d+(\.\d)?KiB of gzip/) }
-    assert_operator took, :<, 2, "a zip bomb took #{took.round(2)}s to refuse"
+    assert_operator took, :<, 5, "a zip bomb took #{took.round(2)}s to refuse"
     json_bomb = gzip("{\"threads\": [#{" " * (40 << 20)}]}")
     took = elapsed { assert_bad_data(json_bomb, /inflates to more than 16MiB/) }
-    assert_operator took, :<, 2
+    assert_operator took, :<, 5
   end
 
   # 800 kB (a few kB gzipped): one location of 50,000 inlined lines under
@@ -139,7 +142,7 @@ class ProfileFilesTest < Minitest::Test
     took = elapsed do
       assert_bad_data(gzip(bomb), /expand to 2500000000 stack frames \(2500000000 bytes of function names\), more than Fathom reads/)
     end
-    assert_operator took, :<, 2
+    assert_operator took, :<, 5
     # Names: 300 samples under one 1 MB name are 300 MB to hash.
     long = W.profile(table: ["", "inuse_space", "bytes", "main", "x" * (1 << 20)], samples: [[[2], [1]]] * 300)
     assert_bad_data(gzip(long), /bytes of function names\), more than Fathom reads/)
@@ -148,7 +151,7 @@ class ProfileFilesTest < Minitest::Test
   # Zeros inside the limit were parsed as field 0, two bytes at a time.
   def test_field_zero_is_not_protobuf
     took = elapsed { assert_bad_data("\0".b * (8 << 20), /at byte 1: field number 0/) }
-    assert_operator took, :<, 1
+    assert_operator took, :<, 5
   end
 
   def test_the_limit_is_a_ratio_with_a_floor

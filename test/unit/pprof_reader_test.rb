@@ -200,8 +200,10 @@ class PprofReaderTest < Minitest::Test
     elapsed = Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
     assert_equal Integer(ENV.fetch("FATHOM_BIG_PROFILE_SAMPLES", "20000")), profile.samples.size
     assert_equal 40, profile.samples.last.location_ids.size
-    # ~4 MB uncompressed: seconds of budget even on a slow, loaded machine.
+    # ~4 MB uncompressed. Not a benchmark: a floor that quadratic decoding
+    # (minutes) would miss, with room for a loaded machine (1.3 MB/s seen
+    # under a load average of 16; ~15 MB/s on a quiet one).
     mb_per_s = data.bytesize / 1e6 / elapsed
-    assert_operator mb_per_s, :>, 2, "decoded #{data.bytesize} bytes at #{mb_per_s.round(1)} MB/s"
+    assert_operator mb_per_s, :>, 0.3, "decoded #{data.bytesize} bytes at #{mb_per_s.round(1)} MB/s"
   end
 end
