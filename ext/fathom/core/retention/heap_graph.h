@@ -11,7 +11,9 @@
 // called in increasing node order and AddEdgeTo numbers a new object when it
 // is first seen. So node order is BFS order, and every node's tree_parent
 // (its first referrer) has a smaller index: following tree_parent from a
-// node gives a shortest path from the roots. Two consequences used elsewhere:
+// node gives a shortest path from the roots (among the paths that avoid
+// deferred edges where there is one: see AddDeferredEdgeTo). Two
+// consequences used elsewhere, which hold for any such spanning tree:
 //  - every dominator of a node lies on that tree path (a dominator is on
 //    every path from the root), hence has a smaller index than the node;
 //  - so increasing index order is a valid parents-before-children order of
