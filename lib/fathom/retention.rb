@@ -39,7 +39,14 @@ module Fathom
     # lines (shown once a snapshot takes more than a second), nil for none,
     # :auto for $stderr (through Fathom.notice). focus: objects whose retention paths to return in
     # profile.stats[:focus_paths] (Array of Arrays of frame names, root first;
-    # nil for an object that is not reachable).
+    # nil for an object that is not reachable), and in stats[:focus_roots]
+    # the root categories that hold each one themselves (["machine_context"]
+    # when a C stack slot points at it; nil when not reachable).
+    #
+    # An object is named by its owner: a constant, ivar or global that holds
+    # it wins over a thread's stack or the C stack (machine_context) that
+    # also holds it for the moment; a stack names only what nothing else
+    # holds (IMPLEMENTATION.md, "Owners before stacks").
     def snapshot(out: nil, focus: nil, **opts)
       Options.check_unknown!(opts, DEFAULTS.keys, "Fathom.retention_snapshot")
       opts = DEFAULTS.merge(opts)
@@ -75,6 +82,8 @@ module Fathom
     #   [{site:, live_samples:, paths: [[frames, objects], ...]}, ...]
     # with each distinct retention path (dominator path, root first) and how
     # many of the site's objects it holds. Report::SiteRetention prints it.
+    # The paths follow the snapshot's naming rule (owners before stacks):
+    # objects that only a stack holds get a path, and so a line, of their own.
     def explain_sites(heap_profiler, top: 5, per_site: 3, **opts)
       unless HeapProfiler === heap_profiler
         raise TypeError, "fathom: heap_profiler must be a Fathom::HeapProfiler, got #{Options.describe(heap_profiler)}"

@@ -6,8 +6,10 @@
 //     rb_objspace_reachable_objects_from_root with Ruby's own category names
 //     ("vm", "machine_context", "global_tbl", ...); each object's children
 //     from rb_objspace_reachable_objects_from, breadth-first, into the core's
-//     HeapGraphBuilder (compact arrays, no Ruby objects). machine_context,
-//     the conservative root, is walked last. Both functions are exported by
+//     HeapGraphBuilder (compact arrays, no Ruby objects). The references
+//     of threads and fibers (their stacks) join the walk once everything
+//     else is walked, and machine_context, the conservative root, last: a
+//     stack names only what no constant, ivar or global holds. Both functions are exported by
 //     libruby but declared in no installed header: our own prototypes in
 //     ruby_private_api.h, behind have_func.
 //  2. edge_names.cc (GVL). Only the edge that discovered each object (its
@@ -65,7 +67,14 @@ struct Snapshot {
   std::vector<std::pair<const char*, VALUE>> roots;
   std::vector<const char*> root_order;  // categories, first appearance first
   std::unordered_map<VALUE, uint32_t> class_ids;
+  // How ChildCallback adds the current object's edges: -1 plain, else
+  // deferred in that HeapGraphBuilder tier (a thread's or fiber's stacks).
+  int child_tier = -1;
   std::vector<uint32_t> focus_nodes;
+  bool has_focus = false;
+  // Per focus node: the root categories that hold it themselves (e.g.
+  // machine_context), computed while the graph still has its edges.
+  std::vector<std::vector<uint32_t>> focus_roots;
   VALUE skip_children_of = Qnil;  // the focus array: not a real retainer
   VALUE progress = Qnil;          // an IO for progress lines, or nil
 

@@ -119,6 +119,7 @@ VALUE TakeBody(Snapshot* s, VALUE focus) {
   Walk(s);
   // Focus objects are looked up while the address table still exists.
   if (!NIL_P(focus)) {
+    s->has_focus = true;
     for (long i = 0; i < RARRAY_LEN(focus); i++) {
       VALUE obj = RARRAY_AREF(focus, i);
       s->focus_nodes.push_back(RB_SPECIAL_CONST_P(obj) ? HeapGraphBuilder::kNotFound
@@ -129,6 +130,11 @@ VALUE TakeBody(Snapshot* s, VALUE focus) {
   s->graph = s->builder->Finish();
   s->graph_pins = true;
   s->builder.reset();
+  // Which roots hold each focus object themselves: needs the root edges,
+  // which Analyze frees. Scans only the roots' edge lists.
+  for (uint32_t node : s->focus_nodes)
+    s->focus_roots.push_back(node == HeapGraphBuilder::kNotFound ? std::vector<uint32_t>{}
+                                                                 : s->graph.RootCategoriesHolding(node));
   int64_t t1 = MonotonicNs();
   s->walk_ns = t1 - t0;
   NameEdges(s);
@@ -252,6 +258,25 @@ VALUE SnapshotStats(VALUE self) {
     set("peak_builder_bytes", static_cast<long long>(s->peak_bytes));
     set("dominator_bytes", static_cast<long long>(s->idom.capacity() * 4 + s->retained.capacity() * 8));
     set("dominator_peak_bytes", static_cast<long long>(s->dominator_peak_bytes));
+    if (s->has_focus) {
+      // focus_roots: per focus object, the root categories holding it
+      // directly (["machine_context"] when a C stack slot points at it),
+      // nil when it was not found; the path names it either way.
+      VALUE all = rb_ary_new_capa(static_cast<long>(s->focus_nodes.size()));
+      for (size_t i = 0; i < s->focus_nodes.size(); i++) {
+        if (s->focus_nodes[i] == HeapGraphBuilder::kNotFound) {
+          rb_ary_push(all, Qnil);
+          continue;
+        }
+        VALUE names = rb_ary_new();
+        for (uint32_t c : s->focus_roots[i]) {
+          const std::string& name = g.name(g.edge_name(c));
+          rb_ary_push(names, rb_utf8_str_new(name.data(), static_cast<long>(name.size())));
+        }
+        rb_ary_push(all, names);
+      }
+      rb_hash_aset(h, ID2SYM(rb_intern("focus_roots")), all);
+    }
     return h;
   });
 }

@@ -21,6 +21,14 @@ constexpr int64_t kProgressAfterNs = 1000000000;  // show progress for snapshots
 ID id_write;
 VALUE cWeakMap = Qnil;  // ObjectSpace::WeakMap (and 3.3's WeakKeyMap): weak edges only
 VALUE cWeakKeyMap = Qnil;
+VALUE cFiber = Qnil;
+
+// The order in which deferred holders join the walk (HeapGraphBuilder's
+// tiers): first the stacks of threads and fibers, then the conservative
+// machine_context. Everything else is walked before both.
+constexpr uint8_t kStackTier = 0;
+constexpr uint8_t kConservativeTier = 1;
+constexpr int kNotDeferred = -1;
 
 // A weak reference does not keep anything alive, but Ruby reports a weak
 // map's entries as its references. Followed, they would make every object
@@ -30,6 +38,18 @@ bool HoldsOnlyWeakReferences(VALUE obj, int type) {
   if (type != RUBY_T_DATA || RBASIC_CLASS(obj) == 0) return false;
   VALUE klass = rb_obj_class(obj);
   return klass == cWeakMap || (!NIL_P(cWeakKeyMap) && klass == cWeakKeyMap);
+}
+
+// A thread or fiber: its references are its stacks (the VM stack's
+// locals, temporaries and receivers, precisely; for any thread but the
+// one taking the snapshot, and for a suspended fiber, also its C stack,
+// conservatively — the public API reports both as plain references) plus
+// its thread locals. A hash being iterated is on a stack for the moment;
+// what owns it is the constant or ivar that also holds it. So these edges
+// are deferred: they name only what no static holder reaches.
+bool HoldsStacks(VALUE obj, int type) {
+  if (type != RUBY_T_DATA || RBASIC_CLASS(obj) == 0) return false;
+  return RTEST(rb_obj_is_kind_of(obj, rb_cThread)) || (!NIL_P(cFiber) && RTEST(rb_obj_is_kind_of(obj, cFiber)));
 }
 
 #if defined(FATHOM_HAVE_HEAP_WALK) && defined(HAVE_RB_OBJ_MEMSIZE_OF)
@@ -71,7 +91,10 @@ void ChildCallback(VALUE child, void* data) {
     if (s->walk_failed) return;
     try {
       FATHOM_FAULT_POINT("retention_walk");
-      s->builder->AddEdgeTo(child);
+      if (s->child_tier == kNotDeferred)
+        s->builder->AddEdgeTo(child);
+      else
+        s->builder->AddDeferredEdgeTo(child, static_cast<uint8_t>(s->child_tier));
     } catch (const std::exception& e) {
       RecordWalkFailure(s, e.what());
     }
@@ -138,17 +161,17 @@ void AddRoots(Snapshot* s) {
   uint32_t category = 1;  // categories are nodes 1..k, in creation order (heap_graph.h)
   for (const char* c : s->root_order) {
     b.BeginEdgesOf(category++);
-    // machine_context is the conservative root: words on a thread's C
+    // machine_context is the conservative root: words on this thread's C
     // stack that happen to hold an object's address. Any object may sit
-    // there for a moment, so its edges are followed only once everything
-    // precisely rooted is walked: a report then names an object by a
-    // constant, ivar or global that holds it, and says machine_context
-    // only for what nothing else holds.
+    // there for a moment, so its edges join the walk last (after the
+    // threads' stacks): a report then names an object by a constant, ivar
+    // or global that holds it, and says machine_context only for what
+    // nothing else holds.
     bool conservative = std::strcmp(c, "machine_context") == 0;
     for (auto& r : s->roots) {
       if (std::strcmp(r.first, c) != 0) continue;
       if (conservative)
-        b.AddDeferredEdgeTo(static_cast<uint64_t>(r.second));
+        b.AddDeferredEdgeTo(static_cast<uint64_t>(r.second), kConservativeTier);
       else
         b.AddEdgeTo(static_cast<uint64_t>(r.second));
     }
@@ -176,9 +199,15 @@ void Progress(Snapshot* s, const char* phase, uint32_t done) {
 void InitRetentionWalk() {
   id_write = rb_intern("write");
   VALUE object_space = rb_const_get(rb_cObject, rb_intern("ObjectSpace"));
+  // Compared by identity during every walk: registered, so that
+  // GC.compact can neither free nor move them.
   cWeakMap = rb_const_get(object_space, rb_intern("WeakMap"));
+  rb_gc_register_address(&cWeakMap);
   if (rb_const_defined_at(object_space, rb_intern("WeakKeyMap")))  // 3.3+
     cWeakKeyMap = rb_const_get(object_space, rb_intern("WeakKeyMap"));
+  rb_gc_register_address(&cWeakKeyMap);
+  cFiber = rb_const_get(rb_cObject, rb_intern("Fiber"));
+  rb_gc_register_address(&cFiber);
 }
 
 void Walk(Snapshot* s) {
@@ -195,7 +224,9 @@ void Walk(Snapshot* s) {
     // array only exists because the caller asked about its elements; weak
     // maps retain nothing.
     if (obj == s->self || obj == s->skip_children_of || HoldsOnlyWeakReferences(obj, type)) continue;
+    s->child_tier = HoldsStacks(obj, type) ? kStackTier : kNotDeferred;
     rb_objspace_reachable_objects_from(obj, ChildCallback, s);
+    s->child_tier = kNotDeferred;
     ThrowIfWalkFailed(s);
     if ((i & (kProgressEvery - 1)) == 0) Progress(s, "walking", i);
     s->peak_bytes = std::max(s->peak_bytes, b.MemoryBytes());

@@ -1,5 +1,6 @@
 #include "retention/heap_graph.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -34,6 +35,21 @@ void HeapGraph::SetEdgeName(uint32_t node, uint32_t name_id) {
   if (node >= node_count()) throw std::out_of_range("HeapGraph::SetEdgeName: unknown node " + std::to_string(node));
   if (name_id >= names_.size()) throw std::out_of_range("HeapGraph::SetEdgeName: unknown name id " + std::to_string(name_id));
   edge_name_[node] = name_id;
+}
+
+std::vector<uint32_t> HeapGraph::RootCategoriesHolding(uint32_t node) const {
+  if (node >= node_count()) throw std::out_of_range("HeapGraph::RootCategoriesHolding: unknown node " + std::to_string(node));
+  if (!has_edges()) throw std::logic_error("HeapGraph::RootCategoriesHolding: edges released");
+  std::vector<uint32_t> holders;
+  for (uint32_t c = 1; c <= category_count_; c++) {
+    for (uint32_t e = edge_begin(c); e < edge_end(c); e++) {
+      if (edge_target(e) == node) {
+        holders.push_back(c);
+        break;
+      }
+    }
+  }
+  return holders;
 }
 
 void HeapGraph::ReleaseEdges() {
@@ -157,19 +173,34 @@ uint32_t HeapGraphBuilder::Resolve(uint64_t address, uint32_t source, uint32_t* 
   return node;
 }
 
-void HeapGraphBuilder::AddDeferredEdgeTo(uint64_t address) {
+void HeapGraphBuilder::AddDeferredEdgeTo(uint64_t address, uint8_t tier) {
   if (current_ == kNoCurrent) throw std::logic_error("HeapGraphBuilder: AddDeferredEdgeTo before BeginEdgesOf");
+  if (tier >= kDeferredTiers) throw std::logic_error("HeapGraphBuilder: deferred tier out of range");
   if (graph_.edge_target_.size() >= UINT32_MAX) throw std::length_error("HeapGraphBuilder: too many edges");
   MakeRoom(graph_.edge_target_);
   MakeRoom(deferred_);
-  deferred_.push_back({static_cast<uint32_t>(graph_.edge_target_.size()), current_, address});
+  deferred_.push_back({static_cast<uint32_t>(graph_.edge_target_.size()), current_, address, tier});
   graph_.edge_target_.push_back(HeapGraph::kSuperRoot);  // placeholder until DiscoverDeferred
 }
 
 bool HeapGraphBuilder::DiscoverDeferred() {
   uint32_t before = graph_.node_count();
-  for (const DeferredEdge& d : deferred_) Resolve(d.address, d.source, &graph_.edge_target_[d.edge]);
-  std::vector<DeferredEdge>().swap(deferred_);
+  while (!deferred_.empty() && graph_.node_count() == before) {
+    uint8_t tier = kDeferredTiers;
+    for (const DeferredEdge& d : deferred_) tier = std::min(tier, d.tier);
+    // Resolve that tier in the order its edges were added; keep the rest
+    // (compacted in place, order kept).
+    size_t kept = 0;
+    for (size_t i = 0; i < deferred_.size(); i++) {
+      const DeferredEdge d = deferred_[i];
+      if (d.tier == tier)
+        Resolve(d.address, d.source, &graph_.edge_target_[d.edge]);
+      else
+        deferred_[kept++] = d;
+    }
+    deferred_.resize(kept);
+  }
+  if (deferred_.empty()) std::vector<DeferredEdge>().swap(deferred_);
   return graph_.node_count() > before;
 }
 

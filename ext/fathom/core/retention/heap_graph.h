@@ -11,7 +11,9 @@
 // called in increasing node order and AddEdgeTo numbers a new object when it
 // is first seen. So node order is BFS order, and every node's tree_parent
 // (its first referrer) has a smaller index: following tree_parent from a
-// node gives a shortest path from the roots. Two consequences used elsewhere:
+// node gives a shortest path from the roots (among the paths that avoid
+// deferred edges where there is one: see AddDeferredEdgeTo). Two
+// consequences used elsewhere, which hold for any such spanning tree:
 //  - every dominator of a node lies on that tree path (a dominator is on
 //    every path from the root), hence has a smaller index than the node;
 //  - so increasing index order is a valid parents-before-children order of
@@ -105,6 +107,14 @@ class HeapGraph {
       if (edge_target_[e] & kTreeEdgeBit) f(e - begin, edge_target_[e] & kTargetMask);
   }
 
+  // The root categories with an edge straight to `node` (in category
+  // order, each once): which kinds of root hold it themselves, e.g.
+  // machine_context when a C stack slot points at it, whatever path names
+  // it. Scans the categories' edge lists (the roots, not the heap). Needs
+  // the edges (std::logic_error after ReleaseEdges), std::out_of_range for
+  // an unknown node.
+  std::vector<uint32_t> RootCategoriesHolding(uint32_t node) const;
+
   // Frees the edge arrays (4 bytes per node + 4 per edge) once nothing
   // needs them: dominators are computed and edges named. Retention profiles
   // and frame names need only the per-node arrays. Afterwards edge_count()
@@ -197,19 +207,33 @@ class HeapGraphBuilder {
   uint32_t AddEdgeTo(uint64_t address);
 
   // Adds an edge from the current node whose target is only looked up,
-  // and if new numbered, by the next DiscoverDeferred(). For conservative
-  // roots (words of a machine stack that look like object addresses): the
-  // walker calls DiscoverDeferred() once the queue of precisely rooted
-  // objects is empty, so an object reachable from a precise root always
-  // gets its tree parent - the path reports print - on a precise path,
-  // and the conservative root names only what nothing else holds. The edge
-  // keeps its place in the current node's list (the CSR stays in order).
-  void AddDeferredEdgeTo(uint64_t address);
-  // Resolves every deferred edge added so far: an address already walked
-  // becomes a plain edge, a new one a new node (tree parent: the edge's
-  // source). Returns whether any node was added, i.e. whether the walk
-  // must go on.
+  // and if new numbered, by a later DiscoverDeferred(): the edge keeps its
+  // place in the current node's list (the CSR stays in order), but it
+  // takes part in the walk only once every object reachable without
+  // deferred edges is walked. That decides which path names an object
+  // (its tree parent), never which objects are reachable or what
+  // dominates them: the edges are the same either way.
+  //
+  // For holders that are real roots but not an object's owner: the words
+  // of a machine stack that look like object addresses (conservative
+  // roots), and the stacks of threads and fibers. An object a constant
+  // holds is then named by the constant even while a stack slot also
+  // points at it, and a stack names only what nothing else holds.
+  //
+  // `tier` orders the deferred edges among themselves: all pending edges of
+  // the lowest tier are resolved first, and a higher tier only once the
+  // walk they started is done (the walker calls DiscoverDeferred() each
+  // time its queue runs empty). Tiers are below kDeferredTiers.
+  static constexpr uint8_t kDeferredTiers = 4;
+  void AddDeferredEdgeTo(uint64_t address, uint8_t tier = 0);
+  // Resolves the pending deferred edges of the lowest tier: an address
+  // already walked becomes a plain edge, a new one a new node (tree parent:
+  // the edge's source). Goes on with the next tier while a tier adds no
+  // node. Returns whether any node was added, i.e. whether the walk must go
+  // on (false once no deferred edge is pending).
   bool DiscoverDeferred();
+  // Deferred edges added and not yet resolved.
+  size_t pending_deferred() const { return deferred_.size(); }
 
   // Class (an InternName id), Ruby type and self size of an object node.
   // std::logic_error for an unknown node, std::out_of_range for an unknown
@@ -255,11 +279,12 @@ class HeapGraphBuilder {
   size_t objects_ = 0;             // nodes in slots_
   uint32_t current_ = kNoCurrent;  // node whose edges are being added
   // Edges added by AddDeferredEdgeTo and not yet resolved: where the edge
-  // sits in edge_target_, its source and the target's address.
+  // sits in edge_target_, its source, the target's address and its tier.
   struct DeferredEdge {
     uint32_t edge;
     uint32_t source;
     uint64_t address;
+    uint8_t tier;
   };
   std::vector<DeferredEdge> deferred_;
 };

@@ -227,6 +227,59 @@ TEST(HeapGraphTest, DeferredEdgesNameObjectsByPrecisePathsFirst) {
   for (uint32_t n = g.first_object_node(); n < g.node_count(); n++) EXPECT_LT(g.tree_parent(n), n);
 }
 
+// Two kinds of deferred holders, as the Ruby walk has them: thread stacks
+// (tier 0) and the conservative machine_context (tier 1).
+//   vm -> T (a thread) -> A, H ; vm -> K -> M -> A ; machine_context -> A, S
+//   S -> H
+// A is reachable from all three; it is named by the precise path (through
+// K and M, deeper than T -> A). H hangs under the thread and under S, which
+// only the C stack holds: the thread's tier comes first, so H is named
+// through T. S itself has only the conservative root. The machine_context
+// edges, added first, are resolved last.
+TEST(HeapGraphTest, DeferredTiersResolveLowestFirst) {
+  constexpr uint64_t kT = 0x7000, kK = 0x8000, kM = 0x9000, kS = 0xa000, kH = 0xb000;
+  std::map<uint64_t, std::vector<uint64_t>> children{{kT, {kA, kH}}, {kK, {kM}}, {kM, {kA}}, {kA, {}},
+                                                     {kS, {kH}},     {kH, {}}};
+  HeapGraphBuilder b;
+  uint32_t vm = b.AddRootCategory("vm");
+  uint32_t machine = b.AddRootCategory("machine_context");
+  b.BeginEdgesOf(vm);
+  b.AddEdgeTo(kT);
+  b.AddEdgeTo(kK);
+  b.BeginEdgesOf(machine);
+  b.AddDeferredEdgeTo(kA, 1);
+  b.AddDeferredEdgeTo(kS, 1);
+  EXPECT_THROW(b.AddDeferredEdgeTo(kS, HeapGraphBuilder::kDeferredTiers), std::logic_error);
+  for (uint32_t i = b.first_object_node();; i++) {
+    if (i == b.node_count() && !b.DiscoverDeferred()) break;
+    b.BeginEdgesOf(i);
+    bool thread = b.address(i) == kT;
+    for (uint64_t c : children.at(b.address(i))) thread ? b.AddDeferredEdgeTo(c, 0) : (void)b.AddEdgeTo(c);
+  }
+  EXPECT_EQ(b.pending_deferred(), 0u);
+  HeapGraph g = b.Finish();
+  ASSERT_EQ(g.node_count(), 9u);  // super-root, 2 categories, T K M A H S
+  auto node = [&](uint64_t addr) {
+    for (uint32_t n = g.first_object_node(); n < g.node_count(); n++)
+      if (g.address(n) == addr) return n;
+    return HeapGraph::kSuperRoot;
+  };
+  EXPECT_EQ(g.tree_parent(node(kA)), node(kM));
+  EXPECT_EQ(g.tree_parent(node(kH)), node(kT));
+  EXPECT_EQ(g.tree_parent(node(kS)), machine);
+  EXPECT_LT(node(kH), node(kS));  // the thread's tier was walked first
+  EXPECT_EQ(Targets(g, node(kT)), (Edges{node(kA), node(kH)}));
+  EXPECT_EQ(Targets(g, machine), (Edges{node(kA), node(kS)}));
+  // Which roots hold A and S themselves, whatever path names them.
+  EXPECT_EQ(g.RootCategoriesHolding(node(kA)), (Edges{machine}));
+  EXPECT_EQ(g.RootCategoriesHolding(node(kT)), (Edges{vm}));
+  EXPECT_EQ(g.RootCategoriesHolding(node(kH)), (Edges{}));
+  EXPECT_THROW(g.RootCategoriesHolding(g.node_count()), std::out_of_range);
+  for (uint32_t n = g.first_object_node(); n < g.node_count(); n++) EXPECT_LT(g.tree_parent(n), n);
+  g.ReleaseEdges();
+  EXPECT_THROW(g.RootCategoriesHolding(node(kA)), std::logic_error);
+}
+
 TEST(HeapGraphTest, FinishRefusesUnresolvedDeferredEdges) {
   HeapGraphBuilder b;
   uint32_t machine = b.AddRootCategory("machine_context");
