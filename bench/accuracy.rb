@@ -14,12 +14,16 @@
 # Shares are among the workload's sites only (the profile also holds the
 # runner's own allocations; they are left out of both sides). The workload
 # mixes sizes (40 B to 10 KB) and lifetimes (none to 10% kept), so a
-# sampler that favours small short-lived objects shows here.
+# sampler that favours small short-lived objects shows here. The "report"
+# column says what `fathom report` shows of each live share: "few" (marked
+# ?, under 10 samples), "in" / "OUT" (the truth inside / outside its 95%
+# interval).
 #
 #   ruby -Ilib bench/accuracy.rb [--runs 10] [--seconds 5.5] [--verbose]
 #                                [--interval 10ms]   (default: the profiler's)
 require "optparse"
 require "rbconfig"
+require_relative "../lib/fathom/report/sample_interval"
 
 # name => [kind, size, allocations per cycle, keep 1 in N (0 = never)].
 # Sizes are element counts for arrays (8 bytes each) and bytes for strings.
@@ -141,6 +145,9 @@ puts "Fathom heap accuracy (Ruby #{RUBY_VERSION}, #{runs} runs of #{seconds}s, "
      "interval #{interval || "default"}, fresh process per run)"
 puts "shares are % of the sites' total; error = |estimate - truth| in percentage points"
 worst = []
+# What `fathom report` would say of each site's live share: marked as
+# resting on too few samples, or an interval that holds the truth or not.
+verdicts = Hash.new(0)
 runs.times do |r|
   out = IO.popen([RbConfig.ruby, __FILE__, "--child", seconds.to_s, interval || "-"], &:read)
   raise "run #{r + 1} failed" unless $?.success?
@@ -152,14 +159,26 @@ runs.times do |r|
   alloc_err = names.each_index.map { |i| (ae[i] - at[i]).abs }
   live_err = names.each_index.map { |i| (le[i] - lt[i]).abs }
   worst << [alloc_err.max, live_err.max]
+  verdict = names.each_index.map do |i|
+    next "-" if live_e[i].zero? && lt[i].zero?
+
+    n = lsamples[i]
+    if Fathom::Report::SampleInterval.few?(n)
+      "few"
+    else
+      low, high = Fathom::Report::SampleInterval.factors(n)
+      le[i] * low <= lt[i] && lt[i] <= [le[i] * high, 100.0].min ? "in" : "OUT"
+    end
+  end
+  verdict.each { |v| verdicts[v] += 1 unless v == "-" }
   if verbose || r.zero?
     puts
     puts "run #{r + 1}: #{counts.sum} allocations by the sites"
-    puts format("  %-14s %8s %8s %6s %8s %8s %6s %7s %7s", "site", "alloc%", "true%", "err", "live%", "true%", "err",
-                "a.smpl", "l.smpl")
+    puts format("  %-14s %8s %8s %6s %8s %8s %6s %7s %7s  %s", "site", "alloc%", "true%", "err", "live%", "true%", "err",
+                "a.smpl", "l.smpl", "report")
     names.each_index do |i|
-      puts format("  %-14s %8.2f %8.2f %6.2f %8.2f %8.2f %6.2f %7d %7d", names[i], ae[i], at[i], alloc_err[i],
-                  le[i], lt[i], live_err[i], asamples[i], lsamples[i])
+      puts format("  %-14s %8.2f %8.2f %6.2f %8.2f %8.2f %6.2f %7d %7d  %s", names[i], ae[i], at[i], alloc_err[i],
+                  le[i], lt[i], live_err[i], asamples[i], lsamples[i], verdict[i])
     end
   end
   puts format("run %2d: worst error alloc %5.2f pp, live %5.2f pp", r + 1, alloc_err.max, live_err.max)
@@ -167,5 +186,7 @@ end
 within = worst.count { |a, l| a <= 3.0 && l <= 3.0 }
 puts
 puts "runs with every share within 3 pp: #{within}/#{runs}"
+puts "live shares as fathom report shows them: #{verdicts["few"]} marked as resting on too few samples, " \
+     "#{verdicts["in"]} with the truth inside the interval, #{verdicts["OUT"]} outside it"
 puts format("median worst error: alloc %.2f pp, live %.2f pp",
             worst.map(&:first).sort[runs / 2], worst.map(&:last).sort[runs / 2])
