@@ -2,6 +2,7 @@
 
 require_relative "units"
 require_relative "arguments"
+require_relative "sample_interval"
 require_relative "../options"
 
 module Fathom
@@ -18,8 +19,15 @@ module Fathom
     # value of the samples whose stack contains it anywhere, counted once per
     # sample even when the function recurses. Sorted by flat (descending),
     # then name. Samples whose selected value is 0 are ignored, as in pprof.
+    #
+    # Sampled heap profiles also carry, per row, how many sample records
+    # stand behind its alloc_* and inuse_* values (alloc_samples,
+    # inuse_samples). The table then shows them for flat, with flat%'s 95%
+    # interval (SampleInterval), and marks with "?" the rows that rest on
+    # too few samples to be more than a guess.
     class Top
-      Row = Struct.new(:name, :flat, :cum)
+      Row = Struct.new(:name, :flat, :cum, :samples)
+      FEW_MARK = "?"
 
       # The label summarized below the table when samples carry it.
       SUMMARY_LABEL = "class"
@@ -34,6 +42,19 @@ module Fathom
         @profile = Report.check_profile!(profile)
         @index = SampleIndex.resolve(profile, sample_index)
         @sample_type, @unit = profile.sample_types.fetch(@index)
+        @count_index = sample_count_index
+      end
+
+      # Whether rows carry sample counts (a sampled heap profile read on a
+      # value type they stand behind).
+      def uncertain?
+        !@count_index.nil?
+      end
+
+      # Sample records behind the whole selected value (nil without counts).
+      def total_samples
+        compute
+        @total_samples
       end
 
       def total
@@ -66,18 +87,66 @@ module Fathom
       def to_s
         out = +""
         header_lines.each { |line| out << line << "\n" }
-        out << format("%10s %5s%% %5s%% %10s %5s%%\n", "flat", "flat", "sum", "cum", "cum")
+        if uncertain?
+          out << format("%10s %5s%% %5s%% %10s %5s%% %8s  %-17s\n", "flat", "flat", "sum", "cum", "cum", "samples",
+                        "flat% 95% interval")
+        else
+          out << format("%10s %5s%% %5s%% %10s %5s%%\n", "flat", "flat", "sum", "cum", "cum")
+        end
         running = 0
         shown_rows.each do |row|
           running += row.flat
-          out << format("%10s %s %s %10s %s  %s\n",
-                        fmt(row.flat), pct(row.flat), pct(running), fmt(row.cum), pct(row.cum), row.name)
+          out << format("%10s %s %s %10s %s ", fmt(row.flat), pct(row.flat), pct(running), fmt(row.cum), pct(row.cum))
+          out << format("%8d%s %-16s", row.samples, few?(row) ? FEW_MARK : " ", interval(row)) if uncertain?
+          out << " " << row.name << "\n"
         end
+        out << uncertainty_note if uncertain?
         out << label_summary(SUMMARY_LABEL)
         out
       end
 
+      # Whether a row rests on too few samples to be more than a guess.
+      # (A row with no flat value of its own, only cum, is not marked.)
+      def few?(row)
+        uncertain? && !row.flat.zero? && SampleInterval.few?(row.samples)
+      end
+
+      # [low%, high%] of a row's flat share, or nil without sample counts.
+      def flat_share_interval(row)
+        return nil unless uncertain? && row.samples.positive?
+
+        share = total.zero? ? 0.0 : 100.0 * row.flat.abs / total.abs
+        low, high = SampleInterval.factors(row.samples)
+        [share * low, [share * high, 100.0].min]
+      end
+
       private
+
+      def interval(row)
+        low, high = flat_share_interval(row)
+        low ? format("%.3g%%..%.3g%%", low, high) : "-"
+      end
+
+      def uncertainty_note
+        few = shown_rows.count { |r| few?(r) }
+        note = +"\nsamples: sample records behind flat (#{total_samples} behind the total); the interval is 95% for " \
+                "flat%, from the sample count alone.\n"
+        if few.positive?
+          note << "#{FEW_MARK}: fewer than #{SampleInterval::MIN_SAMPLES} samples behind the row, a guess rather " \
+                  "than a measurement (#{few} of #{shown_rows.size} shown rows).\n"
+        end
+        note
+      end
+
+      # Index of the sample type counting the records behind the selected
+      # one; nil for exact-mode profiles (every allocation: nothing to
+      # guess) and for profiles without counts.
+      def sample_count_index
+        return nil if @profile.period_type == %w[allocations count]
+
+        type = SampleInterval.count_type(@sample_type)
+        type && @profile.sample_type_index(type)
+      end
 
       def fmt(value)
         Units.format_value(value, @unit, output_unit)
@@ -110,6 +179,13 @@ module Fathom
         shown = shown_rows
         flat_sum = shown.sum(&:flat)
         lines << "Showing nodes accounting for #{fmt(flat_sum)}, #{pct(flat_sum).strip} of #{fmt(total)} total"
+        if uncertain? && total_samples.zero?
+          lines << "Warning: no sample stands behind #{@sample_type}: this profile cannot tell " \
+                   "(profile for longer, or with a shorter interval)"
+        elsif uncertain? && SampleInterval.few?(total_samples)
+          lines << "Warning: the whole #{@sample_type} rests on #{total_samples} sample#{"s" unless total_samples == 1}: " \
+                   "every share below is a guess (profile for longer, or with a shorter interval)"
+        end
         lines << "Showing top #{shown.size} nodes out of #{rows.size}" if shown.size < rows.size
         lines
       end
@@ -138,15 +214,21 @@ module Fathom
 
         flat = Hash.new(0)
         cum = Hash.new(0)
+        samples = Hash.new(0)
         total = 0
+        total_samples = 0
+        count_index = @count_index
         names_of = location_names
         seen = {}
         each_valued_sample do |sample, value|
           total += value
+          n = count_index ? sample.values[count_index] : 0
+          total_samples += n
           ids = sample.location_ids
           next if ids.empty?
 
           flat[names_of[ids[0]][0]] += value
+          samples[names_of[ids[0]][0]] += n
           seen.clear
           ids.each do |id|
             names_of[id].each do |name|
@@ -158,7 +240,8 @@ module Fathom
           end
         end
         @total = total
-        @rows = cum.map { |name, c| Row.new(name, flat[name], c) }
+        @total_samples = count_index ? total_samples : nil
+        @rows = cum.map { |name, c| Row.new(name, flat[name], c, samples[name]) }
                    .sort_by! { |r| [-r.flat.abs, r.name] }
       end
 

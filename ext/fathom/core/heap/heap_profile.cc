@@ -15,6 +15,8 @@ void HeapAggregator::Add(const Key& key, const HeapValues& v) {
   row.alloc_space += v.alloc_space;
   row.inuse_objects += v.inuse_objects;
   row.inuse_space += v.inuse_space;
+  row.alloc_samples += v.alloc_samples;
+  row.inuse_samples += v.inuse_samples;
 }
 
 void HeapAggregator::AddFreedTotals(std::unordered_map<SampleKey, AllocTotals, SampleKeyHash>&& totals) {
@@ -22,6 +24,7 @@ void HeapAggregator::AddFreedTotals(std::unordered_map<SampleKey, AllocTotals, S
     HeapValues v;
     v.alloc_objects = t.objects;
     v.alloc_space = t.bytes;
+    v.alloc_samples = t.samples;
     Add(key, v);
     stacks_.Release(key.stack_id);  // the reference TakeFreedTotals handed over
   }
@@ -61,12 +64,30 @@ bool HeapProfileRowsBuilder::Step(size_t max_rows) {
   return next_ == end_;
 }
 
+std::string SampleCountComment(const HeapProfileRows& profile) {
+  int64_t alloc = 0, inuse = 0;
+  for (const HeapProfileRows::Row& row : profile.rows) {
+    alloc += row.values.alloc_samples;
+    inuse += row.values.inuse_samples;
+  }
+  return "Samples: " + std::to_string(alloc) + " behind alloc_*, " + std::to_string(inuse) +
+         " behind inuse_* (per row: sample types alloc_samples, inuse_samples)";
+}
+
 std::string EncodeHeapProfile(const HeapProfileRows& profile) {
-  PprofBuilder b({{"alloc_objects", "count"}, {"alloc_space", "bytes"}, {"inuse_objects", "count"}, {"inuse_space", "bytes"}},
+  // The *_samples types come last so that positional readers of the first
+  // four (-sample_index=0..3, older scripts) are unaffected.
+  PprofBuilder b({{"alloc_objects", "count"},
+                  {"alloc_space", "bytes"},
+                  {"inuse_objects", "count"},
+                  {"inuse_space", "bytes"},
+                  {kAllocSamplesType, "count"},
+                  {kInuseSamplesType, "count"}},
                  profile.period_type, profile.sample_period);
   b.set_default_sample_type("inuse_space");
   b.set_time(profile.time_nanos, profile.duration_nanos);
   if (!profile.comment.empty()) b.add_comment(profile.comment);
+  b.add_comment(SampleCountComment(profile));
 
   // Location ids per output symbol+line are interned by the builder; we
   // only cache the function id per symbol.
@@ -91,12 +112,14 @@ std::string EncodeHeapProfile(const HeapProfileRows& profile) {
     }
   }
 
-  std::vector<int64_t> values(4);
+  std::vector<int64_t> values(6);
   for (const HeapProfileRows::Row& row : profile.rows) {
     values[0] = row.values.alloc_objects;
     values[1] = row.values.alloc_space;
     values[2] = row.values.inuse_objects;
     values[3] = row.values.inuse_space;
+    values[4] = row.values.alloc_samples;
+    values[5] = row.values.inuse_samples;
     std::vector<Label> labels;
     labels.push_back(Label::String("class", profile.labels[row.class_label]));
     if (row.thread_label != 0) labels.push_back(Label::String("thread", profile.labels[row.thread_label]));

@@ -82,8 +82,16 @@ class HeapProfileRowsBuilder {
   HeapProfileRows out_;
 };
 
+// The comment line giving how many sample records stand behind the
+// profile's alloc_* and inuse_* totals.
+std::string SampleCountComment(const HeapProfileRows& rows);
+
 // Encodes to gzipped pprof. Pure computation: safe to run without the GVL.
 std::string EncodeHeapProfile(const HeapProfileRows& rows);
+
+// Sample types counting the records behind each row (unweighted).
+inline constexpr const char* kAllocSamplesType = "alloc_samples";
+inline constexpr const char* kInuseSamplesType = "inuse_samples";
 
 // The name of the frame added at the root of stacks cut at the maximum depth.
 inline constexpr const char* kTruncatedFrameName = "(truncated)";

@@ -67,6 +67,7 @@ TEST(HeapProfileTest, FreedRecordsFoldIntoAllocTotalsInBatches) {
   const HeapValues& v = agg.rows().begin()->second;
   EXPECT_EQ(v.alloc_objects, 20);  // ...but their weighted totals kept
   EXPECT_EQ(v.alloc_space, 20000);
+  EXPECT_EQ(v.alloc_samples, 10);  // ten records stood behind them
   EXPECT_EQ(v.inuse_objects, 0);
 }
 
@@ -100,8 +101,8 @@ TEST(HeapProfileTest, EncodedProfileReadsBackInGoPprof) {
   Fixture fx;
   fx.AddLive(fx.keep_stack, 0x5000, 3, 1024);
   HeapAggregator agg(fx.store.stacks());
-  agg.Add({fx.keep_stack, fx.string_label, fx.main_label}, HeapValues{3, 3072, 3, 3072});
-  agg.Add({fx.drop_stack, fx.string_label, fx.main_label}, HeapValues{5, 5000, 0, 0});
+  agg.Add({fx.keep_stack, fx.string_label, fx.main_label}, HeapValues{3, 3072, 3, 3072, 1, 1});
+  agg.Add({fx.drop_stack, fx.string_label, fx.main_label}, HeapValues{5, 5000, 0, 0, 1, 0});
   HeapProfileRowsBuilder builder(fx.store, agg);
   ASSERT_TRUE(builder.Step(SIZE_MAX));
   HeapProfileRows rows = builder.Take();
@@ -119,8 +120,14 @@ TEST(HeapProfileTest, EncodedProfileReadsBackInGoPprof) {
   EXPECT_NE(top.output.find("Dropper#drop"), std::string::npos) << top.output;
   auto raw = test_util::RunCommand(env + "go tool pprof -raw -symbolize=none " + path);
   ASSERT_EQ(raw.exit_code, 0) << raw.output;
-  EXPECT_NE(raw.output.find("alloc_objects/count alloc_space/bytes inuse_objects/count inuse_space/bytes[dflt]"),
+  EXPECT_NE(raw.output.find("alloc_objects/count alloc_space/bytes inuse_objects/count inuse_space/bytes[dflt] "
+                            "alloc_samples/count inuse_samples/count"),
             std::string::npos) << raw.output;
+  // go tool pprof reads the sample counts like any other type.
+  auto samples = test_util::RunCommand(env + "go tool pprof -top -symbolize=none -sample_index=inuse_samples " + path);
+  ASSERT_EQ(samples.exit_code, 0) << samples.output;
+  EXPECT_NE(samples.output.find("Type: inuse_samples"), std::string::npos) << samples.output;
+  EXPECT_NE(raw.output.find("Samples: 2 behind alloc_*, 1 behind inuse_*"), std::string::npos) << raw.output;
   EXPECT_NE(raw.output.find("(truncated)"), std::string::npos) << raw.output;  // drop_stack was cut
   EXPECT_NE(raw.output.find("class:[String]"), std::string::npos) << raw.output;
   EXPECT_NE(raw.output.find("thread:[main]"), std::string::npos) << raw.output;

@@ -54,6 +54,7 @@ size_t SampleStore::DrainFreed(size_t limit) {
       }
       last_totals->objects += static_cast<int64_t>(r.weight);
       last_totals->bytes += static_cast<int64_t>(r.weight * r.alloc_bytes);
+      last_totals->samples++;
     }
     Recycle(index);
     drained++;
@@ -68,11 +69,13 @@ HeapValues SampleStore::Report(uint32_t index, bool alive, uint64_t inuse_size, 
   if (!r.alloc_reported) {
     v.alloc_objects = weight;
     v.alloc_space = weight * static_cast<int64_t>(r.alloc_bytes);
+    v.alloc_samples = 1;
     r.alloc_reported = true;
   }
   if (alive) {
     v.inuse_objects = weight;
     v.inuse_space = weight * static_cast<int64_t>(inuse_size);
+    v.inuse_samples = 1;
   }
   // Added before recycling: the row's first reference keeps the stack.
   if (v.alloc_objects != 0 || alive) rows->Add(SampleKey{r.stack_id, r.class_label, r.thread_label}, v);

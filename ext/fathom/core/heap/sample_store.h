@@ -52,13 +52,19 @@ struct SampleRecord {
   bool alloc_reported = false;  // already counted in an earlier flush's alloc_* values
 };
 
-// The four values of a heap profile, in pprof sample-type order; the names
-// are Go's, so `-sample_index=alloc_space` etc. work in pprof.
+// The values of a heap profile, in pprof sample-type order. The first four
+// are Go's names, so `-sample_index=alloc_space` etc. work in pprof. The
+// last two are unweighted: how many sample records stand behind the row's
+// alloc_* and inuse_* estimates (in exact mode they equal the object
+// counts). They let a reader tell an estimate resting on many samples from
+// one resting on a single one; see IMPLEMENTATION.md "Showing the uncertainty".
 struct HeapValues {
   int64_t alloc_objects = 0;
   int64_t alloc_space = 0;
   int64_t inuse_objects = 0;
   int64_t inuse_space = 0;
+  int64_t alloc_samples = 0;
+  int64_t inuse_samples = 0;
 };
 
 // What the Ruby layer learned about a pending record's object at commit.
@@ -84,6 +90,7 @@ struct SampleKeyHash {
 struct AllocTotals {
   int64_t objects = 0;
   int64_t bytes = 0;
+  int64_t samples = 0;  // records folded in
 };
 
 class SampleStore {

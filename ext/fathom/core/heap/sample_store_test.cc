@@ -68,6 +68,8 @@ TEST(SampleStoreTest, ReportWeighsValuesAndGivesAllocationsOnce) {
     EXPECT_EQ(v.alloc_space, 200);  // weight * size at commit
     EXPECT_EQ(v.inuse_objects, 5);
     EXPECT_EQ(v.inuse_space, 240);  // weight * size now
+    EXPECT_EQ(v.alloc_samples, 1);  // one record behind both, whatever its weight
+    EXPECT_EQ(v.inuse_samples, 1);
     ASSERT_EQ(rows.rows().size(), 1u);
   }
   {  // The next flush: still alive, its allocation already counted.
@@ -75,7 +77,9 @@ TEST(SampleStoreTest, ReportWeighsValuesAndGivesAllocationsOnce) {
     HeapValues v = s.store.Report(i, true, 48, &rows);
     EXPECT_EQ(v.alloc_objects, 0);
     EXPECT_EQ(v.alloc_space, 0);
+    EXPECT_EQ(v.alloc_samples, 0);
     EXPECT_EQ(v.inuse_objects, 5);
+    EXPECT_EQ(v.inuse_samples, 1);
     EXPECT_TRUE(s.store.is_live(i));
   }
   {  // Dead now: nothing to add at all, and the record is recycled.
@@ -99,7 +103,9 @@ TEST(SampleStoreTest, DeadOnFirstReportGivesItsAllocationAndIsRecycled) {
   HeapValues v = s.store.Report(i, false, 0, &rows);
   EXPECT_EQ(v.alloc_objects, 3);
   EXPECT_EQ(v.alloc_space, 300);
+  EXPECT_EQ(v.alloc_samples, 1);
   EXPECT_EQ(v.inuse_objects, 0);
+  EXPECT_EQ(v.inuse_samples, 0);
   ASSERT_EQ(rows.rows().size(), 1u);  // the row keeps the stack alive
   EXPECT_EQ(s.store.stacks().stack_count(), stack_refs_before);
   EXPECT_EQ(s.store.live_count(), 0u);

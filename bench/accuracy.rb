@@ -1,0 +1,192 @@
+# frozen_string_literal: true
+
+# Accuracy of the heap profiler's default (sampled) mode against a known
+# truth. Not a test: each run is one fresh process running a ≥ 5 s workload
+# under Fathom::HeapProfiler.new with no options (the default interval),
+# then comparing, per allocation site, the profile's share of live bytes
+# (inuse_space) and of allocated bytes (alloc_space) with the truth:
+#
+# - live bytes: ObjectSpace.memsize_of of every object the program kept,
+#   after a full GC (the profile is flushed with gc: true likewise);
+# - allocated bytes: the program's own counting (memsize_of of each object
+#   right after allocating it, the size Fathom records at commit).
+#
+# Shares are among the workload's sites only (the profile also holds the
+# runner's own allocations; they are left out of both sides). The workload
+# mixes sizes (40 B to 10 KB) and lifetimes (none to 10% kept), so a
+# sampler that favours small short-lived objects shows here. The "report"
+# column says what `fathom report` shows of each live share: "few" (marked
+# ?, under 10 samples), "in" / "OUT" (the truth inside / outside its 95%
+# interval).
+#
+#   ruby -Ilib bench/accuracy.rb [--runs 10] [--seconds 5.5] [--verbose]
+#                                [--interval 10ms]   (default: the profiler's)
+require "optparse"
+require "rbconfig"
+require_relative "../lib/fathom/report/sample_interval"
+
+# name => [kind, size, allocations per cycle, keep 1 in N (0 = never)].
+# Sizes are element counts for arrays (8 bytes each) and bytes for strings.
+SITES = {
+  "site_str_40" => [:str, 20, 8, 0],        # embedded String (40 B slot), never kept
+  "site_str_200" => [:str, 200, 4, 10],     # 10% kept
+  "site_str_1k" => [:str, 1000, 2, 40],     # 2.5% kept
+  "site_str_10k" => [:str, 10_000, 1, 200], # 0.5% kept, rare and big
+  "site_ary_40" => [:ary, 1, 6, 20],        # embedded Array, 5% kept
+  "site_ary_800" => [:ary, 100, 2, 0],      # never kept
+  "site_ary_8k" => [:ary, 1000, 1, 100],    # 1% kept
+}.freeze
+
+# One method per site, so that the site is the innermost Ruby frame of the
+# sample's stack. Each allocates exactly one object.
+module Sites
+  # def, not define_method: a block would be named "block in <module:Sites>".
+  SITES.each do |name, (kind, size, _, _)|
+    body = kind == :str ? "\"x\" * #{size}" : "Array.new(#{size})"
+    module_eval("def self.#{name} = #{body}", __FILE__, __LINE__)
+  end
+end
+
+def child(seconds, interval)
+  $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
+  require "fathom"
+  require "objspace"
+
+  names = SITES.keys
+  per_cycle = SITES.values.map { |v| v[2] }
+  keep_every = SITES.values.map { |v| v[3] }
+  kept = names.map { [] }
+  counters = names.map { 0 }
+  alloc_bytes = names.map { 0 }
+  alloc_count = names.map { 0 }
+
+  GC.start
+  profiler = interval ? Fathom::HeapProfiler.new(interval: interval) : Fathom::HeapProfiler.new
+  profiler.start
+  deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds
+  while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+    200.times do
+      i = 0
+      while i < names.size
+        n = per_cycle[i]
+        while n > 0
+          obj = Sites.__send__(names[i])
+          alloc_bytes[i] += ObjectSpace.memsize_of(obj)
+          alloc_count[i] += 1
+          k = keep_every[i]
+          if k > 0
+            counters[i] += 1
+            if counters[i] == k
+              counters[i] = 0
+              kept[i] << obj
+            end
+          end
+          n -= 1
+        end
+        i += 1
+      end
+    end
+  end
+  profiler.stop
+  profile = profiler.flush(gc: true)
+  live_bytes = kept.map { |objs| objs.sum { |o| ObjectSpace.memsize_of(o) } }
+
+  decoded = profile.decode
+  ai = decoded.sample_type_index("alloc_space")
+  ii = decoded.sample_type_index("inuse_space")
+  si = decoded.sample_type_index("inuse_samples")
+  asi = decoded.sample_type_index("alloc_samples")
+  est_alloc = Hash.new(0)
+  est_live = Hash.new(0)
+  live_samples = Hash.new(0)
+  alloc_samples = Hash.new(0)
+  decoded.samples.each do |s|
+    site = decoded.stack_names(s).find { |n| n.include?("site_") }
+    next unless site
+
+    site = site[/site_\w+/]
+    est_alloc[site] += s.values[ai]
+    est_live[site] += s.values[ii]
+    live_samples[site] += s.values[si] if si
+    alloc_samples[site] += s.values[asi] if asi
+  end
+  names.each_with_index do |name, i|
+    puts [name, alloc_bytes[i], live_bytes[i], est_alloc[name], est_live[name], alloc_count[i],
+          alloc_samples[name], live_samples[name]].join(" ")
+  end
+  puts "stats #{profile.stats[:samples_taken] || profile.stats[:samples]}"
+  keep = kept # the kept objects must stay reachable until here
+  keep.size
+end
+
+if ARGV[0] == "--child"
+  child(Float(ARGV[1]), ARGV[2] == "-" ? nil : ARGV[2])
+  exit
+end
+
+runs = 10
+seconds = 5.5
+interval = nil
+verbose = false
+OptionParser.new do |o|
+  o.on("--runs N", Integer) { |n| runs = n }
+  o.on("--seconds S", Float) { |s| seconds = s }
+  o.on("--interval I", String) { |i| interval = i }
+  o.on("--verbose") { verbose = true }
+end.parse!
+abort "--seconds must be at least 5" if seconds < 5
+
+def shares(values)
+  total = values.sum.to_f
+  values.map { |v| total.zero? ? 0.0 : 100.0 * v / total }
+end
+
+puts "Fathom heap accuracy (Ruby #{RUBY_VERSION}, #{runs} runs of #{seconds}s, " \
+     "interval #{interval || "default"}, fresh process per run)"
+puts "shares are % of the sites' total; error = |estimate - truth| in percentage points"
+worst = []
+# What `fathom report` would say of each site's live share: marked as
+# resting on too few samples, or an interval that holds the truth or not.
+verdicts = Hash.new(0)
+runs.times do |r|
+  out = IO.popen([RbConfig.ruby, __FILE__, "--child", seconds.to_s, interval || "-"], &:read)
+  raise "run #{r + 1} failed" unless $?.success?
+
+  rows = out.lines.grep(/\Asite_/).map(&:split)
+  names = rows.map(&:first)
+  alloc_t, live_t, alloc_e, live_e, counts, asamples, lsamples = (1..7).map { |c| rows.map { |row| Integer(row[c]) } }
+  at, lt, ae, le = [alloc_t, live_t, alloc_e, live_e].map { |v| shares(v) }
+  alloc_err = names.each_index.map { |i| (ae[i] - at[i]).abs }
+  live_err = names.each_index.map { |i| (le[i] - lt[i]).abs }
+  worst << [alloc_err.max, live_err.max]
+  verdict = names.each_index.map do |i|
+    next "-" if live_e[i].zero? && lt[i].zero?
+
+    n = lsamples[i]
+    if Fathom::Report::SampleInterval.few?(n)
+      "few"
+    else
+      low, high = Fathom::Report::SampleInterval.factors(n)
+      le[i] * low <= lt[i] && lt[i] <= [le[i] * high, 100.0].min ? "in" : "OUT"
+    end
+  end
+  verdict.each { |v| verdicts[v] += 1 unless v == "-" }
+  if verbose || r.zero?
+    puts
+    puts "run #{r + 1}: #{counts.sum} allocations by the sites"
+    puts format("  %-14s %8s %8s %6s %8s %8s %6s %7s %7s  %s", "site", "alloc%", "true%", "err", "live%", "true%", "err",
+                "a.smpl", "l.smpl", "report")
+    names.each_index do |i|
+      puts format("  %-14s %8.2f %8.2f %6.2f %8.2f %8.2f %6.2f %7d %7d  %s", names[i], ae[i], at[i], alloc_err[i],
+                  le[i], lt[i], live_err[i], asamples[i], lsamples[i], verdict[i])
+    end
+  end
+  puts format("run %2d: worst error alloc %5.2f pp, live %5.2f pp", r + 1, alloc_err.max, live_err.max)
+end
+within = worst.count { |a, l| a <= 3.0 && l <= 3.0 }
+puts
+puts "runs with every share within 3 pp: #{within}/#{runs}"
+puts "live shares as fathom report shows them: #{verdicts["few"]} marked as resting on too few samples, " \
+     "#{verdicts["in"]} with the truth inside the interval, #{verdicts["OUT"]} outside it"
+puts format("median worst error: alloc %.2f pp, live %.2f pp",
+            worst.map(&:first).sort[runs / 2], worst.map(&:last).sort[runs / 2])
