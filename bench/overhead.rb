@@ -8,7 +8,7 @@
 # a busy neighbour disturbs less than wall time.
 #
 #   ruby -Ilib bench/overhead.rb [--rounds 7] [--workload alloc_loop,rmp_like]
-#                                [--modes baseline,sampled,exact,gc,gc_every]
+#                                [--modes baseline,sampled,exact,gc,gc_hooks,gc_counters,gc_every]
 #                                [--cpu N]
 #
 # --cpu N runs every child on CPU N only (taskset). On this project's 2-vCPU
@@ -18,8 +18,10 @@
 # a baseline child) when reporting figures.
 #
 # Modes: sampled / exact = the heap profiler; gc = the GC profiler as shipped
-# (steps coalesced, 10 ms); gc_every = the GC profiler with coalescing off
-# (every GC step becomes a period), to show what coalescing saves.
+# (gc_source: :auto, i.e. Ruby's GC counters on Ruby < 3.3 and the hooks on
+# 3.3+); gc_hooks / gc_counters = each GC source, whatever the Ruby;
+# gc_every = the hooks with coalescing off (every GC step becomes a period),
+# to show what coalescing saves.
 require "optparse"
 require "rbconfig"
 
@@ -60,6 +62,8 @@ PROFILERS = {
   "sampled" => -> { Fathom::HeapProfiler.new },
   "exact" => -> { Fathom::HeapProfiler.new(exact: true) },
   "gc" => -> { Fathom::GcProfiler.new },
+  "gc_hooks" => -> { Fathom::GcProfiler.new(gc_source: :hooks) },
+  "gc_counters" => -> { Fathom::GcProfiler.new(gc_source: :counters) },
   "gc_every" => -> { Fathom::GcProfiler.new(coalesce: 0) },
 }.freeze
 

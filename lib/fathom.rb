@@ -33,7 +33,7 @@ module Fathom
   # run.gc.pb.gz); an existing file Fathom did not write is replaced only
   # with overwrite: true. Other options go to the profiler that knows them
   # (HeapProfiler: exact:, interval:, max_depth:, liveness:; GcProfiler:
-  # coalesce:, flush_on_major:, format:; retention: max_depth:, a snapshot
+  # coalesce:, flush_on_major:, format:, gc_source:; retention: max_depth:, a snapshot
   # when the block ends, see Fathom.retention_snapshot).
   def self.profile(mode: Modes::DEFAULT, out: nil, overwrite: false, **opts)
     raise ArgumentError, "fathom: Fathom.profile needs a block" unless block_given?

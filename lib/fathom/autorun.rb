@@ -73,6 +73,9 @@ module Fathom
           bounds = { min_ns: Options::COALESCE_NS.begin, max_ns: Options::COALESCE_NS.end } # GcProfiler's
           opts[:coalesce] = v.strip == "0" ? 0 : "#{Options.duration_ns("FATHOM_COALESCE", v, **bounds)}ns"
         end
+        if modes.include?(:gc) && (v = env["FATHOM_GC_SOURCE"])
+          opts[:gc_source] = Options.one_of("FATHOM_GC_SOURCE", v, Modes::GC_SOURCES)
+        end
         opts[:format] = Options.one_of("FATHOM_FORMAT", env["FATHOM_FORMAT"], Modes::ALL_FORMATS) if env["FATHOM_FORMAT"]
         opts
       end
@@ -92,7 +95,8 @@ module Fathom
       def summary(profile)
         s = profile.stats
         case profile.kind
-        when :gc then "#{s[:cycles]} GCs, #{s[:steps]} steps"
+        when :gc
+          s[:source] == :counters ? "#{s[:cycles]} GCs, from Ruby's GC counters" : "#{s[:cycles]} GCs, #{s[:steps]} steps"
         when :retention then "#{s[:objects]} objects, GVL held #{Options.format_ns(s[:gvl_held_ns])}"
         else "#{s[:samples]} samples, #{s[:live_samples]} live"
         end

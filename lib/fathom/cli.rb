@@ -188,6 +188,9 @@ module Fathom
         o.on("--coalesce DUR", "GC: sum GC steps into one sample at most this often, up to " \
                                "#{Options.format_ns(Options::COALESCE_NS.end)}; 0 = every step " \
                                "(default: #{Modes.format_seconds(GC[:coalesce])})") { |v| opts[:coalesce] = v }
+        o.on("--gc-source SOURCE", "GC: where GC data comes from: #{Modes::GC_SOURCES.join(", ")} (default: auto = " \
+                                   "counters on Ruby < 3.3, where GC hooks slow every allocation; hooks on 3.3+). " \
+                                   "hooks gives per-pause times") { |v| opts[:gc_source] = v }
         o.on("--exact", "record every allocation instead of sampling (slow)") { opts[:exact] = true }
         o.on("--interval DUR", "sampling interval, e.g. 1ms, 10ms, 0.002; " \
                                "#{Options.format_ns(Options::SAMPLING_INTERVAL_NS.begin)}..#{Options.format_ns(Options::SAMPLING_INTERVAL_NS.end)} " \
@@ -229,6 +232,14 @@ module Fathom
         validate { Options.duration_ns("--coalesce", coalesce, min_ns: Options::COALESCE_NS.begin, max_ns: Options::COALESCE_NS.end) }
       end
 
+      gc_source = opts.fetch(:gc_source, GC[:gc_source].to_s)
+      unless Modes::GC_SOURCES.map(&:to_s).include?(gc_source)
+        raise UsageError, "--gc-source must be one of #{Modes::GC_SOURCES.join(", ")}, got #{gc_source.inspect}"
+      end
+      if gc_source == "counters" && coalesce.strip == "0"
+        raise UsageError, "--coalesce 0 (one period per GC step) needs --gc-source hooks"
+      end
+
       interval_ns = validate do
         Options.duration_ns("--interval", opts.fetch(:interval, Modes.format_seconds(HEAP[:interval])),
                             min_ns: Options::SAMPLING_INTERVAL_NS.begin, max_ns: Options::SAMPLING_INTERVAL_NS.end)
@@ -248,6 +259,7 @@ module Fathom
         "FATHOM_FORCE" => opts[:force] ? "1" : "0",
         "FATHOM_FORMAT" => format,
         "FATHOM_COALESCE" => coalesce,
+        "FATHOM_GC_SOURCE" => gc_source,
         "FATHOM_EXACT" => opts[:exact] ? "1" : "0",
         "FATHOM_INTERVAL" => "#{interval_ns}ns",
         "FATHOM_MAX_DEPTH" => max_depth.to_s,

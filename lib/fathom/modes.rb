@@ -21,13 +21,17 @@ module Fathom
       # removing the hook), so 100 samples/s stays within ~1% on an
       # allocation-heavy loop while 1 ms costs 5-9% (IMPLEMENTATION.md, "Cost").
       heap: { exact: false, interval: 0.01, max_depth: 128, liveness: :auto }.freeze,
-      gc: { coalesce: 0.01, flush_on_major: true, format: :pprof }.freeze,
+      # gc_source :auto: Ruby's GC counters on Ruby < 3.3 (any GC hook forces
+      # the slow allocation path there), the GC hooks on 3.3+ (GcProfiler).
+      gc: { coalesce: 0.01, flush_on_major: true, format: :pprof, gc_source: :auto }.freeze,
       retention: { max_depth: 64 }.freeze,
     }.freeze
 
     # Output formats per mode: every mode writes pprof; the GC profile can
     # also be a Firefox Profiler timeline.
     FORMATS = { heap: %i[pprof], gc: %i[pprof firefox], retention: %i[pprof] }.freeze
+    # Where the GC profile's data comes from (GcProfiler's gc_source:).
+    GC_SOURCES = %i[auto hooks counters].freeze
     ALL_FORMATS = FORMATS.values.flatten.uniq.freeze
 
     module_function

@@ -106,7 +106,7 @@ class BoundaryFaultTest < Minitest::Test
   def test_gc_encode_without_gvl
     each_fault("gc_encode") do |fault|
       result, message = run_with_fault(fault, <<~RUBY)
-        g = Fathom::Native::GcCollector.new(0, true)
+        g = Fathom::Native::GcCollector.new(0, true, :hooks)
         g.start
         GC.start
         churn(10_000)

@@ -18,7 +18,7 @@ class GcAndRetentionCrashTest < Minitest::Test
   end
 
   def test_gc_hooks_under_gc_stress
-    profiler = Fathom::GcProfiler.new(coalesce: 0)
+    profiler = Fathom::GcProfiler.new(coalesce: 0) # coalesce: 0 always means the hooks
     kept = []
     profiler.start
     begin
@@ -37,8 +37,42 @@ class GcAndRetentionCrashTest < Minitest::Test
     Fathom::GcProfiler.new(format: :firefox).profile { GC.start }.firefox_json
   end
 
+  # The counters source reads Ruby's GC counters from its polling thread
+  # and at start/stop/flush: under GC.stress every read happens next to a
+  # GC, and GC.compact moves objects between reads.
+  def test_gc_counters_under_gc_stress_and_compaction
+    profiler = Fathom::GcProfiler.new(gc_source: :counters, coalesce: "1ms")
+    kept = []
+    before = GC.count
+    profiler.start
+    begin
+      GC.stress = true
+      (asan? ? 150 : 600).times { |i| kept << "s#{i}" * 2 }
+      GC.compact
+      sleep 0.005 # let the polling thread read under stress
+    ensure
+      GC.stress = false
+      profiler.stop
+    end
+    seen = GC.count - before
+    stats = profiler.stats
+    assert_equal :counters, stats[:source]
+    assert_operator stats[:cycles], :>=, 100, stats.inspect
+    assert_operator stats[:cycles], :<=, seen
+    summary = Fathom::Report::GcSummary.new(Fathom::Pprof.read(profiler.flush.bytes))
+    assert_equal stats[:cycles], summary.gc_count
+    Fathom::GcProfiler.new(gc_source: :counters, format: :firefox).profile { GC.start }.firefox_json
+  end
+
+  def test_gc_profiler_start_stop_loop_and_fork_with_counters
+    start_stop_loop_and_fork(Fathom::GcProfiler.new(gc_source: :counters))
+  end
+
   def test_gc_profiler_start_stop_loop_and_fork
-    profiler = Fathom::GcProfiler.new
+    start_stop_loop_and_fork(Fathom::GcProfiler.new(gc_source: :hooks))
+  end
+
+  def start_stop_loop_and_fork(profiler)
     50.times do
       profiler.start
       Array.new(2_000) { "x" * 10 }

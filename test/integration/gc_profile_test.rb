@@ -23,11 +23,59 @@ class GcProfileTest < Minitest::Test
   # 784 ms), so the like-for-like check is our cpu total; wall equals it on
   # an idle machine (208 vs 204.7 ms) and can only exceed it when the
   # process is descheduled during GC.
-  def test_majors_counted_and_gc_time_matches_rubys_own_measure
+  #
+  # Both sources, on every Ruby: the hooks (per step) and Ruby's GC counters
+  # (the default on Ruby < 3.3), which must give the same counts and time.
+  def test_majors_counted_and_gc_time_matches_rubys_own_measure_with_hooks
+    raw, profile = acceptance(:hooks)
+    comments = Fathom::Pprof.read_file(@path).comments.to_a
+    forced = raw.by_label("gcs", "gc reason")
+    assert_operator forced["force"], :>=, 50, "GC.start is a forced major GC"
+    assert_equal profile.stats[:steps], raw.total("gc_steps")
+    assert_operator raw.total("gc_steps"), :>, 0
+    assert_includes comments, "fathom.gc.source=hooks"
+  end
+
+  def test_majors_counted_and_gc_time_matches_rubys_own_measure_with_counters
+    raw, profile = acceptance(:counters)
+    comments = Fathom::Pprof.read_file(@path).comments.to_a
+    # Several GCs between two reads carry the latest one's labels: at least
+    # the reads that saw a GC.start last name it.
+    assert_operator raw.by_label("gcs", "gc reason")["force"].to_i, :>=, 1, raw.output
+    assert_equal 0, raw.total("gc_steps"), "no steps without hooks"
+    assert_equal :counters, profile.stats[:source]
+    assert_includes comments, "fathom.gc.source=counters poll_ns=10000000"
+    refute(comments.any? { |c| c.start_with?("fathom.gc.pauses") })
+  end
+
+  def test_auto_source_follows_the_ruby_version
+    expected = Gem::Version.new(RUBY_VERSION) >= Gem::Version.new("3.3") ? :hooks : :counters
+    assert_equal expected, Fathom::GcProfiler.new.gc_source
+    assert_equal expected, Fathom::GcProfiler.new(gc_source: "auto").gc_source
+    assert_equal :hooks, Fathom::GcProfiler.new(coalesce: 0).gc_source, "only hooks see single steps"
+    assert_equal expected, Fathom::GcProfiler.new.profile { GC.start }.stats[:source]
+  end
+
+  def test_counters_source_installs_no_thread_after_stop_and_survives_restart
+    profiler = Fathom::GcProfiler.new(gc_source: :counters).start
+    assert(Thread.list.any? { |t| t.name == "fathom-gc-poll" })
+    2.times { GC.start }
+    profiler.stop
+    refute(Thread.list.any? { |t| t.name == "fathom-gc-poll" && t.alive? })
+    GC.start # while stopped: not counted
+    profiler.start
+    GC.start
+    profiler.stop
+    summary = Fathom::Report::GcSummary.new(Fathom::Pprof.read(profiler.flush.bytes))
+    assert_equal 3, summary.gc_count("major")
+    assert_equal "counters", summary.source[:name]
+  end
+
+  def acceptance(gc_source)
     skip_unless_go!
     truth = nil
-    path = File.join(@dir, "gc.pb.gz")
-    profile = Fathom.profile(mode: :gc, out: path) { truth = GcChurn.run }
+    path = @path = File.join(@dir, "gc.pb.gz")
+    profile = Fathom.profile(mode: :gc, gc_source: gc_source, out: path) { truth = GcChurn.run }
     raw = PprofRaw.read(path)
 
     gcs = raw.by_label("gcs", "gc type")
@@ -41,26 +89,35 @@ class GcProfileTest < Minitest::Test
     assert_in_delta truth[:time_ms], cpu_ms, [truth[:time_ms] * 0.10, 2].max,
                     "profile GC cpu #{cpu_ms.round(1)}ms (wall #{wall_ms.round(1)}ms) vs GC.stat(:time) #{truth[:time_ms]}ms"
     assert_operator wall_ms, :>=, cpu_ms * 0.98
-    forced = raw.by_label("gcs", "gc reason")
-    assert_operator forced["force"], :>=, 50, "GC.start is a forced major GC"
     assert_equal({ "GC" => raw.total("wall") }, raw.by_label("wall", "thread"))
     assert_equal ["Garbage Collection"], raw.function_names
-    assert_equal profile.stats[:steps], raw.total("gc_steps")
+    [raw, profile]
   end
 
   def test_report_summarizes_counts_time_and_pauses
-    profile = Fathom.profile(mode: :gc) { GcChurn.run(full_gcs: 5) }
+    profile = Fathom.profile(mode: :gc, gc_source: :hooks) { GcChurn.run(full_gcs: 5) }
     report = profile.report
     assert_match(/\AGC profile: \S+ of wall time, \d+ GCs \(\d+ minor, (\d+) major\)$/, report)
     assert_operator report[/(\d+) major\)/, 1].to_i, :>=, 5
     assert_match(/^time in GC\s+\S+ wall \(\S+%\), \S+ CPU, \d+ steps$/, report)
+    assert_match(/^source\s+GC event hooks/, report)
     assert_match(/^pauses \(steps\)\s+p50 \S+\s+p90 \S+\s+p99 \S+\s+longest \S+$/, report)
     assert_match(/major\s+force\s+method$/, report)
     assert_equal :gc, profile.kind
   end
 
+  def test_report_says_what_the_counters_source_cannot_show
+    profile = Fathom.profile(mode: :gc, gc_source: :counters) { GcChurn.run(full_gcs: 5) }
+    report = profile.report
+    assert_match(/\AGC profile: \S+ of wall time, \d+ GCs \(\d+ minor, (\d+) major\)$/, report)
+    assert_operator report[/(\d+) major\)/, 1].to_i, :>=, 5
+    assert_match(/^time in GC\s+\S+ wall \(\S+%\), \S+ CPU$/, report)
+    assert_match(/^source\s+Ruby's GC counters, read every 10ms — per-pause times and steps need --gc-source hooks/, report)
+    refute_match(/^pauses/, report)
+  end
+
   def test_coalescing_keeps_periods_few_and_totals_equal
-    coalesced = Fathom::GcProfiler.new
+    coalesced = Fathom::GcProfiler.new(gc_source: :hooks)
     every = Fathom::GcProfiler.new(coalesce: 0)
     churn = -> { 400_000.times { "x" * 64 } }
     a = coalesced.profile { churn.call }
@@ -77,6 +134,12 @@ class GcProfileTest < Minitest::Test
     assert_match(/unknown option :coalsce/, e.message)
     e = assert_raises(TypeError) { Fathom::GcProfiler.new(coalesce: :soon) }
     assert_match(/fathom: coalesce must be/, e.message)
+    e = assert_raises(ArgumentError) { Fathom::GcProfiler.new(gc_source: :polling) }
+    assert_match(/fathom: gc_source must be one of :auto, :hooks, :counters, got :polling/, e.message)
+    e = assert_raises(TypeError) { Fathom::GcProfiler.new(gc_source: 1) }
+    assert_match(/fathom: gc_source must be a Symbol/, e.message)
+    e = assert_raises(ArgumentError) { Fathom::GcProfiler.new(gc_source: :counters, coalesce: 0) }
+    assert_match(/coalesce: 0 .* needs gc_source: :hooks/, e.message)
     e = assert_raises(ArgumentError) { Fathom.profile(mode: :gc, exact: true) { nil } }
     assert_match(/unknown option :exact for Fathom.profile\(mode: :gc\)/, e.message)
   end
@@ -109,13 +172,31 @@ class GcProfileTest < Minitest::Test
                                             RbConfig.ruby, script, env: TestHelper::PLAIN_ENV)
     assert status.success?, err
     assert_match(/fathom: wrote heap profile to #{Regexp.escape(File.join(@dir, "prof.heap.pb.gz"))}/, err)
-    assert_match(/fathom: wrote gc profile to #{Regexp.escape(File.join(@dir, "prof.gc.pb.gz"))} \(\d+ GCs, \d+ steps\)/, err)
+    assert_match(/fathom: wrote gc profile to #{Regexp.escape(File.join(@dir, "prof.gc.pb.gz"))} \(\d+ GCs, (\d+ steps|from Ruby's GC counters)\)/, err)
     raw = PprofRaw.read(File.join(@dir, "prof.gc.pb.gz"))
     assert_operator raw.by_label("gcs", "gc type")["major"], :>=, 50
 
     report, err, status = TestHelper.run_fathom("report", File.join(@dir, "prof.gc.pb.gz"))
     assert status.success?, err
     assert_match(/GCs \(\d+ minor, \d+ major\)/, report)
+  end
+
+  def test_fathom_run_gc_source_option
+    skip_unless_go!
+    script = File.expand_path("../fixtures/gc_churn.rb", __dir__)
+    %w[hooks counters].each do |source|
+      out = File.join(@dir, "#{source}.pb.gz")
+      _o, err, status = TestHelper.run_fathom("run", "--mode", "gc", "--gc-source", source, "-o", out, "--",
+                                              RbConfig.ruby, script, env: TestHelper::PLAIN_ENV)
+      assert status.success?, err
+      assert_operator PprofRaw.read(out).by_label("gcs", "gc type")["major"], :>=, 50
+      report, err, status = TestHelper.run_fathom("report", out)
+      assert status.success?, err
+      assert_match(source == "hooks" ? /^source\s+GC event hooks/ : /^source\s+Ruby's GC counters/, report)
+    end
+    _o, err, status = TestHelper.run_fathom("run", "--mode", "gc", "--gc-source", "polling", "--", "true")
+    assert_equal 2, status.exitstatus
+    assert_match(/--gc-source must be one of auto, hooks, counters, got "polling"/, err)
   end
 end
 
@@ -142,7 +223,7 @@ class GcFirefoxProfileTest < Minitest::Test
   def test_firefox_file_passes_the_structural_check_and_counts_gcs
     truth = nil
     path = File.join(@dir, "gc.json.gz")
-    Fathom.profile(mode: :gc, format: :firefox, out: path) { truth = GcChurn.run(full_gcs: 10) }
+    Fathom.profile(mode: :gc, gc_source: :hooks, format: :firefox, out: path) { truth = GcChurn.run(full_gcs: 10) }
     json = load_json(path)
     FirefoxFormat.check!(json)
     assert_equal 48, json.dig("meta", "preprocessedProfileVersion")
@@ -159,6 +240,21 @@ class GcFirefoxProfileTest < Minitest::Test
     report, err, status = TestHelper.run_fathom("report", path)
     assert status.success?, err
     assert_match(/GCs \(\d+ minor, #{truth[:major]} major\)/, report)
+  end
+
+  def test_firefox_file_from_the_counters_source
+    truth = nil
+    path = File.join(@dir, "gc.json.gz")
+    Fathom.profile(mode: :gc, gc_source: :counters, format: :firefox, out: path) { truth = GcChurn.run(full_gcs: 10) }
+    json = load_json(path)
+    FirefoxFormat.check!(json)
+    gc = json["threads"].find { |t| t["name"] == "Garbage Collection" }
+    markers = gc["markers"]["data"].select { |d| d && d["type"] == "GC" }
+    assert_equal truth[:major], markers.select { |m| m["gc_type"] == "major" }.sum { |m| m["gcs"] }
+    assert_equal truth[:minor], markers.select { |m| m["gc_type"] == "minor" }.sum { |m| m["gcs"] }
+    assert_in_delta truth[:time_ms], markers.sum { |m| m["gc_ms"] }, [truth[:time_ms] * 0.10, 2].max
+    schema = json.dig("meta", "markerSchema").find { |s| s["name"] == "GC" }
+    assert_match(/source: counters/, JSON.generate(schema))
   end
 
   def test_plain_json_when_not_gzipped_and_cli_naming

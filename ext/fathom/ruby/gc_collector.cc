@@ -19,6 +19,14 @@
 // or when a major GC finishes) the exit hook triggers DrainJob, a
 // postponed job that moves closed periods out of the tracker's fixed ring
 // into an ordinary vector at the next safe point.
+//
+// The other source, :counters (the default on Ruby < 3.3, chosen in
+// lib/fathom/gc_profiler.rb), installs no hook at all: on 3.1/3.2 any GC
+// hook sends every allocation through Ruby's slow path. `poll` reads Ruby's
+// GC counters (rb_gc_count, rb_gc_stat, rb_gc_latest_gc_info) and hands
+// them to a GcCounterPoll (core/gc/gc_counter_poll.h); lib/ calls it from a
+// sleeping Ruby thread every coalesce interval, and start/stop/encode read
+// once more so counts are exact at the window's edges.
 #include "gc_collector.h"
 
 #include <ruby/debug.h>
@@ -30,6 +38,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "gc/gc_counter_poll.h"
 #include "gc/gc_profile.h"
 #include "gc/gc_tracker.h"
 #include "gc/firefox_gc_track.h"
@@ -44,6 +53,7 @@ VALUE sym_major_by, sym_gc_by, sym_heap_live_slots;
 VALUE sym_nofree, sym_oldgen, sym_shady, sym_force, sym_oldmalloc;
 VALUE sym_newobj, sym_malloc, sym_method, sym_capi, sym_stress;
 VALUE sym_pprof, sym_firefox;
+VALUE sym_hooks, sym_counters, sym_time, sym_minor_gc_count, sym_major_gc_count;
 
 struct GcCollector {
   std::unique_ptr<GcTracker> tracker;  // null until initialize
@@ -51,6 +61,8 @@ struct GcCollector {
   std::vector<GcPeriod> periods;  // drained from the tracker
   int64_t start_realtime_ns = 0, start_monotonic_ns = 0;
   uint64_t drain_jobs = 0;
+  GcSource source = GcSource::kHooks;
+  GcCounterPoll poll;  // the counters source
 };
 
 // The running collector: the hooks read it. One at a time per process.
@@ -76,6 +88,34 @@ GcCause CauseOf(VALUE gc_by) {
 }
 
 int64_t HeapLiveSlots() { return static_cast<int64_t>(rb_gc_stat(sym_heap_live_slots)); }
+
+// ---------------------------------------------------------------- counters (safe points, GVL held)
+
+// Each call reads a counter and returns an Integer of a static value: no
+// allocation, and Init has already built their key tables.
+GcCounterReading ReadCounters() {
+  GcCounterReading r;
+  r.now_ns = MonotonicNs();
+  r.count = static_cast<uint64_t>(rb_gc_count());
+  r.minor_count = static_cast<uint64_t>(rb_gc_stat(sym_minor_gc_count));
+  r.major_count = static_cast<uint64_t>(rb_gc_stat(sym_major_gc_count));
+  r.time_ms = static_cast<uint64_t>(rb_gc_stat(sym_time));
+  VALUE major_by = rb_gc_latest_gc_info(sym_major_by);
+  r.latest_type = NIL_P(major_by) ? GcType::kMinor : GcType::kMajor;
+  r.latest_reason = ReasonOf(major_by);
+  r.latest_cause = CauseOf(rb_gc_latest_gc_info(sym_gc_by));
+  return r;
+}
+
+// Reads the counters if a GC happened since the last read (one rb_gc_count
+// call otherwise) and appends its periods.
+void PollCounters(GcCollector* c) {
+  if (!c->poll.Changed(static_cast<uint64_t>(rb_gc_count()))) {
+    c->poll.NoteIdle(MonotonicNs());
+    return;
+  }
+  c->poll.Poll(ReadCounters(), &c->periods);
+}
 
 // ---------------------------------------------------------------- hooks (inside GC)
 
@@ -189,14 +229,20 @@ VALUE CollectorAlloc(VALUE klass) {
   return RubyMethod([klass] { return TypedData_Wrap_Struct(klass, &kGcCollectorType, new GcCollector()); });
 }
 
-// initialize(coalesce_ns, flush_on_major): coalesce_ns 0 turns coalescing off.
-VALUE CollectorInitialize(VALUE self, VALUE coalesce_ns, VALUE flush_on_major) {
+// initialize(coalesce_ns, flush_on_major, source): coalesce_ns 0 turns
+// coalescing off (hooks only); source is :hooks or :counters (for which
+// coalesce_ns is the polling interval lib/ uses).
+VALUE CollectorInitialize(VALUE self, VALUE coalesce_ns, VALUE flush_on_major, VALUE source) {
   GcCollector* c = Unwrap(self);
   return RubyMethod([&] {
     if (c->tracker) ThrowFathomError("fathom: GC collector is already initialized");
     if (!RB_INTEGER_TYPE_P(coalesce_ns)) ThrowTypeError("fathom: coalesce must be an Integer of nanoseconds");
+    if (source != sym_hooks && source != sym_counters) ThrowArgumentError("fathom: gc_source must be :hooks or :counters");
     long long ns = NUM2LL(coalesce_ns);
     if (ns < 0) ThrowArgumentError("fathom: coalesce must be >= 0, got %lldns", ns);
+    if (source == sym_counters && ns == 0)
+      ThrowArgumentError("fathom: coalesce: 0 (one period per GC step) needs gc_source: :hooks");
+    c->source = source == sym_counters ? GcSource::kCounters : GcSource::kHooks;
     GcTracker::Config config;
     config.flush_interval_ns = ns;
     config.flush_on_major = RTEST(flush_on_major);
@@ -213,6 +259,7 @@ void ResetData(GcCollector* c) {
   c->start_realtime_ns = RealtimeNs();
   c->start_monotonic_ns = MonotonicNs();
   c->tracker->Reset(c->start_monotonic_ns);
+  if (c->source == GcSource::kCounters) c->poll.Begin(ReadCounters());
 }
 
 VALUE CollectorStart(VALUE self) {
@@ -221,10 +268,16 @@ VALUE CollectorStart(VALUE self) {
     Initialized(c);
     if (c->running) return self;
     if (g_running) ThrowFathomError("fathom: another GC profiler is already running in this process");
-    if (c->periods.empty() && c->tracker->stats().steps == 0) ResetData(c);
+    bool fresh = c->periods.empty() && c->tracker->stats().steps == 0 && c->poll.stats().polls == 0;
+    if (fresh) {
+      ResetData(c);
+    } else if (c->source == GcSource::kCounters) {
+      // Restarted: GCs while stopped are not ours.
+      c->poll.Begin(ReadCounters());
+    }
     c->running = true;
     g_running = c;
-    AddHooks();
+    if (c->source == GcSource::kHooks) AddHooks();
     return self;
   });
 }
@@ -234,7 +287,11 @@ VALUE CollectorStop(VALUE self) {
   return RubyMethod([&] {
     Initialized(c);
     if (!c->running) return self;
-    RemoveHooks();
+    if (c->source == GcSource::kHooks) {
+      RemoveHooks();
+    } else {
+      c->poll.Poll(ReadCounters(), &c->periods);
+    }
     c->running = false;
     g_running = nullptr;
     c->tracker->CloseOpenPeriod();
@@ -257,7 +314,19 @@ VALUE CollectorAfterForkChild(VALUE self) {
   });
 }
 
+// poll: reads the counters (the counters source, while running); lib/'s
+// polling thread calls it every coalesce interval. A no-op otherwise.
+VALUE CollectorPoll(VALUE self) {
+  GcCollector* c = Unwrap(self);
+  return RubyMethod([&] {
+    Initialized(c);
+    if (c->running && c->source == GcSource::kCounters) PollCounters(c);
+    return Qnil;
+  });
+}
+
 GcProfileData TakeData(GcCollector* c) {
+  if (c->running && c->source == GcSource::kCounters) c->poll.Poll(ReadCounters(), &c->periods);
   if (c->running) {
     // Not inside GC here (Ruby code is running), so no step is open.
     c->tracker->CloseOpenPeriod();
@@ -272,6 +341,8 @@ GcProfileData TakeData(GcCollector* c) {
   d.end_monotonic_ns = MonotonicNs();
   d.flush_interval_ns = c->tracker->config().flush_interval_ns;
   d.pid = static_cast<int64_t>(getpid());
+  d.source = c->source;
+  d.poll_interval_ns = c->source == GcSource::kCounters ? c->tracker->config().flush_interval_ns : 0;
   // The next flush covers what happens from now on (as the heap profile's
   // alloc_* values do): periodic files each hold their own window.
   c->periods.clear();
@@ -332,9 +403,15 @@ VALUE CollectorStats(VALUE self) {
     const PauseHistogram& p = c->tracker->pauses();
     VALUE h = rb_hash_new();
     auto set = [&](const char* key, long long v) { rb_hash_aset(h, ID2SYM(rb_intern(key)), LL2NUM(v)); };
+    bool counters = c->source == GcSource::kCounters;
+    rb_hash_aset(h, ID2SYM(rb_intern("source")), counters ? sym_counters : sym_hooks);
     set("steps", static_cast<long long>(s.steps));
-    set("cycles", static_cast<long long>(s.cycles));
-    set("periods", static_cast<long long>(s.periods_closed));
+    set("cycles", static_cast<long long>(counters ? c->poll.stats().cycles : s.cycles));
+    if (counters) {
+      set("polls", static_cast<long long>(c->poll.stats().polls));
+      set("polls_with_gc", static_cast<long long>(c->poll.stats().polls_with_gc));
+    }
+    set("periods", static_cast<long long>(counters ? c->poll.stats().periods : s.periods_closed));
     set("merged_on_overflow", static_cast<long long>(s.merged_on_overflow));
     set("unmatched_exits", static_cast<long long>(s.unmatched_exits));
     set("drain_jobs", static_cast<long long>(c->drain_jobs));
@@ -364,15 +441,22 @@ void InitGcCollector(VALUE mNative) {
   sym_stress = sym("stress");
   sym_pprof = sym("pprof");
   sym_firefox = sym("firefox");
+  sym_hooks = sym("hooks");
+  sym_counters = sym("counters");
+  sym_time = sym("time");
+  sym_minor_gc_count = sym("minor_gc_count");
+  sym_major_gc_count = sym("major_gc_count");
   // Both functions build their symbol tables on first use (which may
   // allocate): do it now, outside any GC, so the hooks never do.
   rb_gc_latest_gc_info(rb_hash_new());
   rb_gc_stat(sym_heap_live_slots);
+  rb_gc_stat(sym_time);
 
   VALUE klass = rb_define_class_under(mNative, "GcCollector", rb_cObject);
   rb_gc_register_mark_object(klass);
   rb_define_alloc_func(klass, CollectorAlloc);
-  rb_define_method(klass, "initialize", RUBY_METHOD_FUNC(CollectorInitialize), 2);
+  rb_define_method(klass, "initialize", RUBY_METHOD_FUNC(CollectorInitialize), 3);
+  rb_define_method(klass, "poll", RUBY_METHOD_FUNC(CollectorPoll), 0);
   rb_define_method(klass, "start", RUBY_METHOD_FUNC(CollectorStart), 0);
   rb_define_method(klass, "stop", RUBY_METHOD_FUNC(CollectorStop), 0);
   rb_define_method(klass, "running?", RUBY_METHOD_FUNC(CollectorRunningP), 0);

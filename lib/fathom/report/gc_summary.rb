@@ -43,9 +43,14 @@ module Fathom
         @sort_by = resolve_sort(sample_index)
         @rows = group_rows
         @pauses = parse_pauses
+        @source = parse_source
       end
 
       attr_reader :rows, :pauses
+
+      # {name: "hooks"} or {name: "counters", poll_ns: 10000000}; nil for a
+      # profile without the comment (older Fathom, another writer).
+      attr_reader :source
 
       # The sample type the table is sorted by ("wall", "cpu", ...).
       def sample_type
@@ -71,7 +76,9 @@ module Fathom
                "#{gc_count} GCs (#{gc_count("minor")} minor, #{gc_count("major")} major)\n"
         share = duration_ns.positive? ? " (#{Units.percentage(wall, duration_ns).strip})" : ""
         out << "time in GC      #{Units.format_value(wall, "nanoseconds")} wall#{share}, " \
-               "#{Units.format_value(total(:cpu), "nanoseconds")} CPU, #{total(:steps)} steps\n"
+               "#{Units.format_value(total(:cpu), "nanoseconds")} CPU" \
+               "#{", #{total(:steps)} steps" unless @source && @source[:name] == "counters"}\n"
+        out << source_line if @source
         if @pauses
           out << "pauses (steps)  " + %w[p50 p90 p99].map { |k| "#{k} #{fmt(@pauses[:"#{k}_ns"])}" }.join("  ") +
                  "  longest #{fmt(@pauses[:max_ns])}\n"
@@ -124,6 +131,31 @@ module Fathom
           row.gcs += value(s, "gcs")
         end
         rows.values
+      end
+
+      # What the source is and what it cannot show.
+      def source_line
+        if @source[:name] == "counters"
+          every = @source[:poll_ns] ? ", read every #{fmt(@source[:poll_ns])}" : ""
+          "source          Ruby's GC counters#{every} — per-pause times and steps need --gc-source hooks; " \
+            "several GCs in one read carry the latest one's type/reason/cause\n"
+        else
+          "source          GC event hooks (every GC step)\n"
+        end
+      end
+
+      # "fathom.gc.source=counters poll_ns=10000000" -> {name: "counters", poll_ns: 10000000}
+      def parse_source
+        line = @profile.comments.to_a.find { |c| c.start_with?("fathom.gc.source=") } or return nil
+        name, *rest = line.delete_prefix("fathom.gc.source=").split
+        return nil unless %w[hooks counters].include?(name)
+
+        source = { name: name }
+        rest.each do |pair|
+          k, v = pair.split("=", 2)
+          source[:poll_ns] = Integer(v, 10) if k == "poll_ns" && v&.match?(/\A\d{1,19}\z/)
+        end
+        source
       end
 
       # "fathom.gc.pauses p50_ns=1 p90_ns=2 ..." -> {p50_ns: 1, ...}; nil

@@ -47,8 +47,13 @@ std::string EncodeGcFirefox(const GcProfileData& data, bool gzip) {
       {"heap_live_after", "Live slots after", "integer", false},
   };
   schema.description =
-      "GC steps coalesced into one period (at most every coalescing interval; a major GC is always its own). "
-      "The marker spans the first step's start to the last step's end; 'Time in GC' is the steps' sum.";
+      data.source == GcSource::kCounters
+          ? "GCs seen between two reads of Ruby's GC counters (source: counters; no GC hooks). The marker ends at "
+            "the read that saw them and spans their summed time (GC.stat(:time), CPU ms); with several GCs, type, "
+            "reason and cause are the latest one's, and a read that saw minors and majors makes one marker per "
+            "type, the time on the latest's. Per-step pauses need the hooks source."
+          : "GC steps coalesced into one period (at most every coalescing interval; a major GC is always its own). "
+            "The marker spans the first step's start to the last step's end; 'Time in GC' is the steps' sum.";
   profile.AddMarkerSchema(schema);
 
   firefox::Thread& thread = profile.AddThread("Garbage Collection", data.pid, 0, true, "ruby");

@@ -14,12 +14,21 @@ std::string GcPauseComment(const PauseHistogram& pauses) {
   return out.str();
 }
 
+const char* GcSourceName(GcSource source) { return source == GcSource::kCounters ? "counters" : "hooks"; }
+
+std::string GcSourceComment(const GcProfileData& data) {
+  std::string out = std::string("fathom.gc.source=") + GcSourceName(data.source);
+  if (data.source == GcSource::kCounters) out += " poll_ns=" + std::to_string(data.poll_interval_ns);
+  return out;
+}
+
 std::string EncodeGcPprof(const GcProfileData& data) {
   PprofBuilder b({{"wall", "nanoseconds"}, {"cpu", "nanoseconds"}, {"gc_steps", "count"}, {"gcs", "count"}},
                  {"wall", "nanoseconds"}, data.flush_interval_ns);
   b.set_default_sample_type("wall");
   b.set_time(data.start_realtime_ns, data.end_monotonic_ns - data.start_monotonic_ns);
-  b.add_comment(GcPauseComment(data.pauses));
+  b.add_comment(GcSourceComment(data));
+  if (data.source == GcSource::kHooks) b.add_comment(GcPauseComment(data.pauses));
   b.add_comment("fathom.gc.coalesce_ns=" + std::to_string(data.flush_interval_ns));
 
   // One placeholder frame: GC work is not charged to the stack of whichever

@@ -13,6 +13,8 @@
 
 namespace fathom {
 
+enum class GcSource : uint8_t { kHooks = 0, kCounters };
+
 struct GcProfileData {
   std::vector<GcPeriod> periods;
   PauseHistogram pauses;
@@ -22,7 +24,18 @@ struct GcProfileData {
   int64_t end_monotonic_ns = 0;    // when the data was taken
   int64_t flush_interval_ns = 0;   // the coalescing interval (0 = off)
   int64_t pid = 0;
+  // Where the periods came from: kHooks (GC event hooks: every step, pause
+  // percentiles) or kCounters (Ruby's GC counters read every
+  // poll_interval_ns: no per-step data; see gc_counter_poll.h).
+  GcSource source = GcSource::kHooks;
+  int64_t poll_interval_ns = 0;
 };
+
+// "hooks" / "counters": the value of the "fathom.gc.source=" comment.
+const char* GcSourceName(GcSource source);
+// The comment naming the source and what it cannot show, e.g.
+// "fathom.gc.source=counters poll_ns=10000000".
+std::string GcSourceComment(const GcProfileData& data);
 
 // The frame every GC sample sits on, and the thread label GC samples carry.
 inline constexpr const char* kGcFrameName = "Garbage Collection";
@@ -33,7 +46,10 @@ inline constexpr const char* kGcThreadLabel = "GC";
 // counts minor and major GCs). Labels: thread=GC, "gc type", "gc cause",
 // and "gc reason" for major GCs. Periods with the same labels merge into one
 // sample, as pprof does. The pause distribution (per step) goes into a
-// comment: "fathom.gc.pauses count=N total_ns=… max_ns=… p50_ns=… p90_ns=… p99_ns=…".
+// comment: "fathom.gc.pauses count=N total_ns=… max_ns=… p50_ns=… p90_ns=… p99_ns=…"
+// (hooks only: the counters source has no per-step data, and the comment is
+// left out rather than showing zeros). The source is the comment
+// "fathom.gc.source=hooks" or "fathom.gc.source=counters poll_ns=N".
 std::string EncodeGcPprof(const GcProfileData& data);
 
 // The pause-distribution comment line (also used by tests).

@@ -1,0 +1,70 @@
+// GcCounterPoll: GC periods from Ruby's own GC counters, read now and then,
+// instead of from GC event hooks. Pure C++; the Ruby side reads the counters
+// (rb_gc_count, rb_gc_stat, rb_gc_latest_gc_info) at a safe point and hands
+// them over as a GcCounterReading.
+//
+// Why: on Ruby < 3.3 any GC event hook sends every allocation through Ruby's
+// slow path (~+30% on an allocation loop; IMPLEMENTATION.md, "GC
+// profiling"). Counters cost nothing between reads, but say less:
+//   - no per-step data: no pause percentiles, no step count;
+//   - time is GC.stat(:time): whole milliseconds of process CPU time (3.1),
+//     so a period's wall time is reported equal to its CPU time;
+//   - when several GCs happen between two reads, only the latest one's
+//     type/reason/cause is known. A poll that saw minors and majors makes
+//     two periods (one per type, so minor/major counts stay exact); the
+//     time goes to the period of the latest GC's type (Ruby does not say
+//     how it splits), the other carries its count and zero time.
+// Periods end at the read that saw them; their start is the end minus the
+// GC time, never before the previous read.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "gc/gc_tracker.h"
+
+namespace fathom {
+
+struct GcCounterReading {
+  int64_t now_ns = 0;        // CLOCK_MONOTONIC when read
+  uint64_t count = 0;        // GC.count
+  uint64_t minor_count = 0;  // GC.stat(:minor_gc_count)
+  uint64_t major_count = 0;  // GC.stat(:major_gc_count)
+  uint64_t time_ms = 0;      // GC.stat(:time)
+  // GC.latest_gc_info: the latest GC's type, reason (major_by) and cause (gc_by).
+  GcType latest_type = GcType::kUnknown;
+  GcReason latest_reason = GcReason::kNone;
+  GcCause latest_cause = GcCause::kUnknown;
+};
+
+class GcCounterPoll {
+ public:
+  struct Stats {
+    uint64_t polls = 0;        // readings taken
+    uint64_t polls_with_gc = 0;  // readings that saw at least one GC
+    uint64_t cycles = 0;       // GCs seen (GC.count increments)
+    uint64_t periods = 0;      // periods made
+  };
+
+  // The counters at start (or after fork): what happened before is not ours.
+  void Begin(const GcCounterReading& r);
+  // Appends the periods since the previous reading to *out (none if no GC
+  // ran). Counters that went backwards (not expected) restart the baseline.
+  void Poll(const GcCounterReading& r, std::vector<GcPeriod>* out);
+  // Whether a reading with this GC.count would produce a period: lets the
+  // caller skip the other reads when nothing happened.
+  bool Changed(uint64_t count) const { return count != last_.count; }
+  // Records a reading that saw no GC, cheaply (only its time and count matter).
+  void NoteIdle(int64_t now_ns) {
+    stats_.polls++;
+    last_.now_ns = now_ns;
+  }
+
+  const Stats& stats() const { return stats_; }
+
+ private:
+  GcCounterReading last_;
+  Stats stats_;
+};
+
+}  // namespace fathom
