@@ -136,7 +136,6 @@ DumpAnalysis AnalyzeDump(const std::string& path, const DumpAnalysisOptions& opt
   }
   std::vector<uint32_t>().swap(heap.site);
   std::vector<uint32_t>().swap(heap.generation);
-  std::vector<uint64_t>().swap(heap.class_address);
   clock.End("tables");
 
   progress.Show("graph", 0);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <stdexcept>
 #include <unordered_map>
 
 namespace fathom {
@@ -38,6 +39,10 @@ HeapGraph BuildDumpGraph(DumpHeap& heap, DumpGraphStats* stats) {
   DumpGraphStats local;
   if (!stats) stats = &local;
   *stats = DumpGraphStats{};
+  size_t n = heap.size();
+  if (heap.class_address.size() != n || heap.memsize.size() != n || heap.type.size() != n || heap.name.size() != n ||
+      heap.ref_begin.size() != n + 1)
+    throw std::logic_error("BuildDumpGraph: an incomplete DumpHeap");
   AddressIndex index(heap.address);
   HeapGraphBuilder b;
   b.Reserve(heap.size(), heap.refs.size() + 64);
