@@ -89,7 +89,7 @@ module Fathom
       if stats[:sites].nil?
         lines << "" << "No allocation sites or generations: the dump was taken without ObjectSpace.trace_object_allocations."
       end
-      lines.concat(table("Live by generation (GC count at allocation)", stats[:generations], mb)) if stats[:generations]
+      lines.concat(table("Live by generation (GC count at allocation)", stats[:generations], mb, "generation")) if stats[:generations]
       lines.join("\n") + "\n"
     end
 
@@ -108,10 +108,10 @@ module Fathom
       lines.join("\n") + "\n"
     end
 
-    def table(title, rows, mb)
+    def table(title, rows, mb, what = "where")
       return [] if rows.nil? || rows.empty?
 
-      out = ["", title + ":", format("%12s %10s  %s", "bytes", "objects", "where")]
+      out = ["", title + ":", format("%12s %10s  %s", "bytes", "objects", what)]
       rows.each { |key, objects, bytes| out << format("%12s %10d  %s", mb.(bytes), objects, Options.clean(key, 300)) }
       out
     end
