@@ -20,6 +20,7 @@ require_relative "fathom/collector_lifecycle"
 require_relative "fathom/heap_profiler"
 require_relative "fathom/gc_profiler"
 require_relative "fathom/retention"
+require_relative "fathom/dump_analysis"
 require_relative "fathom/periodic_flusher"
 require_relative "fathom/session"
 

@@ -11,6 +11,9 @@ abort "fathom needs a C++17 compiler (g++ >= 8 or clang++ >= 7)" unless find_exe
 
 have_library("z", "deflateInit2_", "zlib.h") or abort "fathom needs zlib (apt-get install zlib1g-dev)"
 have_library("pthread")
+# The heap-dump reader (core/dump/) parses JSON lines with simdjson (a C++
+# library: only linked here, its header is used by the C++ sources).
+pkg_config("simdjson") || have_library("simdjson") or abort "fathom needs simdjson (apt-get install libsimdjson-dev)"
 
 # Ruby APIs that are only optionally present. Each has a fallback in the
 # code, and IMPLEMENTATION.md says which Ruby versions take which path.

@@ -11,6 +11,7 @@ require_relative "report"
 require_relative "output_paths"
 require_relative "modes"
 require_relative "atomic_file"
+require_relative "cli_analyze"
 
 module Fathom
   # The `fathom` command. Deliberately does not load the native extension:
@@ -47,6 +48,7 @@ module Fathom
         run     run a Ruby program under the profiler and write a profile
         report  print a profile's report (no Go needed)
         diff    what grew between two profiles, per path (find a leak from two snapshots)
+        analyze an ObjectSpace.dump_all file: retention report, sites; --diff A B [C]
 
       Options:
         -h, --help     show this help (`fathom COMMAND --help` for a command's)
@@ -64,6 +66,7 @@ module Fathom
         fathom run --mode gc --format firefox -o gc.json.gz -- ruby script.rb
         fathom run --mode retention -o retained.pb.gz -- ruby script.rb
         fathom diff before.pb.gz after.pb.gz
+        fathom analyze heap.json -o retained.pb.gz
         go tool pprof -http=: heap.pb.gz
     TEXT
 
@@ -92,7 +95,8 @@ module Fathom
       when "run" then run_command(argv)
       when "report" then report_command(argv)
       when "diff" then diff_command(argv)
-      else usage_error(nil, "unknown command #{command.inspect} (commands: run, report, diff)")
+      when "analyze" then analyze_command(argv)
+      else usage_error(nil, "unknown command #{command.inspect} (commands: run, report, diff, analyze)")
       end
     rescue UsageError => e
       usage_error(command, e.message)
@@ -106,13 +110,14 @@ module Fathom
       when "run" then @stdout.puts run_parser({})
       when "report" then @stdout.puts report_parser({})
       when "diff" then @stdout.puts diff_parser({})
-      else return usage_error(nil, "unknown command #{command.inspect} (commands: run, report, diff)")
+      when "analyze" then @stdout.puts analyze_parser({})
+      else return usage_error(nil, "unknown command #{command.inspect} (commands: run, report, diff, analyze)")
       end
       0
     end
 
     def usage_error(command, message)
-      where = command && %w[run report diff].include?(command) ? "fathom #{command}" : "fathom"
+      where = command && %w[run report diff analyze].include?(command) ? "fathom #{command}" : "fathom"
       @stderr.puts "#{where}: #{Options.clean(message, 500)}"
       @stderr.puts "Run `#{where} --help` for usage."
       2

@@ -8,6 +8,7 @@
 #include "retention_snapshot.h"
 #include "heap_collector.h"
 #include "new_file_binding.h"
+#include "dump_binding.h"
 #include "ractor_guard.h"
 #include "sample_timer.h"
 
@@ -41,4 +42,5 @@ extern "C" __attribute__((visibility("default"))) void Init_fathom_ext(void) {
   fathom::InitGcCollector(mNative);
   fathom::InitRetentionSnapshot(mNative);
   fathom::InitNewFile(mNative);
+  fathom::InitDumpAnalysis(mNative);
 }

@@ -1,0 +1,72 @@
+# frozen_string_literal: true
+
+module Fathom
+  class CLI
+    # `fathom analyze`: offline ObjectSpace.dump_all analysis (DumpAnalysis).
+    # Unlike `report`, it loads the native extension (the reader is C++).
+    module Analyze
+      private
+
+      def analyze_parser(opts)
+        OptionParser.new do |o|
+          o.banner = "Usage: fathom analyze [options] DUMP\n       fathom analyze --diff A B [C]"
+          o.separator ""
+          o.separator "Reads an ObjectSpace.dump_all file (JSON lines, plain or gzip), computes"
+          o.separator "dominators and retained sizes, prints the retention report (as fathom report)"
+          o.separator "and, when the dump has them, live bytes by allocation site and generation."
+          o.separator "--diff: the three-dump technique: objects in B (and still in C) not in A."
+          o.separator ""
+          o.on("-o", "--out FILE", "write the retention profile (pprof, gzipped) to FILE") { |v| opts[:out] = v }
+          o.on("--top N", "rows to show (default: 20)") { |v| opts[:top] = v }
+          o.on("--diff", "compare 2 or 3 dumps taken in that order") { opts[:diff] = true }
+          o.on("-h", "--help", "show this help") { opts[:help] = true }
+        end
+      end
+
+      def analyze_command(argv)
+        opts = {}
+        return 0 if parse_or_help(analyze_parser(opts), argv, opts, order: false)
+
+        top = top_option(opts)
+        return analyze_diff(argv, top, opts) if opts[:diff]
+        raise UsageError, "missing DUMP" if argv.empty?
+        raise UsageError, "too many arguments: #{printable(argv).join(" ")} (--diff compares dumps)" if argv.size > 1
+
+        out = opts[:out] && analyze_out(opts[:out])
+        path = argv.first
+        require_relative "dump_analysis"
+        text = with_data("analyze", path) do
+          profile = DumpAnalysis.analyze(path, top: top)
+          profile.write(out) if out
+          [Report.for_bytes(profile.bytes, top: top).to_s, DumpAnalysis.tables(profile.stats),
+           out && "fathom: wrote retention profile to #{out}\n"].compact.join("\n")
+        end
+        return 1 unless text
+
+        @stdout.print text
+        0
+      end
+
+      def analyze_diff(argv, top, opts)
+        raise UsageError, "--diff takes 2 or 3 dumps: A B [C]" unless (2..3).cover?(argv.size)
+        raise UsageError, "--diff writes no profile (-o)" if opts[:out]
+
+        require_relative "dump_analysis"
+        text = with_data("analyze", printable(argv).join(", ")) { DumpAnalysis.diff_text(DumpAnalysis.diff(argv, top: top)) }
+        return 1 unless text
+
+        @stdout.print text
+        0
+      end
+
+      def analyze_out(out)
+        validate { Options.path("--out", out) }
+        AtomicFile.check_target!(out)
+        out
+      rescue Fathom::Error => e
+        raise UsageError, e.message.delete_prefix("fathom: ")
+      end
+    end
+    include Analyze
+  end
+end
