@@ -13,7 +13,12 @@ have_library("z", "deflateInit2_", "zlib.h") or abort "fathom needs zlib (apt-ge
 have_library("pthread")
 # The heap-dump reader (core/dump/) parses JSON lines with simdjson (a C++
 # library: only linked here, its header is used by the C++ sources).
-pkg_config("simdjson") || have_library("simdjson") or abort "fathom needs simdjson (apt-get install libsimdjson-dev)"
+# Optional: without it the gem still builds and every profiler works; only
+# `fathom analyze` / Fathom.analyze_dump refuse, saying what to install.
+with_dump_reader = ENV["FATHOM_DUMP_READER"] != "0" && (pkg_config("simdjson") || have_library("simdjson"))
+unless with_dump_reader
+  message "simdjson not found: building without the heap-dump reader (apt-get install libsimdjson-dev for fathom analyze)\n"
+end
 
 # Ruby APIs that are only optionally present. Each has a fallback in the
 # code, and IMPLEMENTATION.md says which Ruby versions take which path.
@@ -31,8 +36,11 @@ have_func("rb_objspace_reachable_objects_from_root")
 src = File.expand_path(__dir__)
 # Every core/<concern>/ folder but testing/ (GoogleTest helpers), and ruby/.
 dirs = Dir[File.join(src, "core", "*/")].map { |d| "core/#{File.basename(d)}" }.reject { |d| d == "core/testing" }.sort
+dirs.delete("core/dump") unless with_dump_reader
 dirs << "ruby"
 $srcs = dirs.flat_map { |d| Dir[File.join(src, d, "*.cc")].reject { |f| f.end_with?("_test.cc") }.map { |f| File.basename(f) } }.sort
+$srcs.delete("dump_binding.cc") unless with_dump_reader
+$defs << "-DFATHOM_DUMP_READER" if with_dump_reader
 dupes = $srcs.group_by(&:itself).select { |_, v| v.size > 1 }.keys
 abort "source file names must be unique across core/ and ruby/: #{dupes.join(', ')}" unless dupes.empty?
 $VPATH.concat(dirs.map { |d| "$(srcdir)/#{d}" })

@@ -36,12 +36,22 @@ module Fathom
       out = Options.path("out", out) unless NilClass === out
       max_depth = Options.integer("max_depth", opts[:max_depth], MAX_DEPTH_RANGE)
       top = Options.integer("top", opts[:top], TOP_RANGE)
-      NativeLoader.require!
+      require_reader!
       result = Native.analyze_dump(path, max_depth, top, progress_fd(opts[:progress], [path]))
       stats = result[:stats].merge(sites: result[:sites], generations: result[:generations], dump: path)
       profile = Profile.new(result[:profile], stats, kind: :retention)
       profile.write(out) if out
       profile
+    end
+
+    # The extension is built without the reader when simdjson was missing
+    # at install time (ext/fathom/extconf.rb).
+    def require_reader!
+      NativeLoader.require!
+      return if Native.respond_to?(:analyze_dump)
+
+      raise Fathom::Error, "fathom: this build has no heap-dump reader: simdjson was not found when the gem was " \
+                           "built (apt-get install libsimdjson-dev, then reinstall fathom)"
     end
 
     # The three-dump technique (see DumpDiff in core/dump/dump_analysis.h):
@@ -54,7 +64,7 @@ module Fathom
 
       paths = paths.map { |p| Options.path("path", p) }
       top = Options.integer("top", top, TOP_RANGE)
-      NativeLoader.require!
+      require_reader!
       Native.diff_dumps(paths, top, progress_fd(progress, paths)).merge(dumps: paths)
     end
 

@@ -8,7 +8,9 @@
 #include "retention_snapshot.h"
 #include "heap_collector.h"
 #include "new_file_binding.h"
+#ifdef FATHOM_DUMP_READER
 #include "dump_binding.h"
+#endif
 #include "ractor_guard.h"
 #include "sample_timer.h"
 
@@ -42,5 +44,7 @@ extern "C" __attribute__((visibility("default"))) void Init_fathom_ext(void) {
   fathom::InitGcCollector(mNative);
   fathom::InitRetentionSnapshot(mNative);
   fathom::InitNewFile(mNative);
+#ifdef FATHOM_DUMP_READER  // extconf.rb: only with simdjson
   fathom::InitDumpAnalysis(mNative);
+#endif
 }
