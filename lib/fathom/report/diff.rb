@@ -100,10 +100,21 @@ module Fathom
         profile.samples.each do |s|
           path = profile.stack_names(s).reverse
           row = @rows[@chain_keys ? chain_key(path) : path] ||= Row.new(path, 0, 0, 0, 0)
-          row.path = path if side == :after
+          show_path(row, path, s.values[i]) if side == :after
           row[side] += s.values[i]
           row[side == :before ? :objects_before : :objects_after] += s.values[oi] if oi
         end
+      end
+
+      # Samples of one chain may be cut into frames differently (one of the
+      # 300 sessions also held from a stack has no Hash frame of its own):
+      # the row shows the frames of its largest sample in the newer profile.
+      def show_path(row, path, value)
+        @shown_weight ||= {}.compare_by_identity
+        return if @shown_weight.key?(row) && @shown_weight[row] >= value
+
+        @shown_weight[row] = value
+        row.path = path
       end
 
       # A frame is "hop → hop (Class)" (retention_profile.cc); inner frames
