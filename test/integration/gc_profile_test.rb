@@ -120,6 +120,24 @@ class GcProfileTest < Minitest::Test
     refute_match(/^pauses/, report)
   end
 
+  # One counter read that sees minors and then a major (GC.start): the
+  # minors' cause is unknowable from the counters, and the report says so
+  # instead of showing a row of "-" and "unknown".
+  def test_counters_report_names_gcs_whose_cause_no_read_saw
+    profile = Fathom.profile(mode: :gc, gc_source: :counters, coalesce: 5) do
+      keep = []
+      3.times do
+        before = GC.count
+        keep << Array.new(50) { "x" * 100 } until GC.count > before  # at least one minor
+        GC.start
+      end
+    end
+    report = profile.report
+    assert_match(/^\s*0\s+0%\s+0\s+0\s+\d+\s+minor\s+-\s+unseen$/, report)
+    assert_match(/^unseen: GCs of the other type between two counter reads; Ruby keeps only the latest GC's reason and cause,$/, report)
+    assert_match(/major\s+force\s+method$/, report)
+  end
+
   def test_coalescing_keeps_periods_few_and_totals_equal
     coalesced = Fathom::GcProfiler.new(gc_source: :hooks)
     every = Fathom::GcProfiler.new(coalesce: 0)

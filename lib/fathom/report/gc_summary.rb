@@ -29,6 +29,13 @@ module Fathom
       # Sample type => Row member.
       COLUMNS = { "wall" => :wall, "cpu" => :cpu, "gc_steps" => :steps, "gcs" => :gcs }.freeze
 
+      # Under the table when the counter source could not see some GCs'
+      # cause: it reads Ruby's counters between GCs, and Ruby keeps the
+      # reason and cause of the latest GC only (gc_counter_poll.h).
+      UNSEEN_NOTE = "unseen: GCs of the other type between two counter reads; Ruby keeps only the latest GC's " \
+                    "reason and cause,\n        and the read's GC time is on the latest GC's row " \
+                    "(--gc-source hooks sees every GC)\n"
+
       def self.gc_profile?(profile)
         names = profile.sample_type_names
         names.include?("gc_steps") && names.include?("wall")
@@ -91,6 +98,7 @@ module Fathom
           out << format("%10s %7s %10s %7d %6d  %-6s %-10s %s\n", fmt(r.wall), Units.percentage(r.wall, wall),
                         fmt(r.cpu), r.steps, r.gcs, r.type, r.reason.to_s.empty? ? "-" : r.reason, r.cause)
         end
+        out << UNSEEN_NOTE if @rows.any? { |r| r.cause == "unseen" }
         out
       end
 

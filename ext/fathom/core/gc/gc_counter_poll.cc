@@ -50,7 +50,7 @@ void GcCounterPoll::Poll(const GcCounterReading& r, std::vector<GcPeriod>* out) 
     p.cycles_finished = p.cycles_started;
     p.type = type;
     p.reason = is_latest && type == GcType::kMajor ? r.latest_reason : GcReason::kNone;
-    p.cause = is_latest ? r.latest_cause : GcCause::kUnknown;
+    p.cause = is_latest ? r.latest_cause : GcCause::kUnseen;
     out->push_back(p);
     stats_.periods++;
   };

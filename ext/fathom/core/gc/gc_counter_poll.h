@@ -13,7 +13,8 @@
 //     type/reason/cause is known. A poll that saw minors and majors makes
 //     two periods (one per type, so minor/major counts stay exact); the
 //     time goes to the period of the latest GC's type (Ruby does not say
-//     how it splits), the other carries its count and zero time.
+//     how it splits), the other carries its count, zero time and the
+//     cause "unseen" (the report explains it under its table).
 // Periods end at the read that saw them; their start is the end minus the
 // GC time, never before the previous read.
 #pragma once

@@ -71,7 +71,8 @@ TEST(GcCounterPollTest, MixedTickSplitsByTypeAndGivesTheTimeToTheLatest) {
   EXPECT_EQ(out[0].type, GcType::kMinor);
   EXPECT_EQ(out[0].cycles_started, 4u);
   EXPECT_EQ(out[0].wall_ns, 0);
-  EXPECT_EQ(out[0].cause, GcCause::kUnknown);
+  EXPECT_EQ(out[0].cause, GcCause::kUnseen);
+  EXPECT_STREQ(GcCauseName(out[0].cause), "unseen");
   EXPECT_EQ(out[1].type, GcType::kMajor);
   EXPECT_EQ(out[1].cycles_started, 2u);
   EXPECT_EQ(out[1].wall_ns, 7 * kMs);

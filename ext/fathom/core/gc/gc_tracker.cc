@@ -31,6 +31,7 @@ const char* GcCauseName(GcCause cause) {
     case GcCause::kMethod: return "method";
     case GcCause::kCapi: return "capi";
     case GcCause::kStress: return "stress";
+    case GcCause::kUnseen: return "unseen";
     default: return "unknown";
   }
 }

@@ -46,7 +46,9 @@ enum class GcType : uint8_t { kUnknown = 0, kMinor, kMajor };
 // rb_gc_latest_gc_info(:major_by): why a major GC was chosen.
 enum class GcReason : uint8_t { kNone = 0, kNofree, kOldgen, kShady, kForce, kOldmalloc, kUnknown };
 // rb_gc_latest_gc_info(:gc_by): what triggered the GC.
-enum class GcCause : uint8_t { kUnknown = 0, kNewobj, kMalloc, kMethod, kCapi, kStress };
+// kUnseen: a GC that Ruby's counters show but whose cause nobody saw (the
+// counter source keeps only the latest GC's cause per read; gc_counter_poll.h).
+enum class GcCause : uint8_t { kUnknown = 0, kNewobj, kMalloc, kMethod, kCapi, kStress, kUnseen };
 
 const char* GcTypeName(GcType type);      // "minor", "major", "unknown"
 const char* GcReasonName(GcReason reason);  // "nofree", ..., "" for kNone
