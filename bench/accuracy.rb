@@ -15,9 +15,9 @@
 # runner's own allocations; they are left out of both sides). The workload
 # mixes sizes (40 B to 10 KB) and lifetimes (none to 10% kept), so a
 # sampler that favours small short-lived objects shows here. The "report"
-# column says what `fathom report` shows of each live share: "few" (marked
-# ?, under 10 samples), "in" / "OUT" (the truth inside / outside its 95%
-# interval).
+# column says what `fathom report` shows of each site's live bytes: "few"
+# (marked ?, under 10 samples), "in" / "OUT" (the true live bytes inside /
+# outside the report's 95% interval).
 #
 #   ruby -Ilib bench/accuracy.rb [--runs 10] [--seconds 5.5] [--verbose]
 #                                [--interval 10ms]   (default: the profiler's)
@@ -166,8 +166,10 @@ runs.times do |r|
     if Fathom::Report::SampleInterval.few?(n)
       "few"
     else
+      # The report's interval is on the site's live bytes (not on its
+      # share, whose denominator carries every other site's error too).
       low, high = Fathom::Report::SampleInterval.factors(n)
-      le[i] * low <= lt[i] && lt[i] <= [le[i] * high, 100.0].min ? "in" : "OUT"
+      live_e[i] * low <= live_t[i] && live_t[i] <= live_e[i] * high ? "in" : "OUT"
     end
   end
   verdict.each { |v| verdicts[v] += 1 unless v == "-" }

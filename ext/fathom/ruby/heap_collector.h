@@ -74,6 +74,9 @@ struct Collector {
   // Sampled-mode state.
   size_t last_total_allocated = 0;
   uint32_t skip_countdown = 0;
+  // The records of the burst in progress (allocation_hooks.cc); reserved
+  // at start so the hook never grows it.
+  std::vector<uint32_t> burst;
   std::minstd_rand rng;
 
   // The thread doing profiler work (commit, flush): its allocations are the
@@ -139,6 +142,11 @@ extern PostponedJob g_arm_job;  // the SampleTimer's job: arms the NEWOBJ hook
 void InitAllocationHooks();
 // GC.stat(:total_allocated_objects), without allocating.
 size_t TotalAllocatedObjects();
+// Samples a timer tick takes in sampled mode.
+extern const size_t kBurstSamples;
+// Ends the burst in progress, if any: spreads its weight, disarms the hook
+// and has its records committed. Stop, flush and fork call it.
+void EndBurst(Collector* c);
 
 // ---- sample_commit.cc
 void InitSampleCommit();

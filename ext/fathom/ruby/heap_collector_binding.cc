@@ -135,6 +135,8 @@ VALUE CollectorStart(VALUE self) {
     c->frames.assign(static_cast<size_t>(c->max_depth) + 1, Qnil);
     c->lines.assign(static_cast<size_t>(c->max_depth) + 1, 0);
     c->handles.assign(static_cast<size_t>(c->max_depth) + 1, 0);
+    c->burst.clear();
+    c->burst.reserve(kBurstSamples);
     if (c->store.live_count() == 0) ResetWindow(c);
     SeedRng(c);
     c->liveness_lost = false;
@@ -181,7 +183,7 @@ VALUE CollectorStop(VALUE self) {
       // objects died.
     } else {
       SampleTimer::Stop();
-      RemoveNewobjHook();
+      EndBurst(c);
     }
     c->running = false;
     Deactivate();
@@ -272,6 +274,7 @@ VALUE CollectorAfterForkChild(VALUE self) {
     c->busy_depth = 0;
     c->busy_thread = Qnil;
     c->store.Clear();
+    c->burst.clear();  // its indices were the parent's records
     c->tokens.Reset();
     c->liveness_lost = false;
     SeedRng(c);

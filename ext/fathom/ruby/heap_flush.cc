@@ -162,6 +162,7 @@ void FlushBody(FlushState* f) {
     c->drained_since_flush += c->store.DrainFreed(4096);
     MaybeYield(f);
   }
+  EndBurst(c);  // its weights must be final before its records are reported
   CommitPending(c);
   if (f->gc) {
     ClearDeadStack();

@@ -108,6 +108,15 @@ uint32_t SampleStore::AddPending(const SampleRecord& record) {
   return index;
 }
 
+void SampleStore::SpreadWeight(const uint32_t* indices, size_t n) {
+  if (n < 2) return;
+  uint64_t total = 0;
+  for (size_t i = 0; i < n; i++) total += records_[indices[i]].weight;
+  // Integer shares that add up to `total` exactly, so alloc_objects stays
+  // the exact allocation count.
+  for (size_t i = 0; i < n; i++) records_[indices[i]].weight = total / n + (i < total % n ? 1 : 0);
+}
+
 void SampleStore::Recycle(uint32_t index) {
   SampleRecord& r = records_[index];
   if (r.state == RecordState::kFree) return;

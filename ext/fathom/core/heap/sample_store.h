@@ -153,6 +153,15 @@ class SampleStore {
     }
   }
 
+  // Sampled mode takes a burst of samples per timer tick; together they
+  // stand for every allocation since the previous burst. The hook gives
+  // each record the allocations since the sample before it (so the first
+  // of a burst carries the whole gap); this spreads their sum evenly over
+  // the burst's records, so that each is weighted as one of n draws from
+  // the same period. The total weight is unchanged. Call before any of the
+  // records is reported.
+  void SpreadWeight(const uint32_t* indices, size_t n);
+
   const SampleRecord& at(uint32_t index) const { return records_[index]; }
   bool is_live(uint32_t index) const { return records_[index].state == RecordState::kLive; }
   // Upper bound for indices (includes free slots).

@@ -93,6 +93,20 @@ TEST(SampleStoreTest, ReportWeighsValuesAndGivesAllocationsOnce) {
   }
 }
 
+// A burst: the first record carries the gap since the previous burst, the
+// others their skips; afterwards each carries an equal share of the sum.
+TEST(SampleStoreTest, SpreadWeightSharesTheBurstsAllocationsExactly) {
+  Store s(LivenessSource::kToken);
+  uint32_t burst[] = {s.Sample(s.stack, 0x1000, 10000), s.Sample(s.stack, 0x1008, 3), s.Sample(s.other_stack, 0x1010, 4)};
+  s.store.SpreadWeight(burst, 3);
+  EXPECT_EQ(s.store.at(burst[0]).weight, 3336u);  // 10007 = 3335 * 3 + 2: the remainder goes first
+  EXPECT_EQ(s.store.at(burst[1]).weight, 3336u);
+  EXPECT_EQ(s.store.at(burst[2]).weight, 3335u);
+  uint32_t one = s.Sample(s.stack, 0x1018, 7);
+  s.store.SpreadWeight(&one, 1);  // a burst of one keeps its weight
+  EXPECT_EQ(s.store.at(one).weight, 7u);
+}
+
 TEST(SampleStoreTest, DeadOnFirstReportGivesItsAllocationAndIsRecycled) {
   Store s(LivenessSource::kToken);
   uint32_t i = s.Sample(s.stack, 0x1000, 3);
