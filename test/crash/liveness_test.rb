@@ -49,12 +49,27 @@ class LivenessTest < Minitest::Test
       victims = nil # rubocop:disable Lint/UselessAssignment
       GC.start
       # Same size class: the freed slots are handed to these objects.
-      successors = Successors.new.make(n)
+      successors = [Successors.new.make(n)]
       GC.compact if compact
       raw = raw_of(profiler.flush(gc: true))
       assert_equal 0, raw.cum("inuse_objects", /Victims#make/, labels: OBJECTS), "dead victims still counted live"
       live_successors = raw.cum("inuse_objects", /Successors#make/, labels: OBJECTS)
-      exact ? assert_equal(n, live_successors) : assert_operator(live_successors, :>, 0)
+      if exact
+        assert_equal n, live_successors
+      else
+        # On a loaded machine (seen under ASan at load average 8) the timer
+        # can miss the whole of one short make; more successors, all kept,
+        # give it more chances. A liveness bug that drops live samples fails
+        # every round.
+        4.times do
+          break if live_successors > 0
+
+          successors << Successors.new.make(n)
+          GC.compact if compact
+          live_successors = raw_of(profiler.flush(gc: true)).cum("inuse_objects", /Successors#make/, labels: OBJECTS)
+        end
+        assert_operator live_successors, :>, 0, "no live successor after #{successors.size} rounds"
+      end
       successors.size
     end
   end
