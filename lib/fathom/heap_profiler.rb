@@ -63,6 +63,15 @@ module Fathom
       @interval_ns / 1e9
     end
 
+    # Before Ractor.new: stop, and (exact mode) drop the FREEOBJ hook that
+    # stop leaves for the next flush — on Ruby 3.1.0-3.1.3 an installed GC
+    # hook crashes Ruby once another Ractor allocates. The records' liveness
+    # is then unknown: the profile's stats say liveness "lost".
+    def stop_for_ractor
+      super
+      @lock.synchronize { @collector.release_liveness_hook }
+    end
+
     # Encodes what has been collected so far (the profiler keeps running).
     # gc: true runs a full GC first so that in-use numbers only count objects
     # that are really reachable.

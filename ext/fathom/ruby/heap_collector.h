@@ -157,8 +157,11 @@ extern PostponedJob g_commit_job;
 size_t MemsizeOf(VALUE obj);
 
 // How this collector tells live samples from dead ones, for stats:
-// "freeobj_hook" (exact), "object_id" or "weakmap" (sampled).
+// "freeobj_hook" (exact), "object_id" or "weakmap" (sampled); "lost" when
+// an exact collector's FREEOBJ hook went before a flush reported its records
+// (another exact collector started, or Ractor.new): nothing is counted live.
 inline const char* LivenessName(const Collector& c) {
+  if (c.liveness_lost) return "lost";
   return c.exact ? "freeobj_hook" : LivenessTokens::KindName(c.tokens.kind());
 }
 

@@ -194,6 +194,20 @@ VALUE CollectorStop(VALUE self) {
   });
 }
 
+// Before Ractor.new (RactorCheck): an exact collector keeps its FREEOBJ hook
+// after stop until a flush, and on Ruby 3.1.0-3.1.3 any GC-event hook that
+// is installed while another Ractor allocates crashes Ruby (bug #18464; seen
+// here: 6 of 100 runs of test/crash/ractor_test.rb's script segfaulted in a
+// Ractor's allocation). So the hook goes now; the records keep what FREEOBJ
+// told them so far and are reported as not alive ("lost" liveness).
+VALUE CollectorReleaseLivenessHook(VALUE self) {
+  Collector* c = GetCollector(self);
+  return RubyMethod([&] {
+    if (!c->running && g_freeobj_owner == c) ReleaseFreeobjOwnership();
+    return self;
+  });
+}
+
 VALUE CollectorRunningP(VALUE self) {
   Collector* c = GetCollector(self);
   return RubyMethod([c] { return c->running ? Qtrue : Qfalse; });
@@ -336,6 +350,7 @@ void InitHeapCollector(VALUE mNative) {
   rb_define_method(klass, "start", RUBY_METHOD_FUNC(CollectorStart), 0);
   rb_define_method(klass, "stop", RUBY_METHOD_FUNC(CollectorStop), 0);
   rb_define_method(klass, "running?", RUBY_METHOD_FUNC(CollectorRunningP), 0);
+  rb_define_method(klass, "release_liveness_hook", RUBY_METHOD_FUNC(CollectorReleaseLivenessHook), 0);
   rb_define_method(klass, "flush", RUBY_METHOD_FUNC(CollectorFlush), 1);
   rb_define_method(klass, "after_fork_child", RUBY_METHOD_FUNC(CollectorAfterForkChild), 0);
   rb_define_method(klass, "stats", RUBY_METHOD_FUNC(CollectorStats), 0);
