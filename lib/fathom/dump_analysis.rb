@@ -16,7 +16,11 @@ module Fathom
   #   puts profile.report                 # the same report as `fathom report`
   #   puts Fathom::DumpAnalysis.tables(profile.stats)
   module DumpAnalysis
-    DEFAULTS = { max_depth: 64, top: 20, progress: :auto }.freeze
+    DEFAULTS = { max_depth: 64, top: 20, progress: :auto, parser: :auto }.freeze
+    # :auto reads each line with Fathom's scanner for the dump_all shape and
+    # hands a line it does not expect to simdjson's DOM parser; :dom gives
+    # every line to the DOM parser (slower; for comparison and bench/dump.rb).
+    PARSERS = { auto: 0, dom: 1 }.freeze
     MAX_DEPTH_RANGE = (3..4096).freeze
     TOP_RANGE = (1..100_000).freeze
     # Dumps smaller than this finish before a progress line would help.
@@ -36,8 +40,11 @@ module Fathom
       out = Options.path("out", out) unless NilClass === out
       max_depth = Options.integer("max_depth", opts[:max_depth], MAX_DEPTH_RANGE)
       top = Options.integer("top", opts[:top], TOP_RANGE)
+      parser = PARSERS.fetch(opts[:parser]) do
+        raise ArgumentError, "fathom: parser must be one of #{PARSERS.keys.map(&:inspect).join(", ")}, got #{Options.describe(opts[:parser])}"
+      end
       require_reader!
-      result = Native.analyze_dump(path, max_depth, top, progress_fd(opts[:progress], [path]))
+      result = Native.analyze_dump(path, max_depth, top, progress_fd(opts[:progress], [path]), parser)
       stats = result[:stats].merge(sites: result[:sites], generations: result[:generations], dump: path)
       profile = Profile.new(result[:profile], stats, kind: :retention)
       profile.write(out) if out
