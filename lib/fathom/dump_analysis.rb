@@ -102,6 +102,11 @@ module Fathom
         lines << "Dangling references (to addresses not in the dump): #{stats[:dangling_references]}"
       end
       lines << "Names unavailable in a heap dump: #{stats[:unavailable_names]}"
+      if stats[:string_prefixes].to_i > stats[:named_string_prefixes].to_i
+        lines << "Strings are named by the start of their value (up to the first digit): the " \
+                 "#{stats[:named_string_prefixes]} most common of #{stats[:string_prefixes]} distinct prefixes; " \
+                 "other strings by their referrer only"
+      end
       lines.concat(table("Live by allocation site", stats[:sites], mb))
       if stats[:sites].nil?
         lines << "" << "No allocation sites or generations: the dump was taken without ObjectSpace.trace_object_allocations."

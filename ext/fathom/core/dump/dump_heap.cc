@@ -24,10 +24,18 @@ constexpr TypeEntry kTypes[] = {
 };
 }  // namespace
 
+// Length, first and last letter: tells the 27 spellings apart but for a
+// few, so the loop compares one word per entry and the bytes of one or two.
+constexpr uint32_t TypeKey(std::string_view s) {
+  return s.empty() ? 0 : static_cast<uint32_t>(s.size()) | static_cast<uint32_t>(static_cast<unsigned char>(s[0])) << 8 |
+                             static_cast<uint32_t>(static_cast<unsigned char>(s[s.size() - 1])) << 16;
+}
+
 DumpType DumpTypeFromName(const char* name, size_t len) {
   std::string_view s(name, len);
+  uint32_t key = TypeKey(s);
   for (const auto& t : kTypes)
-    if (t.name == s) return t.type;
+    if (TypeKey(t.name) == key && t.name == s) return t.type;
   return kDumpTypeUnknown;
 }
 
