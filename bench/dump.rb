@@ -28,7 +28,7 @@ dump = nil
 parsers = %w[auto]
 OptionParser.new do |o|
   o.on("--objects N", Integer, "live objects in the generated dump (default 2,000,000: ~780 MB)") { |n| objects = n }
-  o.on("--mb N", Integer, "generate a dump of about N MB (~290 bytes per object)") { |n| objects = n * 1_000_000 / 290 }
+  o.on("--mb N", Integer, "generate a dump of about N MB (--objects N makes ~390 N bytes)") { |n| objects = n * 1_000_000 / 390 }
   o.on("--keep DIR", "write the generated dump there and keep it") { |d| keep = d }
   o.on("--dump FILE", "analyze this dump instead of generating one") { |f| dump = f }
   o.on("--parsers LIST", "comma-separated: auto,dom (dom: simdjson's DOM parser for every line)") { |l| parsers = l.split(",") }
