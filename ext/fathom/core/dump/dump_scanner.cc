@@ -49,7 +49,7 @@ class Scanner {
   }
   bool AtEnd() const { return p_ >= end_; }
   const char* position() const { return p_; }
-  char Peek() const { return p_ < end_ ? *p_ : '\0'; }
+  FATHOM_SCAN_INLINE char Peek() const { return p_ < end_ ? *p_ : '\0'; }
 
   // A string after its opening quote. *escape_at: offset of the first
   // backslash (npos: none). Gives up on control bytes, bytes >= 0x80 (UTF-8
