@@ -30,7 +30,11 @@ module Fathom
 
     # Returns a Fathom::Profile (kind :retention) whose stats also hold
     # :sites and :generations ([[key, objects, bytes], ...], nil when the
-    # dump has none), :dangling_references, :peak_bytes, :phases_ns.
+    # dump has none), :dangling_references, :peak_bytes (the analyzer's own
+    # arrays at their peak), :phases_ns, :phases_cpu_ns (CPU time per
+    # phase), :phases_hwm_bytes (the process's VmHWM after each phase),
+    # :dom_lines (lines the scanner left to simdjson's DOM parser),
+    # :string_prefixes and :named_string_prefixes.
     # Raises Fathom::Error (with the line number) for a file that is not a
     # usable dump, ArgumentError/TypeError for bad options.
     def analyze(path, out: nil, **opts)

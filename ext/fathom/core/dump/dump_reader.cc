@@ -122,14 +122,16 @@ class LineParser {
 
   void Record(const DumpRecord& r, uint64_t line) {
     if (r.type.empty()) throw DumpError(line, "record without \"type\"");
-    if (r.type == "ROOT") {
+    // string_view literals: the length is compared first, no strlen per line.
+    using namespace std::string_view_literals;
+    if (r.type == "ROOT"sv) {
       if (r.root.empty()) throw DumpError(line, "ROOT record without \"root\"");
       stats_->roots++;
       auto& cat = Category(r.root);
       cat.refs.insert(cat.refs.end(), r.refs.begin(), r.refs.end());
       return;
     }
-    if (r.type == "SHAPE") {  // 3.3+: object shapes, not heap objects
+    if (r.type == "SHAPE"sv) {  // 3.3+: object shapes, not heap objects
       stats_->skipped++;
       return;
     }
@@ -172,7 +174,7 @@ class LineParser {
   // Consecutive records mostly share their file: compare with the last
   // one before hashing.
   uint32_t FileId(std::string_view file) {
-    if (file != last_file_) {
+    if (file != std::string_view(last_file_)) {
       last_file_.assign(file.data(), file.size());
       last_file_id_ = heap_.files.Intern(file);
     }
