@@ -7,7 +7,10 @@
 //   class of a node   the "name" of the CLASS record its "class" points to
 //                     ("<imemo>", "<hidden String>" like the snapshot);
 //   edge to a class or module   its name ("LeakFixture::Registry");
-//   edge to a string  a short prefix of its value ("\"session-1…\"");
+//   edge to a string  the name the rules below give it, plus a short prefix
+//                     of its value cut before the first digit
+//                     ("via Hash \"session-…\"") when that prefix is among
+//                     the kMaxNamedPrefixes most common (dump_heap.h);
 //   edge from a root category   "in <category>";
 //   edge from a named class or module   "in <name>" (a constant, class
 //                     ivar or method cache: the dump does not say which);
