@@ -77,19 +77,21 @@ analyzer = <<~RUBY
   s = p.stats
   puts JSON.generate(total: total, cpu: cpu, user: times.utime, sys: times.stime, hwm: hwm, objects: s[:objects],
                      peak: s[:peak_bytes], phases: s[:phases_ns], cpus: s[:phases_cpu_ns], hwms: s[:phases_hwm_bytes],
-                     profile: p.bytes.bytesize, reachable: s[:reachable_objects])
+                     profile: p.bytes.bytesize, reachable: s[:reachable_objects], input: s[:input_bytes])
 RUBY
 # Baseline: the same Ruby doing nothing but loading Fathom.
 base = IO.popen([RbConfig.ruby, "-I#{lib}", "-e", 'require "fathom"; puts File.read("/proc/self/status")[/VmHWM:\s+(\d+)/, 1].to_i * 1024'], &:read).to_i
 
 mb = ->(b) { format("%.1f MB", b / 1e6) }
-puts "dump: #{path}, #{mb.(size)}#{gen_s ? format(", generated in %.1f s", gen_s) : ""}"
+puts "dump: #{path}, #{mb.(size)} on disk#{gen_s ? format(", generated in %.1f s", gen_s) : ""}"
 parsers.each do |parser|
   out = IO.popen([RbConfig.ruby, "-I#{lib}", "-e", analyzer, path, parser], &:read)
   abort "analyzer failed (#{parser})" unless $?.success?
   r = JSON.parse(out, symbolize_names: true)
   n = r[:objects]
-  puts "parser #{parser}: #{n} objects (#{r[:reachable]} reachable)"
+  # Rates per byte of JSON (uncompressed when the dump is gzipped).
+  size = r[:input]
+  puts "parser #{parser}: #{n} objects (#{r[:reachable]} reachable), #{mb.(size)} of JSON"
   puts format("  %-11s %9s %9s  %s", "phase", "wall", "cpu", "VmHWM at its end")
   r[:phases].each do |phase, ns|
     s = ns / 1e9
