@@ -16,7 +16,11 @@ module Fathom
   #   puts profile.report                 # the same report as `fathom report`
   #   puts Fathom::DumpAnalysis.tables(profile.stats)
   module DumpAnalysis
-    DEFAULTS = { max_depth: 64, top: 20, progress: :auto }.freeze
+    DEFAULTS = { max_depth: 64, top: 20, progress: :auto, parser: :auto }.freeze
+    # :auto reads each line with Fathom's scanner for the dump_all shape and
+    # hands a line it does not expect to simdjson's DOM parser; :dom gives
+    # every line to the DOM parser (slower; for comparison and bench/dump.rb).
+    PARSERS = { auto: 0, dom: 1 }.freeze
     MAX_DEPTH_RANGE = (3..4096).freeze
     TOP_RANGE = (1..100_000).freeze
     # Dumps smaller than this finish before a progress line would help.
@@ -26,7 +30,11 @@ module Fathom
 
     # Returns a Fathom::Profile (kind :retention) whose stats also hold
     # :sites and :generations ([[key, objects, bytes], ...], nil when the
-    # dump has none), :dangling_references, :peak_bytes, :phases_ns.
+    # dump has none), :dangling_references, :peak_bytes (the analyzer's own
+    # arrays at their peak), :phases_ns, :phases_cpu_ns (CPU time per
+    # phase), :phases_hwm_bytes (the process's VmHWM after each phase),
+    # :dom_lines (lines the scanner left to simdjson's DOM parser),
+    # :string_prefixes and :named_string_prefixes.
     # Raises Fathom::Error (with the line number) for a file that is not a
     # usable dump, ArgumentError/TypeError for bad options.
     def analyze(path, out: nil, **opts)
@@ -36,8 +44,11 @@ module Fathom
       out = Options.path("out", out) unless NilClass === out
       max_depth = Options.integer("max_depth", opts[:max_depth], MAX_DEPTH_RANGE)
       top = Options.integer("top", opts[:top], TOP_RANGE)
+      parser = PARSERS.fetch(opts[:parser]) do
+        raise ArgumentError, "fathom: parser must be one of #{PARSERS.keys.map(&:inspect).join(", ")}, got #{Options.describe(opts[:parser])}"
+      end
       require_reader!
-      result = Native.analyze_dump(path, max_depth, top, progress_fd(opts[:progress], [path]))
+      result = Native.analyze_dump(path, max_depth, top, progress_fd(opts[:progress], [path]), parser)
       stats = result[:stats].merge(sites: result[:sites], generations: result[:generations], dump: path)
       profile = Profile.new(result[:profile], stats, kind: :retention)
       profile.write(out) if out
@@ -95,6 +106,11 @@ module Fathom
         lines << "Dangling references (to addresses not in the dump): #{stats[:dangling_references]}"
       end
       lines << "Names unavailable in a heap dump: #{stats[:unavailable_names]}"
+      if stats[:string_prefixes].to_i > stats[:named_string_prefixes].to_i
+        lines << "Strings are named by the start of their value (up to the first digit): the " \
+                 "#{stats[:named_string_prefixes]} most common of #{stats[:string_prefixes]} distinct prefixes; " \
+                 "other strings by their referrer only"
+      end
       lines.concat(table("Live by allocation site", stats[:sites], mb))
       if stats[:sites].nil?
         lines << "" << "No allocation sites or generations: the dump was taken without ObjectSpace.trace_object_allocations."

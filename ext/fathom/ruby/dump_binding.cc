@@ -1,4 +1,4 @@
-// Fathom::Native.analyze_dump(path, max_depth, top, progress_fd) -> Hash
+// Fathom::Native.analyze_dump(path, max_depth, top, progress_fd, parser) -> Hash (parser 1: DOM only)
 // Fathom::Native.diff_dumps([a, b(, c)], top, progress_fd) -> Hash
 //
 // The whole analysis (read, graph, dominators, encode) runs without the GVL:
@@ -43,9 +43,10 @@ VALUE Tallies(const std::vector<DumpTally>& rows) {
   return out;
 }
 
-VALUE Phases(const std::vector<DumpPhase>& phases) {
+// {phase => value} for one of DumpPhase's fields.
+VALUE Phases(const std::vector<DumpPhase>& phases, uint64_t DumpPhase::*field = &DumpPhase::nanos) {
   VALUE h = rb_hash_new();
-  for (const auto& p : phases) rb_hash_aset(h, Sym(p.name), ULL2NUM(p.nanos));
+  for (const auto& p : phases) rb_hash_aset(h, Sym(p.name), ULL2NUM(p.*field));
   return h;
 }
 
@@ -56,11 +57,12 @@ struct AnalyzeJob {
   std::string error;  // a DumpError's message
 };
 
-VALUE NativeAnalyzeDump(VALUE, VALUE path, VALUE max_depth, VALUE top, VALUE progress_fd) {
+VALUE NativeAnalyzeDump(VALUE, VALUE path, VALUE max_depth, VALUE top, VALUE progress_fd, VALUE parser) {
   return RubyMethod([&]() -> VALUE {
     auto job = std::make_unique<AnalyzeJob>();
     job->path = PathOf(path);
     job->options = OptionsOf(max_depth, top, progress_fd);
+    job->options.dom_parser_only = NUM2INT(parser) == 1;
     AnalyzeJob* j = job.get();
     Protect([j] {
       WithoutGvl([j] {
@@ -85,12 +87,17 @@ VALUE NativeAnalyzeDump(VALUE, VALUE path, VALUE max_depth, VALUE top, VALUE pro
     rb_hash_aset(stats, Sym("unreachable_objects"), ULL2NUM(r.graph.unreachable_objects));
     rb_hash_aset(stats, Sym("dangling_references"), ULL2NUM(r.graph.dangling_references));
     rb_hash_aset(stats, Sym("lines"), ULL2NUM(r.read.lines));
+    rb_hash_aset(stats, Sym("dom_lines"), ULL2NUM(r.read.dom_lines));
+    rb_hash_aset(stats, Sym("string_prefixes"), ULL2NUM(r.graph.string_prefixes));
+    rb_hash_aset(stats, Sym("named_string_prefixes"), ULL2NUM(r.graph.named_string_prefixes));
     rb_hash_aset(stats, Sym("root_records"), ULL2NUM(r.read.roots));
     rb_hash_aset(stats, Sym("file_bytes"), ULL2NUM(r.read.file_bytes));
     rb_hash_aset(stats, Sym("input_bytes"), ULL2NUM(r.read.input_bytes));
     rb_hash_aset(stats, Sym("gzipped"), r.read.gzipped ? Qtrue : Qfalse);
     rb_hash_aset(stats, Sym("peak_bytes"), ULL2NUM(r.peak_bytes));
     rb_hash_aset(stats, Sym("phases_ns"), Phases(r.phases));
+    rb_hash_aset(stats, Sym("phases_cpu_ns"), Phases(r.phases, &DumpPhase::cpu_nanos));
+    rb_hash_aset(stats, Sym("phases_hwm_bytes"), Phases(r.phases, &DumpPhase::hwm_bytes));
     rb_hash_aset(stats, Sym("unavailable_names"), rb_str_new_cstr(kDumpUnavailableNames));
     rb_hash_aset(h, Sym("stats"), stats);
     rb_hash_aset(h, Sym("sites"), r.has_sites ? Tallies(r.sites) : Qnil);
@@ -142,7 +149,7 @@ VALUE NativeDiffDumps(VALUE, VALUE paths, VALUE top, VALUE progress_fd) {
 }  // namespace
 
 void InitDumpAnalysis(VALUE mNative) {
-  rb_define_module_function(mNative, "analyze_dump", RUBY_METHOD_FUNC(NativeAnalyzeDump), 4);
+  rb_define_module_function(mNative, "analyze_dump", RUBY_METHOD_FUNC(NativeAnalyzeDump), 5);
   rb_define_module_function(mNative, "diff_dumps", RUBY_METHOD_FUNC(NativeDiffDumps), 3);
 }
 

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cinttypes>
 #include <cstdio>
+#include <ctime>
 #include <unordered_map>
 
 #include "retention/dominators.h"
@@ -48,18 +50,41 @@ class ProgressLine {
   bool shown_ = false;
 };
 
+uint64_t ThreadCpuNow() {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// The process's VmHWM (Linux /proc; 0 elsewhere): what the memory goal is
+// about, beyond the arrays this code counts itself (allocator slack,
+// transient copies). Read a few times per analysis, so its cost is nil.
+uint64_t PeakResidentBytes() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  uint64_t kb = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmHWM: %" SCNu64 " kB", &kb) == 1) break;
+  std::fclose(f);
+  return kb * 1024;
+}
+
+// Wall and CPU time per phase: on a loaded machine CPU time is the figure
+// that says what the code costs.
 class PhaseClock {
  public:
-  explicit PhaseClock(std::vector<DumpPhase>* phases) : phases_(phases), t_(Now()) {}
+  explicit PhaseClock(std::vector<DumpPhase>* phases) : phases_(phases), t_(Now()), cpu_(ThreadCpuNow()) {}
   void End(const char* name) {
-    uint64_t now = Now();
-    phases_->push_back(DumpPhase{name, now - t_});
+    uint64_t now = Now(), cpu = ThreadCpuNow();
+    phases_->push_back(DumpPhase{name, now - t_, cpu - cpu_, PeakResidentBytes()});
     t_ = now;
+    cpu_ = cpu;
   }
 
  private:
   std::vector<DumpPhase>* phases_;
-  uint64_t t_;
+  uint64_t t_, cpu_;
 };
 
 std::vector<DumpTally> Top(std::vector<DumpTally> rows, size_t top) {
@@ -70,8 +95,10 @@ std::vector<DumpTally> Top(std::vector<DumpTally> rows, size_t top) {
   return rows;
 }
 
-DumpHeap Read(const std::string& path, ProgressLine& progress, DumpReadStats* stats) {
+DumpHeap Read(const std::string& path, const DumpAnalysisOptions& options, ProgressLine& progress,
+             DumpReadStats* stats) {
   DumpReadOptions ro;
+  ro.dom_parser_only = options.dom_parser_only;
   ro.progress = [&](uint64_t bytes) { progress.Show("parse", bytes); };
   return ReadDump(path, ro, stats);
 }
@@ -98,7 +125,7 @@ DumpAnalysis AnalyzeDump(const std::string& path, const DumpAnalysisOptions& opt
   int64_t wall = static_cast<int64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
 
-  DumpHeap heap = Read(path, progress, &r.read);
+  DumpHeap heap = Read(path, options, progress, &r.read);
   clock.End("parse");
   r.peak_bytes = heap.MemoryBytes();
   r.objects = heap.size();
@@ -109,15 +136,15 @@ DumpAnalysis AnalyzeDump(const std::string& path, const DumpAnalysisOptions& opt
   // Sites and generations count every object of the dump, reachable or not:
   // a dump is taken without a GC first as often as with one.
   if (heap.has_sites) {
-    std::unordered_map<uint32_t, DumpTally> by_site;
+    std::vector<DumpTally> by_site(heap.sites.size());  // per site id
     for (size_t i = 0; i < heap.size(); i++) {
-      if (heap.site[i] == 0) continue;
       DumpTally& t = by_site[heap.site[i]];
       t.objects++;
       t.bytes += heap.memsize[i];
     }
     std::vector<DumpTally> rows;
-    for (auto& s : by_site) rows.push_back(DumpTally{heap.names.Get(s.first), s.second.objects, s.second.bytes});
+    for (uint32_t s = 1; s < by_site.size(); s++)
+      if (by_site[s].objects) rows.push_back(DumpTally{heap.SiteName(s), by_site[s].objects, by_site[s].bytes});
     r.sites = Top(std::move(rows), options.top);
   }
   if (heap.has_generations) {
@@ -134,21 +161,20 @@ DumpAnalysis AnalyzeDump(const std::string& path, const DumpAnalysisOptions& opt
       r.generations.push_back(g.second);
     }
   }
-  std::vector<uint32_t>().swap(heap.site);
-  std::vector<uint32_t>().swap(heap.generation);
+  heap.site.Free();
+  heap.generation.Free();
   clock.End("tables");
 
   progress.Show("graph", 0);
   HeapGraph g = BuildDumpGraph(heap, &r.graph);
   r.peak_bytes = std::max(r.peak_bytes, r.graph.peak_bytes);
-  size_t heap_left = heap.MemoryBytes();
   heap = DumpHeap{};
   clock.End("graph");
 
   progress.Show("dominators", 0);
   DominatorStats ds;
   std::vector<uint32_t> idom = ComputeDominators(g, &ds);
-  r.peak_bytes = std::max(r.peak_bytes, g.MemoryBytes() + ds.peak_bytes + heap_left);
+  r.peak_bytes = std::max(r.peak_bytes, g.MemoryBytes() + ds.peak_bytes);
   g.ReleaseEdges();
   std::vector<uint64_t> retained = RetainedSizes(g, idom);
   r.reachable_objects = g.node_count() - g.first_object_node();
@@ -175,16 +201,16 @@ DumpDiff DiffDumps(const std::vector<std::string>& paths, const DumpAnalysisOpti
   std::vector<std::pair<uint64_t, uint32_t>> before, middle;
   {
     DumpReadStats rs;
-    DumpHeap a = Read(paths[0], progress, &rs);
+    DumpHeap a = Read(paths[0], options, progress, &rs);
     before = Keys(a);
   }
   if (paths.size() == 3) {
     DumpReadStats rs;
-    DumpHeap b = Read(paths[1], progress, &rs);
+    DumpHeap b = Read(paths[1], options, progress, &rs);
     middle = Keys(b);
   }
   DumpReadStats rs;
-  DumpHeap last = Read(paths.back(), progress, &rs);
+  DumpHeap last = Read(paths.back(), options, progress, &rs);
   clock.End("parse");
   d.has_sites = last.has_sites;
   d.has_generations = last.has_generations;
@@ -202,21 +228,25 @@ DumpDiff DiffDumps(const std::vector<std::string>& paths, const DumpAnalysisOpti
   }
   std::vector<std::pair<uint64_t, uint32_t>>().swap(before);
   std::vector<std::pair<uint64_t, uint32_t>>().swap(middle);
-  // Class names for objects without a site: the class record's name.
-  std::unordered_map<uint64_t, std::string> class_names;
-  if (!last.has_sites) {
+  // Objects without a site are grouped by class: the class record's name.
+  std::unordered_map<uint64_t, uint32_t> class_records;  // class address -> name id in last.names
+  {
     for (size_t i = 0; i < last.size(); i++)
       if ((last.type[i] == kDumpClass || last.type[i] == kDumpModule) && last.name[i])
-        class_names.emplace(last.address[i], last.names.Get(last.name[i]));
+        class_records.emplace(last.address[i], last.name[i]);
   }
+  std::unordered_map<uint32_t, std::string> site_names;
   for (size_t i = 0; i < last.size(); i++) {
     if (!is_new[i]) continue;
     std::string key;
     if (last.has_sites && last.site[i]) {
-      key = last.names.Get(last.site[i]);
+      auto it = site_names.find(last.site[i]);
+      if (it == site_names.end()) it = site_names.emplace(last.site[i], last.SiteName(last.site[i])).first;
+      key = it->second;
     } else {
-      auto it = class_names.find(last.class_address[i]);
-      key = it != class_names.end() ? it->second : std::string("(") + DumpTypeClassName(last.type[i]) + ")";
+      auto it = last.klass[i] ? class_records.find(last.classes.Get(last.klass[i])) : class_records.end();
+      key = it != class_records.end() ? std::string(last.names.Get(it->second))
+                                      : std::string("(") + DumpTypeClassName(last.type[i]) + ")";
       if (last.has_sites) key = "(no site) " + key;
     }
     DumpTally& t = by_site[key];

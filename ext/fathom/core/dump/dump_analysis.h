@@ -24,11 +24,14 @@ struct DumpAnalysisOptions {
   uint32_t max_depth = 64;
   size_t top = 20;  // rows kept in each table
   int progress_fd = -1;  // >= 0: a progress line ("\r...") on this fd
+  bool dom_parser_only = false;  // see DumpReadOptions::dom_parser_only
 };
 
 struct DumpPhase {
   const char* name;
-  uint64_t nanos;
+  uint64_t nanos;      // wall time
+  uint64_t cpu_nanos;  // this thread's CPU time (the analysis runs on one thread)
+  uint64_t hwm_bytes;  // the process's peak resident size (VmHWM) at the phase's end; 0 if unknown
 };
 
 struct DumpAnalysis {

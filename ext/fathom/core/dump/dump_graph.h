@@ -7,7 +7,10 @@
 //   class of a node   the "name" of the CLASS record its "class" points to
 //                     ("<imemo>", "<hidden String>" like the snapshot);
 //   edge to a class or module   its name ("LeakFixture::Registry");
-//   edge to a string  a short prefix of its value ("\"session-1…\"");
+//   edge to a string  the name the rules below give it, plus a short prefix
+//                     of its value cut before the first digit
+//                     ("via Hash \"session-…\"") when that prefix is among
+//                     the kMaxNamedPrefixes most common (dump_heap.h);
 //   edge from a root category   "in <category>";
 //   edge from a named class or module   "in <name>" (a constant, class
 //                     ivar or method cache: the dump does not say which);
@@ -30,11 +33,15 @@ struct DumpGraphStats {
   uint64_t first_dangling_address = 0;
   uint64_t unreachable_objects = 0;  // in the dump, not reachable from a root
   uint64_t unreachable_bytes = 0;
-  size_t peak_bytes = 0;             // DumpHeap + builder + lookup at the peak
+  size_t peak_bytes = 0;             // DumpHeap + index + walk arrays at the peak
+  uint64_t string_prefixes = 0;      // distinct string prefixes seen (at most DumpHeap::kMaxPrefixes)
+  uint64_t named_string_prefixes = 0;  // of which name strings (the most common)
 };
 
-// Frees `heap`'s reference arrays once they are in the graph (the caller
-// keeps the per-object arrays for the site and generation tables).
+// Consumes `heap`'s per-object arrays as it goes (references, classes,
+// sizes...), so that the dump's and the graph's arrays are never all
+// resident at once; what is left is for the caller to drop (address, type,
+// name, site, generation, the name tables).
 HeapGraph BuildDumpGraph(DumpHeap& heap, DumpGraphStats* stats = nullptr);
 
 // Names missing from dump-based frames, for the report.

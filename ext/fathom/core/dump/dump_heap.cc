@@ -1,12 +1,12 @@
 #include "dump/dump_heap.h"
 
-#include <cstring>
+#include <string_view>
 
 namespace fathom {
 
 namespace {
 struct TypeEntry {
-  const char* name;
+  std::string_view name;
   DumpType type;
   const char* class_name;
 };
@@ -24,9 +24,18 @@ constexpr TypeEntry kTypes[] = {
 };
 }  // namespace
 
+// Length, first and last letter: tells the 27 spellings apart but for a
+// few, so the loop compares one word per entry and the bytes of one or two.
+constexpr uint32_t TypeKey(std::string_view s) {
+  return s.empty() ? 0 : static_cast<uint32_t>(s.size()) | static_cast<uint32_t>(static_cast<unsigned char>(s[0])) << 8 |
+                             static_cast<uint32_t>(static_cast<unsigned char>(s[s.size() - 1])) << 16;
+}
+
 DumpType DumpTypeFromName(const char* name, size_t len) {
+  std::string_view s(name, len);
+  uint32_t key = TypeKey(s);
   for (const auto& t : kTypes)
-    if (std::strlen(t.name) == len && std::memcmp(t.name, name, len) == 0) return t.type;
+    if (TypeKey(t.name) == key && t.name == s) return t.type;
   return kDumpTypeUnknown;
 }
 
@@ -36,10 +45,22 @@ const char* DumpTypeClassName(uint8_t type) {
   return "unknown";
 }
 
+std::string DumpHeap::SiteName(uint32_t site_id) const {
+  if (site_id == 0) return "";
+  uint64_t key = sites.Get(site_id);
+  std::string s(files.Get(static_cast<uint32_t>(key >> 32)));
+  s += ':';
+  s += std::to_string(static_cast<uint32_t>(key));
+  return s;
+}
+
 size_t DumpHeap::MemoryBytes() const {
-  return address.capacity() * 8 + class_address.capacity() * 8 + memsize.capacity() * 4 + type.capacity() +
-         ref_begin.capacity() * 4 + refs.capacity() * 8 + name.capacity() * 4 + site.capacity() * 4 +
-         generation.capacity() * 4;
+  size_t roots_bytes = 0;
+  for (const auto& r : roots) roots_bytes += r.refs.capacity() * 8;
+  return address.MemoryBytes() + klass.MemoryBytes() + memsize.MemoryBytes() + type.MemoryBytes() +
+         ref_begin.MemoryBytes() + refs.MemoryBytes() + name.MemoryBytes() + site.MemoryBytes() +
+         generation.MemoryBytes() + roots_bytes + classes.MemoryBytes() + names.MemoryBytes() + files.MemoryBytes() +
+         sites.MemoryBytes() + prefixes.MemoryBytes() + prefix_count.capacity() * 4;
 }
 
 }  // namespace fathom

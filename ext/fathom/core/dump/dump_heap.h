@@ -1,11 +1,23 @@
 // DumpHeap: the objects of an ObjectSpace.dump_all file, as compact arrays
 // (what the reader keeps of each JSON line), before the graph is built.
 //
-// Per object: address 8, class address 8, memsize 4, type 1, reference
-// offset 4, name 4 (a class's or module's name, a string's short prefix),
-// plus 8 per reference; site 4 and generation 4 only when the dump has
-// allocation tracing (file/line/generation). Roots: one list of addresses
-// per category, in first-appearance order.
+// Per object: address 8, class id 4 (the class's address, interned: a dump
+// has thousands of classes, not millions), memsize 4, type 1, reference
+// offset 4, name 4 (a class's or module's name, a string's prefix), plus 8
+// per reference (an address: the target may come later in the file;
+// BuildDumpGraph rewrites them in place as 4-byte indices); site 4 and
+// generation 4 only when the dump has allocation tracing
+// (file/line/generation). Roots: one list of addresses per category, in
+// first-appearance order. The per-object arrays are BigArrays (no copy
+// while they grow: see base/big_array.h).
+//
+// String prefixes: a STRING record is named by the start of its value, up
+// to string_prefix_bytes of printable ASCII and cut before the first digit
+// ("key-123" and "key-456" are both "key-…"), so that numbered strings share
+// a name. At most kMaxPrefixes distinct prefixes are kept (with a count
+// each); strings past that are not named (unnamed_strings counts them), and
+// the graph names strings by the kMaxNamedPrefixes most common only: a
+// flame graph wants a few names, and every name is a distinct frame.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +25,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "base/string_interner.h"
+#include "base/big_array.h"
+#include "dump/dump_tables.h"
 
 namespace fathom {
 
@@ -36,30 +49,40 @@ const char* DumpTypeClassName(uint8_t type);
 
 struct DumpHeap {
   static constexpr uint32_t kNoGeneration = UINT32_MAX;
+  static constexpr uint32_t kMaxPrefixes = 1u << 16;
+  static constexpr uint32_t kMaxNamedPrefixes = 256;
 
-  std::vector<uint64_t> address;
-  std::vector<uint64_t> class_address;  // 0: none (hidden object)
-  std::vector<uint32_t> memsize;        // saturated at UINT32_MAX
-  std::vector<uint8_t> type;
-  std::vector<uint32_t> ref_begin;      // size() + 1 entries once read
-  std::vector<uint64_t> refs;           // referenced addresses
-  std::vector<uint32_t> name;           // id in names; 0 = none
+  BigArray<uint64_t> address;
+  BigArray<uint32_t> klass;             // id in classes (its address); 0: none (hidden object)
+  BigArray<uint32_t> memsize;           // saturated at UINT32_MAX - 1
+  BigArray<uint8_t> type;
+  BigArray<uint32_t> ref_begin;         // size() + 1 entries once read
+  BigArray<uint64_t> refs;              // referenced addresses
+  BigArray<uint32_t> name;              // CLASS/MODULE: id in names; STRING: id in prefixes; 0 = none
   // Filled only when some object has file/line/generation.
-  std::vector<uint32_t> site;           // id in names ("file:line"); 0 = none
-  std::vector<uint32_t> generation;     // kNoGeneration = none
+  BigArray<uint32_t> site;              // id in sites; 0 = none
+  BigArray<uint32_t> generation;        // kNoGeneration = none
 
   struct RootCategory {
     std::string name;
     std::vector<uint64_t> refs;
   };
   std::vector<RootCategory> roots;
-  StringInterner names;
+  U64Table classes;                     // class id -> class address
+  NameTable names;                      // class and module names
+  NameTable files;                      // allocation files
+  U64Table sites;                       // site id -> (file id << 32 | line)
+  NameTable prefixes;                   // string prefixes, quoted: "\"key-…\""
+  std::vector<uint32_t> prefix_count;   // strings per prefix id
+  uint64_t unnamed_strings = 0;         // strings past kMaxPrefixes distinct prefixes
 
   bool has_sites = false;
   bool has_generations = false;
 
   size_t size() const { return address.size(); }
   uint64_t RefCount() const { return refs.size(); }
+  // "file:line" of a site id ("" for 0).
+  std::string SiteName(uint32_t site_id) const;
   size_t MemoryBytes() const;
 };
 

@@ -1,5 +1,7 @@
 #include "dump/dump_reader.h"
 
+#include "dump/dump_scanner.h"
+
 #include <zlib.h>
 
 #include <cerrno>
@@ -7,7 +9,7 @@
 #include <memory>
 #include <simdjson.h>
 #include <sys/stat.h>
-#include <unordered_map>
+#include <stdexcept>
 
 namespace fathom {
 
@@ -15,23 +17,6 @@ namespace {
 
 constexpr size_t kBlock = size_t{1} << 20;
 constexpr uint64_t kProgressEvery = uint64_t{16} << 20;
-
-// "0x7f3a..." -> value; false when not a hex address.
-bool ParseAddress(std::string_view s, uint64_t* out) {
-  if (s.size() < 3 || s.size() > 18 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X')) return false;
-  uint64_t v = 0;
-  for (size_t i = 2; i < s.size(); i++) {
-    char c = s[i];
-    unsigned d;
-    if (c >= '0' && c <= '9') d = c - '0';
-    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-    else return false;
-    v = (v << 4) | d;
-  }
-  *out = v;
-  return v != 0;
-}
 
 std::string Quote(std::string_view s, size_t max) {
   std::string out;
@@ -43,11 +28,15 @@ std::string Quote(std::string_view s, size_t max) {
   return out;
 }
 
-// Turns JSON lines into DumpHeap arrays.
+// Turns JSON lines into DumpHeap arrays: each line goes to the scanner
+// (dump_scanner.h) and, when it gives up, to simdjson's DOM parser, which
+// validates the whole line; both fill a DumpRecord that Record() reduces.
 class LineParser {
  public:
   LineParser(const DumpReadOptions& options, DumpReadStats* stats) : options_(options), stats_(stats) {
+    if (options_.string_prefix_bytes > 64) throw std::invalid_argument("string_prefix_bytes above 64");
     heap_.ref_begin.push_back(0);
+    heap_.prefix_count.push_back(0);
   }
 
   // data[0..len) is one line without its newline; data + len +
@@ -56,6 +45,23 @@ class LineParser {
     stats_->lines = line;
     while (len > 0 && (data[len - 1] == '\r' || data[len - 1] == ' ')) len--;
     if (len == 0) return;  // blank lines carry nothing; dump_all writes none
+    if (options_.dom_parser_only || !ScanDumpLine(data, len, &record_)) {
+      DomLine(data, len, line, last_unterminated);
+      stats_->dom_lines++;
+    }
+    Record(record_, line);
+  }
+
+  DumpHeap Finish() {
+    if (heap_.size() == 0 && heap_.roots.empty() && stats_->skipped == 0) throw DumpError(0, "empty file: no records");
+    if (heap_.roots.empty()) throw DumpError(0, "no ROOT records: not an ObjectSpace.dump_all file (ObjectSpace.dump of one object has none)");
+    if (!heap_.has_sites) heap_.site.Free();
+    if (!heap_.has_generations) heap_.generation.Free();
+    return std::move(heap_);
+  }
+
+ private:
+  void DomLine(const char* data, size_t len, uint64_t line, bool last_unterminated) {
     simdjson::dom::element doc;
     auto error = parser_.parse(reinterpret_cast<const uint8_t*>(data), len, false).get(doc);
     if (error) {
@@ -65,18 +71,9 @@ class LineParser {
     }
     simdjson::dom::object obj;
     if (doc.get_object().get(obj)) throw DumpError(line, "not a JSON object");
-    Record(obj, line);
+    DomRecord(obj, line, &record_);
   }
 
-  DumpHeap Finish() {
-    if (heap_.size() == 0 && heap_.roots.empty() && stats_->skipped == 0) throw DumpError(0, "empty file: no records");
-    if (heap_.roots.empty()) throw DumpError(0, "no ROOT records: not an ObjectSpace.dump_all file (ObjectSpace.dump of one object has none)");
-    if (!heap_.has_sites) heap_.site.clear(), heap_.site.shrink_to_fit();
-    if (!heap_.has_generations) heap_.generation.clear(), heap_.generation.shrink_to_fit();
-    return std::move(heap_);
-  }
-
- private:
   static std::string_view Str(simdjson::dom::element e, uint64_t line, const char* key) {
     std::string_view s;
     if (e.get_string().get(s)) throw DumpError(line, std::string("\"") + key + "\" is not a string");
@@ -85,108 +82,131 @@ class LineParser {
 
   static uint64_t Address(simdjson::dom::element e, uint64_t line, const char* key) {
     uint64_t a;
-    if (!ParseAddress(Str(e, line, key), &a)) throw DumpError(line, std::string("\"") + key + "\" is not an address");
+    if (!ParseDumpAddress(Str(e, line, key), &a)) throw DumpError(line, std::string("\"") + key + "\" is not an address");
     return a;
   }
 
-  void Record(simdjson::dom::object obj, uint64_t line) {
-    std::string_view type_name, root, name, value, file;
-    uint64_t address = 0, klass = 0, memsize = 0, line_no = 0, generation = 0;
-    bool has_line = false, has_generation = false, has_value = false;
+  // The DOM path's reading of the fields; the scanner reads the same.
+  static void DomRecord(simdjson::dom::object obj, uint64_t line, DumpRecord* r) {
+    r->Clear();
     simdjson::dom::array references;
-    bool has_refs = false;
     for (auto field : obj) {
       std::string_view k = field.key;
       auto v = field.value;
-      if (k == "type") type_name = Str(v, line, "type");
-      else if (k == "address") address = Address(v, line, "address");
-      else if (k == "class") klass = Address(v, line, "class");
+      if (k == "type") r->type = Str(v, line, "type");
+      else if (k == "address") r->address = Address(v, line, "address");
+      else if (k == "class") r->klass = Address(v, line, "class");
       else if (k == "memsize") {
-        if (v.get_uint64().get(memsize)) throw DumpError(line, "\"memsize\" is not a non-negative integer");
+        if (v.get_uint64().get(r->memsize)) throw DumpError(line, "\"memsize\" is not a non-negative integer");
       } else if (k == "references") {
         if (v.get_array().get(references)) throw DumpError(line, "\"references\" is not an array");
-        has_refs = true;
-      } else if (k == "root") root = Str(v, line, "root");
+        r->has_refs = true;
+      } else if (k == "root") r->root = Str(v, line, "root");
       else if (k == "name") {
         // A module's name; other records use "name" too (a class's
         // method entry...): only strings are kept.
-        if (v.is_string()) name = Str(v, line, "name");
+        if (v.is_string()) r->name = Str(v, line, "name");
       } else if (k == "value") {
-        if (v.is_string()) value = Str(v, line, "value"), has_value = true;
+        if (v.is_string()) r->value = Str(v, line, "value"), r->has_value = true;
       } else if (k == "file") {
-        if (v.is_string()) file = Str(v, line, "file");
+        if (v.is_string()) r->file = Str(v, line, "file");
       } else if (k == "line") {
-        has_line = !v.get_uint64().get(line_no);
+        r->has_line = !v.get_uint64().get(r->line);
       } else if (k == "generation") {
-        has_generation = !v.get_uint64().get(generation);
+        r->has_generation = !v.get_uint64().get(r->generation);
       }
     }
-    if (type_name.empty()) throw DumpError(line, "record without \"type\"");
-    if (type_name == "ROOT") {
-      if (root.empty()) throw DumpError(line, "ROOT record without \"root\"");
+    if (r->has_refs)
+      for (auto e : references) r->refs.push_back(Address(e, line, "references"));
+  }
+
+  void Record(const DumpRecord& r, uint64_t line) {
+    if (r.type.empty()) throw DumpError(line, "record without \"type\"");
+    // string_view literals: the length is compared first, no strlen per line.
+    using namespace std::string_view_literals;
+    if (r.type == "ROOT"sv) {
+      if (r.root.empty()) throw DumpError(line, "ROOT record without \"root\"");
       stats_->roots++;
-      auto& cat = Category(root);
-      if (has_refs) {
-        for (auto r : references) cat.refs.push_back(Address(r, line, "references"));
-      }
+      auto& cat = Category(r.root);
+      cat.refs.insert(cat.refs.end(), r.refs.begin(), r.refs.end());
       return;
     }
-    if (type_name == "SHAPE") {  // 3.3+: object shapes, not heap objects
+    if (r.type == "SHAPE"sv) {  // 3.3+: object shapes, not heap objects
       stats_->skipped++;
       return;
     }
-    DumpType type = DumpTypeFromName(type_name.data(), type_name.size());
-    if (type == kDumpTypeUnknown) throw DumpError(line, "unknown type \"" + Quote(type_name, 40) + "\"");
-    if (address == 0) throw DumpError(line, "record without \"address\"");
+    DumpType type = DumpTypeFromName(r.type.data(), r.type.size());
+    if (type == kDumpTypeUnknown) throw DumpError(line, "unknown type \"" + Quote(r.type, 40) + "\"");
+    if (r.address == 0) throw DumpError(line, "record without \"address\"");
     uint32_t name_id = 0;
-    if ((type == kDumpClass || type == kDumpModule) && !name.empty()) {
-      name_id = heap_.names.Intern(name);
-    } else if (type == kDumpString && has_value) {
-      name_id = StringName(value);
+    if ((type == kDumpClass || type == kDumpModule) && !r.name.empty()) {
+      name_id = heap_.names.Intern(r.name);
+    } else if (type == kDumpString && r.has_value) {
+      name_id = StringName(r.value);
     }
-    heap_.address.push_back(address);
-    heap_.class_address.push_back(klass);
-    heap_.memsize.push_back(memsize > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(memsize));
+    heap_.address.push_back(r.address);
+    heap_.klass.push_back(r.klass ? heap_.classes.Intern(r.klass) : 0);
+    heap_.memsize.push_back(r.memsize >= UINT32_MAX ? UINT32_MAX - 1 : static_cast<uint32_t>(r.memsize));
     heap_.type.push_back(type);
     heap_.name.push_back(name_id);
-    if (has_refs) {
-      for (auto r : references) heap_.refs.push_back(Address(r, line, "references"));
-      if (heap_.refs.size() > UINT32_MAX) throw DumpError(line, "more than 2^32 references");
+    if (!r.refs.empty()) {
+      if (heap_.refs.size() + r.refs.size() > UINT32_MAX) throw DumpError(line, "more than 2^32 references");
+      for (uint64_t a : r.refs) heap_.refs.push_back(a);
     }
     heap_.ref_begin.push_back(static_cast<uint32_t>(heap_.refs.size()));
     uint32_t site = 0;
-    if (!file.empty() && has_line) {
-      site_key_.assign(file.data(), file.size());
-      site_key_ += ':';
-      site_key_ += std::to_string(line_no);
-      site = heap_.names.Intern(site_key_);
+    if (!r.file.empty() && r.has_line) {
+      site = heap_.sites.Intern(uint64_t{FileId(r.file)} << 32 | (r.line > UINT32_MAX ? UINT32_MAX : r.line));
       if (!heap_.has_sites) heap_.site.assign(heap_.size() - 1, 0), heap_.has_sites = true;
     }
     if (heap_.has_sites) heap_.site.push_back(site);
-    if (has_generation && !heap_.has_generations) {
+    if (r.has_generation && !heap_.has_generations) {
       heap_.generation.assign(heap_.size() - 1, DumpHeap::kNoGeneration);
       heap_.has_generations = true;
     }
     if (heap_.has_generations)
-      heap_.generation.push_back(has_generation && generation < UINT32_MAX ? static_cast<uint32_t>(generation)
-                                                                           : DumpHeap::kNoGeneration);
+      heap_.generation.push_back(r.has_generation && r.generation < UINT32_MAX ? static_cast<uint32_t>(r.generation)
+                                                                             : DumpHeap::kNoGeneration);
     stats_->objects++;
     if (heap_.size() >= (size_t{1} << 31) - 1) throw DumpError(line, "more than 2^31 objects");
   }
 
-  // `"prefix"`: strings named by the start of their value (printable ASCII
-  // only, so that names stay few and readable; a string of other bytes is
-  // named by its class alone).
+  // Consecutive records mostly share their file: compare with the last
+  // one before hashing.
+  uint32_t FileId(std::string_view file) {
+    if (file != std::string_view(last_file_)) {
+      last_file_.assign(file.data(), file.size());
+      last_file_id_ = heap_.files.Intern(file);
+    }
+    return last_file_id_;
+  }
+
+  // `"prefix…"`: strings named by the start of their value, printable ASCII
+  // only and cut before the first digit (see dump_heap.h); a string of other
+  // bytes, or one that starts with a digit, is named by its class alone.
   uint32_t StringName(std::string_view value) {
     size_t n = value.size() < options_.string_prefix_bytes ? value.size() : options_.string_prefix_bytes;
-    for (size_t i = 0; i < n; i++) {
-      unsigned char c = static_cast<unsigned char>(value[i]);
+    size_t cut = 0;
+    for (; cut < n; cut++) {
+      unsigned char c = static_cast<unsigned char>(value[cut]);
+      if (c >= '0' && c <= '9') break;
       if (c < 0x20 || c >= 0x7f) return 0;
     }
-    std::string s = "\"";
-    s.append(value.data(), n);
-    s += value.size() > n ? "…\"" : "\"";
-    return heap_.names.Intern(s);
+    if (cut == 0 && !value.empty()) return 0;
+    prefix_key_ = "\"";
+    prefix_key_.append(value.data(), cut);
+    prefix_key_ += value.size() > cut ? "…\"" : "\"";
+    uint32_t id = heap_.prefixes.Find(prefix_key_);
+    if (id == NameTable::kNone) {
+      if (heap_.prefixes.size() > DumpHeap::kMaxPrefixes) {
+        heap_.unnamed_strings++;
+        return 0;
+      }
+      id = heap_.prefixes.Intern(prefix_key_);
+      heap_.prefix_count.push_back(0);
+    }
+    heap_.prefix_count[id]++;
+    return id;
   }
 
   DumpHeap::RootCategory& Category(std::string_view name) {
@@ -199,8 +219,10 @@ class LineParser {
   const DumpReadOptions& options_;
   DumpReadStats* stats_;
   simdjson::dom::parser parser_;
+  DumpRecord record_;
   DumpHeap heap_;
-  std::string site_key_;
+  std::string last_file_, prefix_key_;
+  uint32_t last_file_id_ = 0;
 };
 
 // Splits a stream of blocks into lines. `fill(dst, room)` returns bytes

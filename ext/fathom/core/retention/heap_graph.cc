@@ -63,6 +63,50 @@ size_t HeapGraph::MemoryBytes() const {
          CapacityBytes(edge_target_) + large_sizes_.size() * 32;
 }
 
+HeapGraph HeapGraph::FromParts(HeapGraphParts&& p) {
+  auto fail = [](const std::string& what) { throw std::invalid_argument("HeapGraph::FromParts: " + what); };
+  const size_t n = p.address.size();
+  if (n == 0 || n > kMaxNodes) fail("node count " + std::to_string(n));
+  if (p.class_name.size() != n || p.type.size() != n || p.self_size.size() != n || p.tree_parent.size() != n ||
+      p.edge_name.size() != n || p.edge_begin.size() != n + 1)
+    fail("array sizes do not match");
+  if (p.category_count >= n) fail("more categories than nodes");
+  if (p.edge_begin[0] != 0 || p.edge_begin[n] != p.edge_target.size() || p.edge_target.size() > UINT32_MAX)
+    fail("edge_begin does not span the edges");
+  const uint32_t names = static_cast<uint32_t>(p.names.size());
+  std::vector<bool> has_tree_edge(n, false);
+  for (uint32_t v = 0; v < n; v++) {
+    if (p.edge_begin[v + 1] < p.edge_begin[v]) fail("edge_begin not ascending at " + std::to_string(v));
+    if (p.class_name[v] >= names || p.edge_name[v] >= names) fail("unknown name id at node " + std::to_string(v));
+    if (p.self_size[v] == kLargeSize) fail("self size too large at node " + std::to_string(v));
+    uint32_t parent = p.tree_parent[v];
+    if (v == 0 ? parent != 0 : (parent >= v || (v <= p.category_count) != (parent == 0)))
+      fail("tree_parent out of order at node " + std::to_string(v));
+    for (uint32_t e = p.edge_begin[v]; e < p.edge_begin[v + 1]; e++) {
+      uint32_t t = p.edge_target[e] & kTargetMask;
+      if (t >= n) fail("edge target out of range at node " + std::to_string(v));
+      if (p.edge_target[e] & kTreeEdgeBit) {
+        if (t == 0 || has_tree_edge[t] || p.tree_parent[t] != v) fail("bad tree edge into node " + std::to_string(t));
+        has_tree_edge[t] = true;
+      }
+    }
+  }
+  for (uint32_t v = 1; v < n; v++)
+    if (!has_tree_edge[v]) fail("no tree edge into node " + std::to_string(v));
+  HeapGraph g;
+  g.address_ = std::move(p.address);
+  g.class_name_ = std::move(p.class_name);
+  g.type_ = std::move(p.type);
+  g.self_size_ = std::move(p.self_size);
+  g.tree_parent_ = std::move(p.tree_parent);
+  g.edge_name_ = std::move(p.edge_name);
+  g.edge_begin_ = std::move(p.edge_begin);
+  g.edge_target_ = std::move(p.edge_target);
+  g.category_count_ = p.category_count;
+  g.names_ = std::move(p.names);
+  return g;
+}
+
 HeapGraphBuilder::HeapGraphBuilder() { Reset(); }
 
 void HeapGraphBuilder::Reset() {

@@ -61,10 +61,23 @@ struct CsrGraphView {
   uint32_t target_mask = UINT32_MAX;
 };
 
+struct HeapGraphParts;
+
 class HeapGraph {
  public:
   static constexpr uint32_t kSuperRoot = 0;
   static constexpr uint32_t kMaxNodes = (1u << 31) - 1;
+
+  // A graph whose breadth-first numbering was done by the caller (the heap
+  // dump reader resolves addresses to indices itself, so
+  // HeapGraphBuilder's address table would only be a second copy). Checks
+  // what the rest relies on, in O(nodes + edges), and throws
+  // std::invalid_argument when it does not hold: array sizes, edge_begin
+  // ascending from 0 to the edge count, targets in range, categories
+  // 1..category_count under the super-root, tree_parent(v) < v, and exactly
+  // one tree edge into every other node, from its tree_parent. self_size
+  // must be below UINT32_MAX (no large sizes).
+  static HeapGraph FromParts(HeapGraphParts&& parts);
 
   uint32_t node_count() const { return static_cast<uint32_t>(address_.size()); }
   uint32_t edge_count() const { return static_cast<uint32_t>(edge_target_.size()); }
@@ -160,6 +173,22 @@ class HeapGraph {
   std::vector<uint32_t> edge_target_;  // node index | kTreeEdgeBit on tree edges
   uint32_t category_count_ = 0;
   StringInterner names_;
+};
+
+// The arrays of HeapGraph::FromParts, with the meanings of the accessors
+// above (edge_target carries HeapGraph's tree-edge bit, 1u << 31).
+struct HeapGraphParts {
+  static constexpr uint32_t kTreeEdgeBit = 1u << 31;
+  uint32_t category_count = 0;
+  std::vector<uint64_t> address;
+  std::vector<uint32_t> class_name;
+  std::vector<uint8_t> type;
+  std::vector<uint32_t> self_size;
+  std::vector<uint32_t> tree_parent;
+  std::vector<uint32_t> edge_name;
+  std::vector<uint32_t> edge_begin;  // node count + 1 entries
+  std::vector<uint32_t> edge_target;
+  StringInterner names;
 };
 
 // Builds a HeapGraph from a breadth-first walk. The protocol (what the Ruby
