@@ -34,6 +34,7 @@ class LivenessTest < Minitest::Test
     n = exact ? scaled(20_000) : scaled(200_000)
     opts = exact ? {} : { liveness: liveness }
     with_profiler(exact: exact, interval: 0.00002, **opts) do |profiler|
+      wait_for_first_tick(profiler) unless exact
       victims = Victims.new.make(n)
       GC.compact if compact
       profile = profiler.flush(gc: true)
@@ -110,6 +111,16 @@ class LivenessTest < Minitest::Test
   end
 
   private
+
+  # The timer thread's first tick can come after a short make has finished:
+  # seen under ASan on a loaded machine, where the new thread was not run
+  # for the whole ~10 ms of Victims#make in half of the rounds, so the
+  # profile held no victim at all. Sampling has not started until it ticks.
+  def wait_for_first_tick(profiler)
+    ticks = profiler.stats[:timer_ticks]
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5
+    sleep 0.001 while profiler.stats[:timer_ticks] == ticks && Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+  end
 
   def expected_liveness(exact, liveness)
     return "freeobj_hook" if exact
