@@ -85,7 +85,9 @@ module Fathom
                                    "(#{@config.retention_max_objects}); a snapshot stops the world for about " \
                                    "#{(objects * 0.6e-6).round(1)}s. Add ?force=1 to take it anyway")
           end
-          Fathom.retention_snapshot(progress: nil)
+          snapshot = Fathom.retention_snapshot(progress: nil)
+          GC.start # frees the snapshot's native graph now, for the trim in #reply
+          snapshot
         end
         reply(profile, params, "retention")
       end
@@ -118,6 +120,16 @@ module Fathom
 
       private
 
+      # What a profile needed (a snapshot's graph, the encoder's tables,
+      # zlib's buffers) was malloc'ed by the thread serving the request, and
+      # glibc keeps freed memory in that thread's arena: with a pool of
+      # server threads, RSS ratchets up by a profile's working set per
+      # thread. malloc_trim(0) gives it back (measured in IMPLEMENTATION.md,
+      # "Serving profiles over HTTP"); it runs without the GVL.
+      def give_back_memory
+        Native.malloc_trim if Native.respond_to?(:malloc_trim)
+      end
+
       # The profile as pprof with who/when comments, or its text report
       # (?debug=1). capped: say that ?seconds= was lowered.
       def reply(profile, params, name, default_sample_type: nil, capped: false)
@@ -128,7 +140,9 @@ module Fathom
           return Response.text(text, headers: headers)
         end
 
-        Response.profile(ProcessComments.annotate(profile, default_sample_type: default_sample_type), name, headers)
+        response = Response.profile(ProcessComments.annotate(profile, default_sample_type: default_sample_type), name, headers)
+        give_back_memory
+        response
       end
     end
   end
