@@ -45,7 +45,7 @@ class RackServerTest < Minitest::Test
     assert_includes biggest.functions, "LeakyApp#remember_session"
     # The estimate is unbiased: within a factor of 2 of the truth.
     assert_in_delta LEAK * 500, leak, LEAK * 500 / 2.0
-    assert_includes raw.output, "Comment: ruby=#{RUBY_VERSION}"
+    assert_includes raw.output, "Comment: ruby=#{RackServer.ruby_version}"
 
     allocs = go_pprof("-top", "-symbolize=none", @server.url("/debug/fathom/allocs"))
     assert_match(/Type: alloc_space/, allocs)
@@ -97,7 +97,7 @@ class RackServerTest < Minitest::Test
       assert Fathom::AtomicFile.written_by_fathom?(path)
       comments = go_pprof("-comments", path)
       assert_includes comments, "pid=#{@server.pid}"
-      assert_includes comments, "ruby=#{RUBY_VERSION}"
+      assert_includes comments, "ruby=#{RackServer.ruby_version}"
       assert_match(/^window=\S+Z\/\S+Z$/, comments)
       PprofRaw.read(path) # decodes whole
     end

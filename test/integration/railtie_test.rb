@@ -1,15 +1,17 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "support/rack_server"
 
 # Fathom::Railtie in a real (minimal) Rails app, Debian's ruby-railties,
-# run outside Bundler as a subprocess.
+# run outside Bundler as a subprocess on Debian's Ruby (RackServer::SYSTEM_RUBY),
+# for which railties is packaged.
 class RailtieTest < Minitest::Test
   FIXTURE = File.join(TestHelper::ROOT, "test/fixtures/rails_app.rb")
 
   def setup
     require_native!
-    _, status = Open3.capture2e(TestHelper::PLAIN_ENV, RbConfig.ruby, "-e", 'require "rails"; require "action_controller/railtie"')
+    _, status = Open3.capture2e(TestHelper::PLAIN_ENV, RackServer::SYSTEM_RUBY, "-e", 'require "rails"; require "action_controller/railtie"')
     return if status.success?
 
     flunk("railties not installed (apt-get install ruby-railties)") if TestHelper.ci?
@@ -17,7 +19,7 @@ class RailtieTest < Minitest::Test
   end
 
   def run_app(env)
-    out, err, status = Open3.capture3(TestHelper::PLAIN_ENV.merge(env), RbConfig.ruby, "-I#{TestHelper::LIB}", FIXTURE)
+    out, err, status = Open3.capture3(TestHelper::PLAIN_ENV.merge(env), RackServer::SYSTEM_RUBY, "-I#{TestHelper::LIB}", FIXTURE)
     assert status.success?, err
     [out, err]
   end

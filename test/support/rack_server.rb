@@ -6,8 +6,11 @@ require "open3"
 
 # A real puma serving test/fixtures/rack_app (Sinatra) on 127.0.0.1, started
 # outside Bundler (puma, sinatra and rack come from Debian's packages, which
-# script/setup installs; the Gemfile does not carry them).
+# script/setup installs; the Gemfile does not carry them). Those packages
+# are built for Debian's Ruby, so the server (and the Rails app of
+# railtie_test) runs on it, /usr/bin/ruby, whichever Ruby runs the suite.
 class RackServer
+  SYSTEM_RUBY = "/usr/bin/ruby"
   APP_DIR = File.expand_path("../fixtures/rack_app", __dir__)
   LIB = File.expand_path("../../lib", __dir__)
 
@@ -17,7 +20,9 @@ class RackServer
   def self.missing
     return "puma not installed (apt-get install puma)" unless TestHelper.tool_available?("puma")
 
-    _, status = Open3.capture2e(TestHelper::PLAIN_ENV, RbConfig.ruby, "-e", 'require "sinatra/base"; require "puma"')
+    return "#{SYSTEM_RUBY} (Debian's Ruby, for which puma and sinatra are packaged) not found" unless File.executable?(SYSTEM_RUBY)
+
+    _, status = Open3.capture2e(TestHelper::PLAIN_ENV, SYSTEM_RUBY, "-e", 'require "sinatra/base"; require "puma"')
     status.success? ? nil : "sinatra or puma cannot be loaded (apt-get install ruby-sinatra puma)"
   end
 
@@ -32,7 +37,7 @@ class RackServer
     @port = self.class.free_port
     @log = File.join(Dir.tmpdir, "fathom-puma-#{@port}.log")
     env = TestHelper::PLAIN_ENV.merge("RUBYOPT" => "-I#{LIB} #{env.delete("RUBYOPT")}".strip).merge(env)
-    @pid = Process.spawn(env, "puma", "-b", "tcp://127.0.0.1:#{@port}", "-t", "4:4", "config.ru",
+    @pid = Process.spawn(env, SYSTEM_RUBY, "-S", "puma", "-b", "tcp://127.0.0.1:#{@port}", "-t", "4:4", "config.ru",
                          chdir: APP_DIR, out: @log, err: @log, pgroup: true)
     wait_ready
   end
@@ -65,6 +70,11 @@ class RackServer
       sleep 0.05
     end
     @status = done&.last
+  end
+
+  # RUBY_VERSION of the server's Ruby.
+  def self.ruby_version
+    @ruby_version ||= IO.popen([TestHelper::PLAIN_ENV, SYSTEM_RUBY, "-e", "print RUBY_VERSION"], &:read)
   end
 
   def log_text
