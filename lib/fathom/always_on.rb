@@ -49,7 +49,7 @@ module Fathom
       @every = every
       keep_files = Options.integer("keep_files", keep_files, Rotation::FILES_RANGE)
       keep_mb = Options.integer("keep_mb", keep_mb, KEEP_MB_RANGE)
-      @rotation = Rotation.new(@dir, keep_files: keep_files, keep_bytes: keep_mb << 20)
+      @rotation = Rotation.new(@dir, keep_files: keep_files, keep_bytes: keep_mb << 20, writers: @modes.size)
       known = @modes.flat_map { |m| Modes::DEFAULTS.fetch(m).keys }
       Options.check_unknown!(options, known, "Fathom::AlwaysOn.new")
       @profilers = @modes.to_h { |m| [m, Modes.profiler_class(m).new(**options.slice(*Modes::DEFAULTS.fetch(m).keys))] }

@@ -13,17 +13,21 @@ module Fathom
   # process removed first is simply gone.
   #
   # #make_room is called before each write with the new file's size, so the
-  # bound holds after the write too (never N+1 files for a moment).
+  # bound holds after the write too (never N+1 files for a moment). Writers
+  # of one process sharing the rotation (one flusher per mode) each leave
+  # room for the others' next file too (`writers`), so two of them making
+  # room at the same moment still end within the bound.
   class Rotation
     NAME = /\A(?:heap|gc|retention|cpu|wall)-\d+-\d{8}T\d{6}Z-\d+\.(?:pb|json)\.gz\z/.freeze
     FILES_RANGE = (1..1_000_000).freeze
 
     attr_reader :dir, :keep_files, :keep_bytes, :removed
 
-    def initialize(dir, keep_files:, keep_bytes:)
+    def initialize(dir, keep_files:, keep_bytes:, writers: 1)
       @dir = dir
       @keep_files = keep_files
       @keep_bytes = keep_bytes
+      @writers = writers
       @removed = 0
     end
 
@@ -35,7 +39,9 @@ module Fathom
       total = files.sum { |_, size, _| size }
       gone = []
       files.each do |path, size, _|
-        break if count + 1 <= @keep_files && total + incoming <= @keep_bytes
+        # At least the newest file of each writer stays, whatever the bound.
+        break if count + @writers <= @keep_files && total + (incoming * @writers) <= @keep_bytes
+        break if count < @writers
 
         begin
           File.unlink(path)

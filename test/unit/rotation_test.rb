@@ -47,3 +47,14 @@ class RotationTest < Minitest::Test
     assert_empty rotation.ours
   end
 end
+
+class RotationTest
+  def test_several_writers_leave_room_for_each_other
+    paths = (1..6).map { |i| fathom_file("heap-1-20261126T101500Z-#{i}.pb.gz", 10, 100 - i) }
+    rotation = Fathom::Rotation.new(@dir, keep_files: 4, keep_bytes: 1 << 30, writers: 2)
+    assert_equal paths.first(4), rotation.make_room(10) # 2 left: room for both writers' next file
+    rotation = Fathom::Rotation.new(@dir, keep_files: 1, keep_bytes: 1, writers: 2)
+    rotation.make_room(10)
+    assert_equal 1, rotation.ours.size, "the newest file stays whatever the bound"
+  end
+end

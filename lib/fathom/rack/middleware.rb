@@ -62,7 +62,8 @@ module Fathom
         kind = params.one_of("fathom", KINDS, nil)
         profiler = new_profiler(kind)
         page = nil
-        profile = @guard.exclusive(@config.max_seconds) do
+        # 1 s: what others are told to wait (Retry-After); a request is short.
+        profile = @guard.exclusive(1) do
           start(profiler)
           begin
             page = run_app(env)
