@@ -57,3 +57,7 @@ module Fathom
     session.modes.size == 1 ? profiles.values.first : profiles
   end
 end
+
+# Rails: start always-on profiling and mount the endpoints from FATHOM_*
+# (see lib/fathom/railtie.rb). Only when Rails is loaded first (Bundler.require).
+require_relative "fathom/railtie" if defined?(::Rails::Railtie)

@@ -32,6 +32,8 @@ have_func("rb_obj_memsize_of")
 have_func("rb_ractor_local_storage_ptr_newkey", "ruby/ractor.h")  # 3.0+: hooks ignore other Ractors
 have_func("rb_objspace_reachable_objects_from")      # the retention snapshot's heap walk
 have_func("rb_objspace_reachable_objects_from_root")
+# glibc: gives freed arena memory back after a retention snapshot (Rack endpoint).
+have_func("malloc_trim", "malloc.h")
 
 src = File.expand_path(__dir__)
 # Every core/<concern>/ folder but testing/ (GoogleTest helpers), and ruby/.

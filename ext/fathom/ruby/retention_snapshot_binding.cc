@@ -112,7 +112,7 @@ VALUE FocusPaths(Snapshot* s) {
 // state lives in *s (owned by the Ruby object), so a Ruby exception (an
 // interrupt, NoMemoryError) leaves nothing behind but what the caller's
 // cleanup resets.
-VALUE TakeBody(Snapshot* s, VALUE focus) {
+VALUE TakeBody(Snapshot* s, VALUE focus, VALUE gc_was_disabled) {
   s->builder = std::make_unique<HeapGraphBuilder>();
   s->builder->Reserve(ExpectedObjects(), 0);
   int64_t t0 = MonotonicNs();
@@ -141,6 +141,11 @@ VALUE TakeBody(Snapshot* s, VALUE focus) {
   s->name_ns = MonotonicNs() - t1;
   // From here on the graph is plain numbers: no VALUE is dereferenced again.
   s->graph_pins = false;
+  // So GC may run again before Analyze releases the GVL: with GC still
+  // disabled, other threads would allocate without collecting for the whole
+  // analysis (seen in a puma server under load: +680 heap pages, ~11 MB of
+  // RSS that stayed, per snapshot served over HTTP).
+  if (!RTEST(gc_was_disabled)) rb_gc_enable();
   Analyze(s);
   return FocusPaths(s);
 }
@@ -198,7 +203,7 @@ VALUE SnapshotTake(VALUE self, VALUE gc, VALUE progress, VALUE focus) {
     VALUE was_disabled = rb_gc_disable();
     VALUE paths = Qnil;
     try {
-      Protect([s, focus, &paths] { paths = TakeBody(s, focus); });
+      Protect([s, focus, was_disabled, &paths] { paths = TakeBody(s, focus, was_disabled); });
     } catch (...) {
       EndTake(s, was_disabled);
       throw;

@@ -1,0 +1,135 @@
+# frozen_string_literal: true
+
+# Serving profiles under load (not a test; prints figures).
+#
+#   ruby -Ilib bench/rack_load.rb [--seconds 20] [--connections 50]
+#
+# Starts puma with test/fixtures/rack_app (always-on heap profiling from
+# fathom/setup, the /debug/fathom endpoints mounted) twice, each time under
+# `wrk -c 50 -d 20s` on GET /churn from 127.0.0.1:
+#   baseline  no profile fetches;
+#   fetching  two fetchers asking in turn for heap, allocs, gc?seconds=2 and
+#             retention?force=1 (so some requests collide: 429 by the rules).
+# Reports wrk's failed requests (non-2xx, socket errors), the fetches by
+# status (200 served, 429 refused by the one-at-a-time rule, anything else a
+# failure), puma's RSS after each run (fetching vs baseline), and the p99
+# latency of a probe (sequential GET / every 10 ms) while a heap fetch is in
+# flight vs the baseline's.
+require "net/http"
+require "socket"
+require "optparse"
+require "tmpdir"
+
+ROOT = File.expand_path("..", __dir__)
+APP_DIR = File.join(ROOT, "test/fixtures/rack_app")
+seconds = 20
+connections = 50
+PATHS = %w[heap allocs gc?seconds=2 retention?force=1] # rubocop:disable Style/MutableConstant -- --paths replaces it
+OptionParser.new do |o|
+  o.on("--seconds N", Integer) { |v| seconds = v }
+  o.on("--connections N", Integer) { |v| connections = v }
+  o.on("--paths LIST", "endpoints to fetch, comma-separated (default: #{PATHS.join(",")})") { |v| PATHS.replace(v.split(",")) }
+end.parse!
+
+abort "bench/rack_load.rb: needs puma and wrk (script/setup installs them)" unless system("which puma wrk > /dev/null")
+
+def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+
+def start_puma(dir)
+  port = TCPServer.new("127.0.0.1", 0).then { |s| s.addr[1].tap { s.close } }
+  env = { "RUBYOPT" => "-I#{ROOT}/lib -rfathom/setup", "BUNDLE_GEMFILE" => nil, "FATHOM_MODE" => "heap",
+          "FATHOM_DIR" => dir, "FATHOM_EVERY" => "10s", "FATHOM_KEEP" => "10" }
+  pid = Process.spawn(env, "puma", "-b", "tcp://127.0.0.1:#{port}", "-t", "8:8", "config.ru",
+                      chdir: APP_DIR, out: File::NULL, err: File.join(dir, "puma.log"))
+  200.times do
+    break if (Net::HTTP.get_response("127.0.0.1", "/", port).code == "200" rescue false)
+
+    sleep 0.1
+  end
+  [pid, port]
+end
+
+def rss_kb(pid)
+  File.read("/proc/#{pid}/status")[/VmRSS:\s+(\d+)/, 1].to_i
+end
+
+def percentile(values, p)
+  return nil if values.empty?
+
+  sorted = values.sort
+  sorted[[(sorted.size * p).ceil - 1, 0].max]
+end
+
+# One run; returns its figures.
+def run(label, seconds, connections, fetch:)
+  dir = Dir.mktmpdir("fathom-rack-load")
+  pid, port = start_puma(dir)
+  # Warm up (and let the heap settle) before measuring.
+  system("wrk", "-t2", "-c#{connections}", "-d3s", "http://127.0.0.1:#{port}/churn", out: File::NULL)
+  stop_at = now + seconds
+  heap_in_flight = 0
+  lock = Mutex.new
+  probe = { during_heap: [], other: [] }
+  prober = Thread.new do
+    Net::HTTP.start("127.0.0.1", port) do |http|
+      while now < stop_at
+        t = now
+        http.get("/")
+        ms = (now - t) * 1000
+        lock.synchronize { (heap_in_flight.positive? ? probe[:during_heap] : probe[:other]) << ms }
+        sleep 0.01
+      end
+    end
+  end
+  statuses = Hash.new(0)
+  heap_ms = []
+  fetchers = fetch ? 2.times.map do |k|
+    Thread.new do
+      paths = PATHS.rotate(k * 2)
+      i = 0
+      while now < stop_at - 2
+        path = paths[i % paths.size]
+        i += 1
+        heap = path.start_with?("heap")
+        lock.synchronize { heap_in_flight += 1 } if heap
+        t = now
+        code = (Net::HTTP.start("127.0.0.1", port, read_timeout: 60) { |h| h.get("/debug/fathom/#{path}") }.code rescue "error")
+        heap_ms << (now - t) * 1000 if heap && code == "200"
+        lock.synchronize { heap_in_flight -= 1 } if heap
+        lock.synchronize { statuses["#{path[/\A\w+/]} #{code}"] += 1 }
+        sleep 0.2
+      end
+    end
+  end : []
+  wrk = IO.popen(["wrk", "-t2", "-c#{connections}", "-d#{seconds}s", "--latency", "http://127.0.0.1:#{port}/churn"], &:read)
+  [prober, *fetchers].each(&:join)
+  sleep 1
+  rss = rss_kb(pid)
+  Process.kill("TERM", pid)
+  Process.wait(pid)
+  files = Dir.glob(File.join(dir, "*.pb.gz")).size
+  temps = Dir.glob(File.join(dir, ".*fathom-tmp")).size
+  FileUtils.rm_rf(dir)
+  requests = wrk[/(\d+) requests in/, 1].to_i
+  non2xx = wrk[/Non-2xx or 3xx responses: (\d+)/, 1].to_i
+  socket = wrk[/Socket errors: (.*)/, 1]
+  { label: label, requests: requests, rps: wrk[/Requests\/sec:\s+([\d.]+)/, 1].to_f, non2xx: non2xx,
+    socket_errors: socket || "none", wrk_p99: wrk[/99%\s+(\S+)/, 1], rss_kb: rss, statuses: statuses,
+    probe_p99_heap: percentile(probe[:during_heap], 0.99), probe_p99_other: percentile(probe[:other], 0.99),
+    probe_n_heap: probe[:during_heap].size, heap_fetch_ms: percentile(heap_ms, 0.5), files: files, temps: temps }
+end
+
+puts "wrk -c #{connections} -d #{seconds}s on GET /churn, puma 8 threads, always-on heap profiling, Ruby #{RUBY_VERSION}"
+base = run("baseline", seconds, connections, fetch: false)
+fetching = run("fetching", seconds, connections, fetch: true)
+[base, fetching].each do |r|
+  puts format("%-9s %7d requests (%6.0f/s), non-2xx %d, socket errors %s, wrk p99 %s, RSS after %d MB, files %d, temp files left %d",
+              r[:label], r[:requests], r[:rps], r[:non2xx], r[:socket_errors], r[:wrk_p99], r[:rss_kb] / 1024, r[:files], r[:temps])
+end
+puts "fetches: #{fetching[:statuses].sort.map { |k, v| "#{k}: #{v}" }.join(", ")}"
+failed = fetching[:statuses].reject { |k, _| k.end_with?(" 200", " 429") }.values.sum
+puts "failed fetches (not 200, not 429 by the rules): #{failed}"
+puts format("RSS fetching / baseline: %.3f", fetching[:rss_kb].to_f / base[:rss_kb])
+puts format("probe p99 GET /: %.1f ms during heap fetches (%d probes; heap fetch median %.0f ms), %.1f ms otherwise, %.1f ms baseline",
+            fetching[:probe_p99_heap] || Float::NAN, fetching[:probe_n_heap], fetching[:heap_fetch_ms] || Float::NAN,
+            fetching[:probe_p99_other] || Float::NAN, base[:probe_p99_other] || Float::NAN)

@@ -1,0 +1,83 @@
+# frozen_string_literal: true
+
+require_relative "modes"
+require_relative "options"
+require_relative "output_paths"
+require_relative "periodic_flusher"
+require_relative "process_comments"
+require_relative "rotation"
+
+module Fathom
+  # Continuous profiling of the whole process: a profiler per mode, each
+  # flushed into `dir` every `every` by a PeriodicFlusher, files rotated
+  # (Rotation) and carrying pid, hostname, Ruby version and time window
+  # (ProcessComments), so a directory can be shipped to Pyroscope or Parca
+  # as it is. What fathom/setup and the Railtie start from FATHOM_*.
+  #
+  #   always_on = Fathom::AlwaysOn.new(modes: %i[heap gc], dir: "/var/tmp/fathom", every: 60,
+  #                                    keep_files: 50, keep_mb: 100).start
+  #   always_on.profilers[:heap]   # what Fathom::Rack's heap endpoint reads
+  #   always_on.stop               # writes the last file of each mode
+  class AlwaysOn
+    MODES = %i[heap gc].freeze
+    KEEP_MB_RANGE = (1..1_000_000).freeze
+
+    # What a PeriodicFlusher flushes: the profiler's profile with the
+    # comments added, after making room for it in the directory.
+    class Source
+      def initialize(profiler, rotation)
+        @profiler = profiler
+        @rotation = rotation
+      end
+
+      def flush(gc: false)
+        profile = ProcessComments.annotate(@profiler.flush(gc: gc))
+        @rotation.make_room(profile.bytes.bytesize)
+        profile
+      end
+    end
+
+    attr_reader :profilers, :flushers, :dir, :rotation
+
+    # options: the profilers' own (Modes::DEFAULTS: interval:, gc_source:...).
+    def initialize(modes:, dir:, every: 60, keep_files: 50, keep_mb: 100, **options)
+      @modes = Modes.parse(modes, "modes")
+      bad = @modes - MODES
+      raise ArgumentError, "fathom: #{bad.join(", ")} cannot run always-on (a retention snapshot stops the world); modes: #{MODES.join(", ")}" unless bad.empty?
+
+      @dir = File.expand_path(Options.path("dir", dir))
+      @every = every
+      keep_files = Options.integer("keep_files", keep_files, Rotation::FILES_RANGE)
+      keep_mb = Options.integer("keep_mb", keep_mb, KEEP_MB_RANGE)
+      @rotation = Rotation.new(@dir, keep_files: keep_files, keep_bytes: keep_mb << 20, writers: @modes.size)
+      known = @modes.flat_map { |m| Modes::DEFAULTS.fetch(m).keys }
+      Options.check_unknown!(options, known, "Fathom::AlwaysOn.new")
+      @profilers = @modes.to_h { |m| [m, Modes.profiler_class(m).new(**options.slice(*Modes::DEFAULTS.fetch(m).keys))] }
+      @flushers = @profilers.to_h do |mode, profiler|
+        format = mode == :gc ? profiler.format : :pprof
+        pattern = "#{mode}-%{pid}-%{time}-%{index}#{OutputPaths.extension(mode, format)}"
+        [mode, PeriodicFlusher.new(Source.new(profiler, @rotation), dir: @dir, interval: every, pattern: pattern)]
+      end
+    end
+
+    def start
+      @profilers.each_value(&:start)
+      @flushers.each_value(&:start)
+      self
+    rescue StandardError
+      stop
+      raise
+    end
+
+    # Stops the flushers (each writes its last file) and the profilers.
+    def stop
+      @flushers.each_value do |f|
+        f.stop
+      rescue StandardError => e
+        Fathom.notice { "fathom: the last always-on profile could not be written: #{e.class}: #{e.message}" }
+      end
+      @profilers.each_value(&:stop)
+      self
+    end
+  end
+end

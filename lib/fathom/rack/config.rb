@@ -1,0 +1,98 @@
+# frozen_string_literal: true
+
+require_relative "../options"
+require_relative "../error"
+
+module Fathom
+  module Rack
+    # What the endpoints and the middleware may do, checked once when the app
+    # is built (bad values raise TypeError/ArgumentError naming the option).
+    #
+    #   enabled:     nothing is served unless true (default: FATHOM_RACK=1 in
+    #                the environment): mounting the app alone exposes nothing.
+    #   prefix:      where the endpoints live ("/debug/fathom").
+    #   token:       a bearer token. Without one only loopback clients are
+    #                served; with one every request must send
+    #                `Authorization: Bearer <token>` (default: FATHOM_RACK_TOKEN).
+    #   max_seconds: the cap on ?seconds= (60); longer requests are capped
+    #                and say so (X-Fathom-Seconds-Capped).
+    #   default_seconds: ?seconds= when absent (30, as Go).
+    #   retention_max_objects: a retention snapshot stops the world for ~0.6 s
+    #                per million objects; above this many live objects it is
+    #                refused (413) unless the request says ?force=1 (2_000_000).
+    #   heap:, gc:   the running profilers the heap/allocs endpoints read
+    #                (default: those started by fathom/setup, if any). A
+    #                Proc is called at each request.
+    #   dir:         middleware only: write per-request profiles there and
+    #                serve the page as usual; without it the profile is
+    #                returned instead of the page.
+    class Config
+      DEFAULT_PREFIX = "/debug/fathom"
+      SECONDS_RANGE = (1..3600).freeze
+      OBJECTS_RANGE = (1..(1 << 31)).freeze
+
+      attr_reader :prefix, :token, :max_seconds, :default_seconds, :retention_max_objects, :dir
+
+      def initialize(enabled: ENV["FATHOM_RACK"] == "1", prefix: DEFAULT_PREFIX, token: ENV["FATHOM_RACK_TOKEN"],
+                     max_seconds: 60, default_seconds: 30, retention_max_objects: 2_000_000,
+                     heap: nil, gc: nil, dir: nil)
+        @enabled = Options.boolean("enabled", enabled)
+        @prefix = check_prefix(prefix)
+        @token = check_token(token)
+        @max_seconds = Options.integer("max_seconds", max_seconds, SECONDS_RANGE)
+        @default_seconds = [Options.integer("default_seconds", default_seconds, SECONDS_RANGE), @max_seconds].min
+        @retention_max_objects = Options.integer("retention_max_objects", retention_max_objects, OBJECTS_RANGE)
+        @heap = heap
+        @gc = gc
+        @dir = NilClass === dir ? nil : File.expand_path(Options.path("dir", dir))
+      end
+
+      def enabled?
+        @enabled
+      end
+
+      # The running heap profiler to read, or nil.
+      def heap_profiler
+        running(@heap, :heap)
+      end
+
+      def gc_profiler
+        running(@gc, :gc)
+      end
+
+      # Never shows the token (inspect ends up in logs and error pages).
+      def inspect
+        "#<#{self.class} enabled=#{@enabled} prefix=#{@prefix.inspect} token=#{@token ? "[set]" : "none"} " \
+          "max_seconds=#{@max_seconds} retention_max_objects=#{@retention_max_objects}>"
+      end
+
+      private
+
+      def running(given, mode)
+        found = Proc === given ? given.call : given
+        found ||= Fathom::Setup.profilers[mode] if defined?(Fathom::Setup)
+        found if found.respond_to?(:running?) && found.running?
+      end
+
+      def check_prefix(prefix)
+        raise TypeError, "fathom: prefix must be a String, got #{Options.describe(prefix)}" unless String === prefix
+        unless prefix.start_with?("/") && !prefix.match?(%r{//|\s})
+          raise ArgumentError, "fathom: prefix must be a path starting with /, got #{Options.shown(prefix)}"
+        end
+
+        prefix == "/" ? "" : prefix.chomp("/")
+      end
+
+      def check_token(token)
+        return nil if NilClass === token || token == ""
+        raise TypeError, "fathom: token must be a String, got #{Options.describe(token)}" unless String === token
+        # Short tokens can be guessed; the header carries printable ASCII.
+        unless token.bytesize >= 16 && token.match?(/\A[\x21-\x7e]+\z/)
+          raise ArgumentError, "fathom: token must be at least 16 printable ASCII characters (no spaces)"
+        end
+
+        token.b.freeze
+      end
+    end
+  end
+end

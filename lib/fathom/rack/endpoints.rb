@@ -1,0 +1,149 @@
+# frozen_string_literal: true
+
+require_relative "response"
+require_relative "../process_comments"
+
+module Fathom
+  module Rack
+    # What each endpoint does, once Guard has let the request in. Each
+    # method returns a Rack triple or raises Refusal. Named as Go's
+    # net/http/pprof names them, so `go tool pprof URL` reads them:
+    #
+    #   heap        the running heap profiler's profile (inuse_space default)
+    #   allocs      the same, alloc_space as default sample type
+    #   gc          a GC profile recorded for ?seconds=N
+    #   retention   a retention snapshot (why objects are alive)
+    #   profile     CPU/wall for ?seconds=N (Fathom::CpuProfiler, when present)
+    class Endpoints
+      NAMES = %w[heap allocs gc retention profile].freeze
+      ENABLE_HEAP = "no heap profiler is running in this process. Start one at boot: " \
+                    "RUBYOPT=-rfathom/setup FATHOM_MODE=heap (or Fathom::HeapProfiler.new.start, " \
+                    "passed to Fathom::Rack::App.new(heap: profiler))"
+
+      def initialize(config, guard)
+        @config = config
+        @guard = guard
+      end
+
+      def call(name, params)
+        send(name, params)
+      end
+
+      def index(_params)
+        lines = ["Fathom profiles (go tool pprof http://HOST#{@config.prefix}/heap):", ""]
+        lines << "heap        live memory by allocation site (?gc=1 runs a GC first, ?debug=1 text)"
+        lines << "allocs      the same profile, alloc_space by default"
+        lines << "gc          GC profile for ?seconds=N (?format=firefox)"
+        lines << "retention   reference chains keeping memory alive (stops the world; ?force=1 above #{@config.retention_max_objects} objects)"
+        lines << "profile     CPU/wall for ?seconds=N#{" (not available: needs Fathom::CpuProfiler)" unless cpu_available?}"
+        Response.text(lines.join("\n") + "\n")
+      end
+
+      def heap(params, default_sample_type: nil, name: "heap")
+        params.format(%i[pprof])
+        profiler = @config.heap_profiler or raise Refusal.new(409, ENABLE_HEAP)
+        gc = params.flag("gc")
+        profile = @guard.exclusive(1) { profiler.flush(gc: gc) }
+        reply(profile, params, name, default_sample_type: default_sample_type)
+      end
+
+      def allocs(params)
+        heap(params, default_sample_type: "alloc_space", name: "allocs")
+      end
+
+      def gc(params)
+        format = params.format(%i[pprof firefox])
+        seconds = params.seconds
+        if @config.gc_profiler
+          raise Refusal.new(409, "a GC profiler is already running in this process (always-on): its files hold the same data")
+        end
+
+        profile = @guard.exclusive(seconds) do
+          profiler = GcProfiler.new(format: format)
+          begin
+            profiler.start
+          rescue Fathom::Error
+            raise Refusal.new(409, "another GC profiler is running in this process")
+          end
+          begin
+            sleep(seconds)
+          ensure
+            profiler.stop
+          end
+          profiler.flush
+        end
+        reply(profile, params, "gc", capped: params.capped)
+      end
+
+      def retention(params)
+        params.format(%i[pprof])
+        force = params.flag("force")
+        profile = @guard.exclusive(1) do
+          objects = GC.stat(:heap_live_slots)
+          if objects > @config.retention_max_objects && !force
+            raise Refusal.new(413, "the heap holds #{objects} objects, above retention_max_objects " \
+                                   "(#{@config.retention_max_objects}); a snapshot stops the world for about " \
+                                   "#{(objects * 0.6e-6).round(1)}s. Add ?force=1 to take it anyway")
+          end
+          snapshot = Fathom.retention_snapshot(progress: nil)
+          GC.start # frees the snapshot's native graph now, for the trim in #reply
+          snapshot
+        end
+        reply(profile, params, "retention")
+      end
+
+      def profile(params)
+        unless cpu_available?
+          raise Refusal.new(501, "CPU profiling needs Fathom::CpuProfiler, which this Fathom does not include yet " \
+                                 "(heap, allocs, gc and retention are served)")
+        end
+
+        mode = params.one_of("mode", %i[cpu wall], :cpu)
+        format = params.format(%i[pprof firefox])
+        seconds = params.seconds
+        profile = @guard.exclusive(seconds) do
+          profiler = Fathom::CpuProfiler.new(mode: mode, format: format)
+          profiler.start
+          begin
+            sleep(seconds)
+          ensure
+            profiler.stop
+          end
+          profiler.flush
+        end
+        reply(profile, params, mode.to_s, capped: params.capped)
+      end
+
+      def cpu_available?
+        defined?(Fathom::CpuProfiler) ? true : false
+      end
+
+      private
+
+      # What a profile needed (a snapshot's graph, the encoder's tables,
+      # zlib's buffers) was malloc'ed by the thread serving the request, and
+      # glibc keeps freed memory in that thread's arena: with a pool of
+      # server threads, RSS ratchets up by a profile's working set per
+      # thread. malloc_trim(0) gives it back (measured in IMPLEMENTATION.md,
+      # "Serving profiles over HTTP"); it runs without the GVL.
+      def give_back_memory
+        Native.malloc_trim if Native.respond_to?(:malloc_trim)
+      end
+
+      # The profile as pprof with who/when comments, or its text report
+      # (?debug=1). capped: say that ?seconds= was lowered.
+      def reply(profile, params, name, default_sample_type: nil, capped: false)
+        headers = capped ? { "x-fathom-seconds-capped" => @config.max_seconds.to_s } : {}
+        if params.debug?
+          text = profile.report(sample_index: default_sample_type)
+          text = "(seconds capped at #{@config.max_seconds})\n#{text}" if capped
+          return Response.text(text, headers: headers)
+        end
+
+        response = Response.profile(ProcessComments.annotate(profile, default_sample_type: default_sample_type), name, headers)
+        give_back_memory
+        response
+      end
+    end
+  end
+end

@@ -1,0 +1,129 @@
+# frozen_string_literal: true
+
+require_relative "config"
+require_relative "guard"
+require_relative "params"
+require_relative "response"
+require_relative "../process_comments"
+require_relative "../atomic_file"
+require_relative "../notice"
+
+module Fathom
+  module Rack
+    # Profiles one ordinary request when it asks with ?fathom=heap|gc|cpu,
+    # under the rules of the endpoints (Guard: enabled, loopback or token,
+    # one profiling request at a time):
+    #
+    #   use Fathom::Rack::Middleware, enabled: true                # profile returned instead of the page
+    #   use Fathom::Rack::Middleware, enabled: true, dir: "tmp/profiles"   # page served, profile written
+    #
+    #   heap  every allocation of the request (exact mode: one request is
+    #         short, and sampling would catch too little of it), GC'd at the
+    #         end so in-use is what the request left behind. Other threads'
+    #         allocations meanwhile are in it too (the hooks are process-wide).
+    #   gc    the GCs during the request.
+    #   cpu   CPU time (needs Fathom::CpuProfiler; 501 until then).
+    #
+    # The page's body is read to its end inside the profile (a streamed body
+    # does its work while it is read), then served as it was or replaced by
+    # the profile. With dir:, the file's name is in the X-Fathom-Profile
+    # response header. Requests without ?fathom= pass straight through.
+    class Middleware
+      KINDS = %i[heap gc cpu].freeze
+      @index = 0
+      @index_lock = Mutex.new
+
+      def self.next_index
+        @index_lock.synchronize { @index += 1 }
+      end
+
+      def initialize(app, **options)
+        @app = app
+        @config = Config.new(**options)
+        @guard = Guard.new(@config)
+      end
+
+      def call(env)
+        query = env["QUERY_STRING"].to_s
+        return @app.call(env) unless @config.enabled? && query.include?("fathom=")
+
+        params = Params.new(query, @config)
+        return @app.call(env) if params["fathom"].nil?
+
+        profiled(env, params)
+      rescue Refusal => e
+        Response.error(e.status, e.message, e.headers)
+      end
+
+      private
+
+      def profiled(env, params)
+        @guard.authorize!(env)
+        kind = params.one_of("fathom", KINDS, nil)
+        profiler = new_profiler(kind)
+        page = nil
+        # 1 s: what others are told to wait (Retry-After); a request is short.
+        profile = @guard.exclusive(1) do
+          start(profiler)
+          begin
+            page = run_app(env)
+          ensure
+            profiler.stop
+          end
+          profiler.flush(gc: kind == :heap)
+        end
+        profile = ProcessComments.annotate(profile)
+        deliver(kind, profile, page)
+      end
+
+      def new_profiler(kind)
+        case kind
+        when :heap then HeapProfiler.new(exact: true)
+        when :gc then GcProfiler.new
+        else
+          unless defined?(Fathom::CpuProfiler)
+            raise Refusal.new(501, "CPU profiling needs Fathom::CpuProfiler, which this Fathom does not include yet")
+          end
+
+          Fathom::CpuProfiler.new(mode: :cpu)
+        end
+      end
+
+      def start(profiler)
+        profiler.start
+      rescue Fathom::Error
+        # Another profiler of this kind (always-on) holds Ruby's hooks.
+        raise Refusal.new(409, "a #{profiler.class.name.split("::").last} is already running in this process")
+      end
+
+      # The app's response with its body read to the end (and closed).
+      def run_app(env)
+        status, headers, body = @app.call(env)
+        chunks = []
+        begin
+          body.each { |chunk| chunks << chunk }
+        ensure
+          body.close if body.respond_to?(:close)
+        end
+        [status, headers, chunks]
+      end
+
+      def deliver(kind, profile, page)
+        return Response.profile(profile, "request-#{kind}") unless @config.dir
+
+        name = format("request-%s-%d-%s-%d%s", kind, Process.pid, Time.now.utc.strftime("%Y%m%dT%H%M%SZ"),
+                      self.class.next_index, profile.format == :firefox ? ".json.gz" : ".pb.gz")
+        begin
+          profile.write(File.join(@config.dir, name))
+        rescue StandardError => e
+          Fathom.notice { "fathom: could not write the request's #{kind} profile: #{e.class}: #{e.message}" }
+          name = "not written (see the server's log)"
+        end
+        status, headers, body = page
+        headers = headers.dup
+        headers["x-fathom-profile"] = name
+        [status, headers, body]
+      end
+    end
+  end
+end

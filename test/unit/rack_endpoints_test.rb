@@ -1,0 +1,129 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "fathom/rack"
+require "support/pprof_raw"
+
+# What the endpoints and the per-request middleware serve, read back with
+# Fathom's pprof reader and `go tool pprof`.
+class RackEndpointsTest < Minitest::Test
+  module Leaky
+    KEEP = []
+    def self.leak(n) = n.times { KEEP << ("x" * 200) }
+  end
+
+  def setup
+    require_native!
+    @dir = Dir.mktmpdir("fathom-rack")
+  end
+
+  def teardown
+    @profiler&.stop
+    Leaky::KEEP.clear
+    FileUtils.rm_rf(@dir)
+  end
+
+  def env(path, query = "")
+    { "REQUEST_METHOD" => "GET", "SCRIPT_NAME" => "", "PATH_INFO" => path, "QUERY_STRING" => query,
+      "REMOTE_ADDR" => "127.0.0.1" }
+  end
+
+  def fetch(app, path, query = "")
+    status, headers, body = app.call(env(path, query))
+    assert_equal 200, status, body.join
+    [headers, body.join]
+  end
+
+  def heap_app
+    @profiler = Fathom::HeapProfiler.new(exact: true).start
+    Leaky.leak(2000)
+    Fathom::Rack::App.new(enabled: true, heap: @profiler)
+  end
+
+  def test_heap_and_allocs_default_sample_types_and_comments
+    app = heap_app
+    headers, body = fetch(app, "/debug/fathom/heap")
+    assert_match(/filename="heap.pb.gz"/, headers["content-disposition"])
+    heap = Fathom::Pprof.read(body)
+    assert_equal "inuse_space", heap.default_sample_type
+    assert_includes heap.comments, "pid=#{Process.pid}"
+    assert heap.comments.any? { |c| c.start_with?("hostname=") }
+    assert_includes heap.comments, "ruby=#{RUBY_VERSION} (#{RUBY_PLATFORM})"
+    assert heap.comments.any? { |c| c.match?(/\Awindow=\d{4}-\d\d-\d\dT[\d:.]+Z\/\d{4}-/) }, heap.comments.inspect
+    File.binwrite(path = File.join(@dir, "heap.pb.gz"), body)
+    assert_operator PprofRaw.read(path).cum("inuse_space", /Leaky.leak/), :>=, 2000 * 200
+    assert Fathom::AtomicFile.written_by_fathom?(path), "still Fathom's gzip"
+
+    Leaky.leak(500)
+    _, body = fetch(app, "/debug/fathom/allocs")
+    allocs = Fathom::Pprof.read(body)
+    assert_equal "alloc_space", allocs.default_sample_type
+    assert_equal heap.sample_type_names, allocs.sample_type_names
+    File.binwrite(path, body)
+    skip_unless_go!
+    assert_match(/Type: alloc_space/, go_pprof("-top", "-symbolize=none", path))
+  end
+
+  def test_debug_1_is_the_text_report
+    app = heap_app
+    headers, body = fetch(app, "/debug/fathom/heap", "debug=1&gc=1")
+    assert_match(%r{\Atext/plain}, headers["content-type"])
+    assert_match(/flat%.*String#\*/m, body)
+    _, body = fetch(app, "/debug/fathom/allocs", "debug=1")
+    assert_match(/Type: alloc_space/, body)
+  end
+
+  def test_gc_pprof_and_firefox
+    app = Fathom::Rack::App.new(enabled: true)
+    _, body = fetch(app, "/debug/fathom/gc", "seconds=1")
+    assert_includes Fathom::Pprof.read(body).sample_type_names, "gcs"
+    headers, body = fetch(app, "/debug/fathom/gc", "seconds=1&format=firefox")
+    assert_match(/filename="gc.json.gz"/, headers["content-disposition"])
+    assert_equal "Fathom", JSON.parse(Zlib.gunzip(body)).dig("meta", "product")[/\AFathom/]
+    _, body = fetch(app, "/debug/fathom/gc", "seconds=1&debug=1")
+    assert_match(/GC profile/, body)
+  end
+
+  def test_mounted_with_map_and_at_another_prefix
+    app = Fathom::Rack::App.new(enabled: true, prefix: "/ops/prof/")
+    status, _, body = app.call(env("/", "").merge("SCRIPT_NAME" => "/ops/prof"))
+    assert_equal 200, status
+    assert_match(/heap/, body.join)
+    assert_equal 200, app.call(env("/ops/prof/")).first
+    inner = ->(_) { [200, {}, ["page"]] }
+    assert_equal ["page"], Fathom::Rack::App.new(inner, enabled: true).call(env("/users"))[2]
+  end
+
+  def test_middleware_returns_the_request_profile_or_writes_it
+    page = lambda do |_|
+      Leaky.leak(1000)
+      [200, { "content-type" => "text/html" }, ["<p>done</p>"]]
+    end
+    mw = Fathom::Rack::Middleware.new(page, enabled: true)
+    assert_equal ["<p>done</p>"], mw.call(env("/report"))[2]
+    status, headers, body = mw.call(env("/report", "fathom=heap"))
+    assert_equal 200, status
+    assert_match(/request-heap.pb.gz/, headers["content-disposition"])
+    profile = Fathom::Pprof.read(body.join)
+    i = profile.sample_type_index("inuse_space")
+    leaked = profile.samples.select { |s| profile.stack_names(s).any? { |f| f.include?("Leaky.leak") } }.sum { |s| s.values[i] }
+    assert_operator leaked, :>=, 1000 * 200
+
+    mw = Fathom::Rack::Middleware.new(page, enabled: true, dir: @dir)
+    status, headers, body = mw.call(env("/report", "fathom=gc"))
+    assert_equal [200, ["<p>done</p>"]], [status, body]
+    name = headers["x-fathom-profile"]
+    assert_match(/\Arequest-gc-#{Process.pid}-\d{8}T\d{6}Z-\d+\.pb\.gz\z/, name)
+    assert_includes Fathom::Pprof.read(File.binread(File.join(@dir, name))).sample_type_names, "gcs"
+    assert_equal 400, mw.call(env("/report", "fathom=bogus")).first
+    assert_equal 403, mw.call(env("/report", "fathom=heap").merge("REMOTE_ADDR" => "10.0.0.1")).first
+  end
+
+  def test_middleware_refuses_when_always_on_holds_the_heap_hooks
+    @profiler = Fathom::HeapProfiler.new.start
+    mw = Fathom::Rack::Middleware.new(->(_) { [200, {}, ["page"]] }, enabled: true)
+    status, _, body = mw.call(env("/", "fathom=heap"))
+    assert_equal 409, status
+    assert_match(/already running/, body.join)
+  end
+end
