@@ -1,0 +1,49 @@
+// CPU / wall profile encoding: a self-contained copy of a CpuAggregate with
+// its frames already symbolized (the Ruby layer copies it with the GVL and
+// encodes without it), turned into pprof.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cpu/cpu_aggregate.h"
+#include "heap/stack_table.h"
+
+namespace fathom {
+
+enum class CpuMode : uint8_t { kCpu = 0, kWall };
+const char* CpuModeName(CpuMode mode);
+
+struct CpuProfileData {
+  struct Row {
+    std::vector<uint32_t> frames;  // indices into symbols, leaf first
+    std::vector<int32_t> lines;
+    bool truncated = false;
+    int32_t thread_id = 0;
+    ThreadState state = ThreadState::kUnknown;
+    CpuValues values;
+  };
+  CpuMode mode = CpuMode::kCpu;
+  int64_t interval_ns = 0;
+  int64_t start_realtime_ns = 0;
+  int64_t duration_ns = 0;
+  std::vector<FrameSymbol> symbols;
+  std::vector<Row> rows;
+  std::map<int32_t, std::string> thread_names;  // thread id -> name (absent: "")
+  uint64_t dropped = 0;  // samples lost because the ring was full
+  // Where the state label comes from: "thread-events" (Ruby 3.2+ GVL
+  // events) or "gvl-flag" (3.1: only whether the thread was inside a
+  // blocking region; GVL waits cannot be told apart).
+  std::string state_source;
+};
+
+// Gzipped pprof. Sample types samples/count, cpu/nanoseconds,
+// wall/nanoseconds (the default is cpu or wall by mode; the period type
+// too, with the mean sampling interval). Labels: "thread id" (number),
+// "thread name", "state" (running, gvl-wait, blocked, gc). Comments:
+// "fathom.cpu.mode=cpu interval_ns=N dropped=N states=thread-events".
+std::string EncodeCpuPprof(const CpuProfileData& data);
+
+}  // namespace fathom
