@@ -30,6 +30,12 @@ std::string EncodeCpuPprof(const CpuProfileData& data) {
       }
       locs.push_back(b.intern_location(functions[f], i < row.lines.size() ? row.lines[i] : 0));
     }
+    if (locs.empty()) {
+      // No walk while a GC runs (cpu_sampler.cc): the GVL holder was in the
+      // GC; another thread's stack was not read for this sample.
+      const char* name = row.state == ThreadState::kGc ? kCpuGcFrameName : kCpuNoStackFrameName;
+      locs.push_back(b.intern_location(b.intern_function(name, name, "", 0), 0));
+    }
     if (row.truncated) {
       if (truncated_location == 0)
         truncated_location = b.intern_location(b.intern_function(kTruncatedFrameName, kTruncatedFrameName, "", 0), 0);

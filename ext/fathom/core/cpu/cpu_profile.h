@@ -13,6 +13,10 @@
 
 namespace fathom {
 
+// Frames of samples without a Ruby stack (taken while a GC ran).
+inline constexpr const char* kCpuGcFrameName = "Garbage Collection";
+inline constexpr const char* kCpuNoStackFrameName = "(stack not read: GC running)";
+
 enum class CpuMode : uint8_t { kCpu = 0, kWall };
 const char* CpuModeName(CpuMode mode);
 
