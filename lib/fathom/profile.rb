@@ -11,7 +11,7 @@ module Fathom
   # produced. kind: :heap, :gc or :retention; format: :pprof (gzipped
   # protobuf) or :firefox (Firefox Profiler JSON, gzipped or not).
   class Profile
-    KINDS = %i[heap gc retention].freeze
+    KINDS = %i[heap gc retention cpu].freeze
     FORMATS = %i[pprof firefox].freeze
 
     attr_reader :bytes, :stats, :path, :kind, :format
@@ -81,7 +81,11 @@ module Fathom
 
     def to_s
       parts = ["#{@bytes.bytesize} bytes#{" gzipped" if ProfileBytes.gzip?(@bytes)}"]
-      parts << "#{@stats[:samples]} samples (#{@stats[:live_samples]} live)" if @stats.key?(:samples)
+      if @stats.key?(:live_samples)
+        parts << "#{@stats[:samples]} samples (#{@stats[:live_samples]} live)"
+      elsif @stats.key?(:samples)
+        parts << "#{@stats[:samples]} samples, #{@stats[:dropped]} dropped"
+      end
       parts << "#{@stats[:steps]} GC steps in #{@stats[:periods]} periods" if @stats.key?(:steps)
       parts << "flushed in #{Options.format_ns(@stats[:flush_ns])}" if @stats[:flush_ns]
       parts << "written to #{@path}" if @path

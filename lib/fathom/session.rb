@@ -30,7 +30,7 @@ module Fathom
       Options.check_unknown!(opts, known, "Fathom.profile(mode: #{@modes.size == 1 ? @modes.first.inspect : @modes.inspect})")
       @format = format || :pprof
       @profilers = @modes.to_h do |m|
-        [m, Modes.profiler_class(m).new(**opts.slice(*Modes::DEFAULTS.fetch(m).keys))]
+        [m, Modes.new_profiler(m, **opts.slice(*Modes::DEFAULTS.fetch(m).keys))]
       end
       @started = []
     end
