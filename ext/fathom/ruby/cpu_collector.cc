@@ -33,10 +33,15 @@
 namespace fathom {
 namespace {
 
-constexpr int kMaxDepthLimit = 1024;
-// Ring cells: at the default 10 ms and 8 busy threads, 25 s of samples;
-// at 100 us, ~250 ms — the drain job and thread keep far ahead of that.
-constexpr size_t kRingCapacity = 2048;
+constexpr int kMaxDepthLimit = 4096;  // Options::MAX_DEPTH_RANGE
+// Ring cells: 2048 at the default max_depth 128 (3 MB): at the default
+// 10 ms and 8 busy threads, 25 s of samples; at 100 us, ~250 ms — the drain
+// job and thread keep far ahead of that. Deeper stacks get fewer cells
+// (at least 256) so the ring stays within ~13 MB.
+size_t RingCapacity(int max_depth) {
+  size_t cells = 2048 * 128 / static_cast<size_t>(max_depth);
+  return cells < 256 ? 256 : cells > 2048 ? 2048 : cells;
+}
 
 VALUE sym_cpu, sym_wall, sym_pprof;
 ID id_list, id_native_thread_id, id_name, id_main;
@@ -168,7 +173,7 @@ VALUE CollectorInitialize(VALUE self, VALUE mode, VALUE interval_ns, VALUE max_d
     c->config.mode = mode == sym_wall ? CpuMode::kWall : CpuMode::kCpu;
     c->config.interval_ns = interval;
     c->max_depth = depth;
-    c->ring = std::make_unique<SampleRing>(kRingCapacity, static_cast<size_t>(depth));
+    c->ring = std::make_unique<SampleRing>(RingCapacity(depth), static_cast<size_t>(depth));
     return self;
   });
 }

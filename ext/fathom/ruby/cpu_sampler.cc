@@ -101,7 +101,18 @@ ThreadSlot* FindSlot(int32_t tid) {
 
 // GVL held. Creates the thread's timer and arms it.
 void AddThread(pid_t tid) {
-  if (tid <= 0 || FindSlot(tid) != nullptr) return;
+  if (tid <= 0) return;
+  if (ThreadSlot* known = FindSlot(tid)) {
+    // A native thread Ruby 3.1 took from its thread cache for a new Ruby
+    // thread: its timer stopped re-arming while it had no Ruby thread
+    // (OnSignal). A new thread, new baselines.
+    if (known->active.load() && known->has_timer) {
+      known->last_cpu_ns = ClockNs(ThreadCpuClock(tid));
+      known->last_wall_ns = MonotonicNs();
+      Arm(known);
+    }
+    return;
+  }
   g_threads_seen.fetch_add(1, std::memory_order_relaxed);
   int index = -1;
   for (int i = 0; i < kMaxThreads; i++) {
@@ -316,7 +327,12 @@ void CpuSampler::OnSignal(int index) {
   s->busy.store(true);
   // Checked after announcing busy: Stop/RemoveSlot clear `active` and then
   // wait for busy to clear, so one of the two sees the other (seq_cst).
-  if (!g_enabled.load() || !s->active.load() || s->tid.load(std::memory_order_relaxed) != CurrentTid()) {
+  // ruby_native_thread_p: a thread that ended without our THREAD_END hook
+  // seeing it (it ended while we were stopped, but Thread.list still listed
+  // it at start) may sit in Ruby 3.1's native-thread cache with no
+  // execution context: rb_profile_frames would read through NULL.
+  if (!g_enabled.load() || !s->active.load() || s->tid.load(std::memory_order_relaxed) != CurrentTid() ||
+      !ruby_native_thread_p()) {
     g_foreign.fetch_add(1, std::memory_order_relaxed);
     s->busy.store(false);
     return;
