@@ -209,7 +209,7 @@ VALUE CollectorStop(VALUE self) {
   return RubyMethod([&] {
     Initialized(c);
     if (!c->running) return self;
-    CpuSampler::Stop();
+    CpuSampler::Stop(/*account_blocked=*/true);
     c->running = false;
     Drain(c);
     g_active = nullptr;

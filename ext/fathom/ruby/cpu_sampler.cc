@@ -1,6 +1,7 @@
 #include "cpu_sampler.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -57,6 +58,65 @@ CpuSampler::ThreadEndCallback g_on_end = nullptr;
 bool g_running = false;  // GVL only
 bool g_watching = false;
 size_t g_drain_threshold = 64;
+
+// Wall mode, Ruby 3.2+: a thread that releases the GVL (SUSPENDED) blocks
+// SIGPROF until it wants the GVL back (READY). Otherwise our timer would
+// interrupt its poll/ppoll with EINTR every interval, and Ruby would take
+// the GVL to check interrupts before waiting again: the sampled thread would
+// show as waiting for the GVL (it really would be) and steal GVL turns from
+// busy threads. Blocked, its one-shot timer fires once and the signal stays
+// pending; unblocked at READY, the handler runs at once, still in the
+// blocked state, with the whole blocked time as the sample's wall delta.
+// The native thread ids that have SIGPROF blocked by us: kept apart from
+// the slots, so a thread still blocked when sampling stops is unblocked at
+// its next READY (the GVL event hook stays installed once added).
+std::atomic<int32_t> g_masked[kMaxThreads];
+std::atomic<int> g_masked_count{0};
+std::atomic<int> g_masked_high{0};  // entries [0, high) may be in use
+
+bool MaskedContains(int32_t tid) {
+  int high = g_masked_high.load();
+  for (int i = 0; i < high; i++)
+    if (g_masked[i].load(std::memory_order_relaxed) == tid) return true;
+  return false;
+}
+
+#ifdef HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK
+bool MaskedAdd(int32_t tid) {
+  for (int i = 0; i < kMaxThreads; i++) {
+    int32_t expected = 0;
+    if (g_masked[i].compare_exchange_strong(expected, tid)) {
+      int high = g_masked_high.load();
+      while (high < i + 1 && !g_masked_high.compare_exchange_weak(high, i + 1)) {
+      }
+      g_masked_count.fetch_add(1);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool MaskedRemove(int32_t tid) {
+  int high = g_masked_high.load();
+  for (int i = 0; i < high; i++) {
+    int32_t expected = tid;
+    if (g_masked[i].load(std::memory_order_relaxed) == tid &&
+        g_masked[i].compare_exchange_strong(expected, 0)) {
+      g_masked_count.fetch_sub(1);
+      return true;
+    }
+  }
+  return false;
+}
+
+void SetSigprofBlocked(bool blocked) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPROF);
+  pthread_sigmask(blocked ? SIG_BLOCK : SIG_UNBLOCK, &set, nullptr);
+}
+
+#endif
 
 std::atomic<uint64_t> g_signals{0}, g_samples{0}, g_threads_seen{0}, g_timer_errors{0}, g_foreign{0};
 
@@ -166,7 +226,17 @@ rb_internal_thread_event_hook_t* g_event_hook = nullptr;
 // Runs on the thread that changes state, often without the GVL: finds its
 // slot and stores one byte. No allocation, no Ruby.
 void ThreadEventHook(rb_event_flag_t event, const rb_internal_thread_event_data_t*, void*) {
-  ThreadSlot* s = FindSlot(CurrentTid());
+  bool enabled = g_enabled.load(std::memory_order_relaxed);
+  if (!enabled && g_masked_count.load(std::memory_order_relaxed) == 0) return;
+  int32_t tid = CurrentTid();
+  if (event != RUBY_INTERNAL_THREAD_EVENT_SUSPENDED && g_masked_count.load(std::memory_order_relaxed) > 0 &&
+      MaskedRemove(tid)) {
+    // The pending sample (if the timer fired) is taken right here, in the
+    // blocked state that is still recorded.
+    SetSigprofBlocked(false);
+  }
+  if (!enabled) return;
+  ThreadSlot* s = FindSlot(tid);
   if (s == nullptr) return;
   ThreadState state;
   if (event == RUBY_INTERNAL_THREAD_EVENT_READY) {
@@ -179,6 +249,8 @@ void ThreadEventHook(rb_event_flag_t event, const rb_internal_thread_event_data_
     return;
   }
   s->state.store(static_cast<uint8_t>(state), std::memory_order_relaxed);
+  if (state == ThreadState::kBlocked && g_config.mode == CpuMode::kWall && s->active.load() && MaskedAdd(tid))
+    SetSigprofBlocked(true);
 }
 #endif
 
@@ -217,7 +289,10 @@ void WatchThreads() {
   rb_add_event_hook(ThreadBeginHook, RUBY_EVENT_THREAD_BEGIN, Qnil);
   rb_add_event_hook(ThreadEndHook, RUBY_EVENT_THREAD_END, Qnil);
 #ifdef HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK
-  g_event_hook = rb_internal_thread_add_event_hook(
+  // Added once and kept: it must unblock SIGPROF on threads that were
+  // blocked when sampling stopped (it returns at once when idle).
+  if (g_event_hook == nullptr)
+    g_event_hook = rb_internal_thread_add_event_hook(
       ThreadEventHook,
       RUBY_INTERNAL_THREAD_EVENT_READY | RUBY_INTERNAL_THREAD_EVENT_RESUMED | RUBY_INTERNAL_THREAD_EVENT_SUSPENDED,
       nullptr);
@@ -229,10 +304,6 @@ void UnwatchThreads() {
   if (!g_watching) return;
   rb_remove_event_hook(ThreadBeginHook);
   rb_remove_event_hook(ThreadEndHook);
-#ifdef HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK
-  if (g_event_hook) rb_internal_thread_remove_event_hook(g_event_hook);
-  g_event_hook = nullptr;
-#endif
   g_watching = false;
 }
 
@@ -249,6 +320,51 @@ void StopAtExit(VALUE) {
   NoThrow("cpu sampler at exit", [] {
     if (g_running) CpuSampler::Stop();
   });
+}
+
+// Wall mode at stop: threads still blocked (SIGPROF blocked, their sample
+// pending) would lose the time since their last sample. Ruby 3.3+ reads
+// their stack with rb_profile_thread_frames (GVL held; the thread is outside
+// Ruby code, its frames are still) and a last sample goes into the ring.
+// Before 3.3 the sample has no stack. g_enabled is already false: the
+// handler cannot race us on the slot.
+void AccountBlockedThreads() {
+  int high = g_slot_high.load();
+  for (int i = 0; i < high; i++) {
+    ThreadSlot& s = g_slots[i];
+    int32_t tid = s.tid.load();
+    if (tid == 0 || !s.active.load() || !MaskedContains(tid)) continue;
+    while (s.busy.load()) sched_yield();
+    SampleRing::Slot cell = g_ring->Claim();
+    if (!cell) continue;
+    int64_t wall = MonotonicNs();
+    SampleHeader* h = cell.header;
+    h->time_ns = wall;
+    h->cpu_delta_ns = 0;
+    h->wall_delta_ns = wall - s.last_wall_ns;
+    h->thread_id = tid;
+    h->state = ThreadState::kBlocked;
+    h->depth = 0;
+    h->truncated = false;
+#ifdef HAVE_RB_PROFILE_THREAD_FRAMES
+    VALUE thread = Qnil;
+    TryProtect([&] {
+      VALUE threads = rb_funcall(rb_cThread, id_list, 0);
+      for (long k = 0; k < RARRAY_LEN(threads); k++) {
+        VALUE id = rb_funcall(RARRAY_AREF(threads, k), id_native_thread_id, 0);
+        if (RB_INTEGER_TYPE_P(id) && NUM2LL(id) == tid) thread = RARRAY_AREF(threads, k);
+      }
+    });
+    if (!NIL_P(thread)) {
+      int max = static_cast<int>(g_ring->max_depth());
+      int depth = rb_profile_thread_frames(thread, 0, max, reinterpret_cast<VALUE*>(cell.frames), cell.lines);
+      h->depth = static_cast<uint16_t>(depth < 0 ? 0 : depth);
+      h->truncated = depth >= max;
+    }
+#endif
+    g_ring->Publish(cell);
+    s.last_wall_ns = wall;
+  }
 }
 
 }  // namespace
@@ -290,10 +406,11 @@ bool CpuSampler::Start(SampleRing* ring, const Config& config, const PostponedJo
   return true;
 }
 
-void CpuSampler::Stop() {
+void CpuSampler::Stop(bool account_blocked) {
   if (!g_running) return;
   UnwatchThreads();
   g_enabled.store(false);
+  if (account_blocked && g_config.mode == CpuMode::kWall && g_masked_count.load() > 0) AccountBlockedThreads();
   RemoveAllSlots();
   g_running = false;
   g_ring = nullptr;

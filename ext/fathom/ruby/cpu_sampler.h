@@ -47,7 +47,10 @@ class CpuSampler {
                     std::string* error);
   // GVL held. When it returns, no handler is writing into the ring and
   // none will (pending signals find the sampler off and return).
-  static void Stop();
+  // account_blocked (wall mode; not at exit or in GC free, where Ruby must
+  // not be called): threads blocked right now get a last sample for the
+  // time since their previous one.
+  static void Stop(bool account_blocked = false);
   static bool running();
   // In a forked child (timers are not inherited; only the forking thread
   // exists): samples that thread alone.
