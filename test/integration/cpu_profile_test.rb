@@ -100,3 +100,38 @@ class CpuProfileTest < Minitest::Test
     assert_equal :cpu, Fathom::Profile.load(out).kind
   end
 end
+
+# `fathom run --mode cpu,gc,heap`: one file per mode, the CPU one read by
+# `fathom report` with its thread table.
+class CpuCliTest < Minitest::Test
+  def setup
+    require_native!
+    @dir = Dir.mktmpdir("fathom-cpu-cli")
+  end
+
+  def teardown
+    FileUtils.rm_rf(@dir)
+  end
+
+  def test_run_cpu_gc_heap_together_then_report
+    script = File.join(@dir, "work.rb")
+    File.write(script, <<~RUBY)
+      def spin(s) = (t = Process.clock_gettime(Process::CLOCK_MONOTONIC) + s; x = 0; (x += 1; "s" * 8) while Process.clock_gettime(Process::CLOCK_MONOTONIC) < t; x)
+      th = Thread.new { Thread.current.name = "spinner"; spin(0.3) }
+      spin(0.3)
+      th.join
+    RUBY
+    base = File.join(@dir, "run")
+    _o, err, status = TestHelper.run_fathom("run", "--mode", "cpu,gc,heap", "-o", base, "--", RbConfig.ruby, script,
+                                            env: TestHelper::PLAIN_ENV)
+    assert status.success?, err
+    %w[cpu gc heap].each { |m| assert File.exist?("#{base}.#{m}.pb.gz"), "#{m} profile written: #{err}" }
+    assert_match(/wrote cpu profile .*cpu samples of \d+ threads, 0 dropped/, err)
+    report, err, status = TestHelper.run_fathom("report", "#{base}.cpu.pb.gz", "--top", "5")
+    assert status.success?, err
+    assert_match(/Type: cpu/, report)
+    assert_match(/Object#spin/, report)
+    assert_match(/^  spinner\s+\d+/, report)
+    assert_match(/^  main\s+\d+/, report)
+  end
+end
