@@ -65,6 +65,7 @@ module Fathom
         fathom report heap.pb.gz --sample-index alloc_space --top 10
         fathom run --mode gc --format firefox -o gc.json.gz -- ruby script.rb
         fathom run --mode retention -o retained.pb.gz -- ruby script.rb
+        fathom run --mode wall,gc -o run -- ruby script.rb   # every thread's time, with GC
         fathom diff before.pb.gz after.pb.gz
         fathom analyze heap.json -o retained.pb.gz
         go tool pprof -http=: heap.pb.gz
