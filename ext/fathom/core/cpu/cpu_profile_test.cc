@@ -165,7 +165,11 @@ CpuProfileData SampleData() {
   s.state = ThreadState::kBlocked;
   s.truncated = true;
   s.values = {2, 0, 20000000};
-  d.rows = {a, s};
+  CpuProfileData::Row gc;  // taken while a GC ran: no stack walked
+  gc.thread_id = 101;
+  gc.state = ThreadState::kGc;
+  gc.values = {1, 5000000, 5000000};
+  d.rows = {a, s, gc};
   d.thread_names = {{101, "burner"}, {102, "sleeper"}};
   return d;
 }
@@ -186,6 +190,8 @@ TEST(CpuProfileTest, EncodedProfileReadsBackInGoPprof) {
   EXPECT_NE(raw.output.find("Object#burn_a /app/burn.rb:4"), std::string::npos) << raw.output;
   EXPECT_NE(raw.output.find("(truncated)"), std::string::npos) << raw.output;
   EXPECT_NE(raw.output.find("fathom.cpu.mode=wall"), std::string::npos) << raw.output;
+  EXPECT_NE(raw.output.find("Garbage Collection"), std::string::npos) << raw.output;
+  EXPECT_NE(raw.output.find("state:[gc]"), std::string::npos) << raw.output;
   auto top = test_util::RunCommand(env + "go tool pprof -top -symbolize=none -sample_index=cpu " + path);
   ASSERT_EQ(top.exit_code, 0) << top.output;
   EXPECT_NE(top.output.find("Object#burn_a"), std::string::npos) << top.output;
