@@ -87,6 +87,31 @@ class CpuProfileTest < Minitest::Test
     end
   end
 
+  # A thread still blocked when wall sampling stops: on 3.2+ its SIGPROF is
+  # blocked while it waits, so its time comes from the last sample taken at
+  # stop (with its stack on 3.3, rb_profile_thread_frames); on 3.1 it is
+  # signalled all along. Either way its wall time is its lifetime.
+  def test_thread_blocked_at_stop_keeps_its_wall_time
+    r, w = IO.pipe
+    profiler = Fathom::CpuProfiler.new(mode: :wall).start
+    t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    reader = Thread.new { Thread.current.name = "stuck"; r.read(1) }
+    sleep 0.6
+    profiler.stop
+    life = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
+    path = File.join(@dir, "stuck.pb.gz")
+    profiler.flush.write(path)
+    w.write("x")
+    reader.join
+    raw = PprofRaw.read(path)
+    stuck = raw.by_label("wall", "thread name")["stuck"].to_i / 1e9
+    assert_in_delta 1.0, stuck / life, 0.10, "stuck: #{stuck}s of #{life}s\n#{raw.output}"
+    if Gem::Version.new(RUBY_VERSION) >= Gem::Version.new("3.3")
+      in_read = raw.cum("wall", /IO#read/, labels: { "thread name" => "stuck" }) / 1e9
+      assert_operator in_read, :>=, 0.9 * stuck, raw.output
+    end
+  end
+
   def test_report_shows_top_functions_and_the_thread_table
     out = File.join(@dir, "r.pb.gz")
     truth = File.join(@dir, "r.json")
