@@ -26,6 +26,10 @@ void CpuAggregate::Add(const SampleHeader& header, const uint64_t* frames, const
     entries_[it->second].values.Add(v);
     stacks_.Release(stack);  // the key already holds its reference
   }
+  if (keep_timeline_) {
+    stacks_.Retain(stack);
+    timeline_.push_back(CpuTimelineSample{header.time_ns, header.thread_id, stack, header.state, v.cpu_ns, v.wall_ns});
+  }
   size_t s = static_cast<size_t>(header.state);
   if (s >= kThreadStateCount) s = static_cast<size_t>(ThreadState::kUnknown);
   threads_[header.thread_id][s].Add(v);
@@ -39,6 +43,8 @@ CpuValues CpuAggregate::total() const {
 
 void CpuAggregate::Clear() {
   for (const Entry& e : entries_) stacks_.Release(e.key.stack_id);
+  for (const CpuTimelineSample& t : timeline_) stacks_.Release(t.stack_id);
+  timeline_.clear();
   entries_.clear();
   index_.clear();
   threads_.clear();

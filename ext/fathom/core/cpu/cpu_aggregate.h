@@ -42,8 +42,21 @@ struct CpuKey {
 // Per thread: the values per state (indexed by ThreadState).
 using ThreadTotals = std::array<CpuValues, kThreadStateCount>;
 
+// One sample in time order, for timelines (the Firefox Profiler output).
+struct CpuTimelineSample {
+  int64_t time_ns;
+  int32_t thread_id;
+  uint32_t stack_id;
+  ThreadState state;
+  int64_t cpu_ns, wall_ns;
+};
+
 class CpuAggregate {
  public:
+  // Also keep every sample in order (each holds a stack reference).
+  void set_keep_timeline(bool keep) { keep_timeline_ = keep; }
+  const std::vector<CpuTimelineSample>& timeline() const { return timeline_; }
+
   // One drained sample (frames leaf first, header.depth of them).
   void Add(const SampleHeader& header, const uint64_t* frames, const int32_t* lines);
 
@@ -75,6 +88,8 @@ class CpuAggregate {
   std::vector<Entry> entries_;
   std::unordered_map<CpuKey, size_t, KeyHash> index_;
   std::map<int32_t, ThreadTotals> threads_;
+  bool keep_timeline_ = false;
+  std::vector<CpuTimelineSample> timeline_;
 };
 
 }  // namespace fathom

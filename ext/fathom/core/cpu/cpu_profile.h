@@ -29,6 +29,16 @@ struct CpuProfileData {
     ThreadState state = ThreadState::kUnknown;
     CpuValues values;
   };
+  // The timeline (Firefox output only): samples in time order, each on a
+  // stack of timeline_stacks.
+  struct TimelineStack {
+    std::vector<uint32_t> frames;  // indices into symbols, leaf first
+    std::vector<int32_t> lines;
+  };
+  std::vector<TimelineStack> timeline_stacks;
+  std::vector<CpuTimelineSample> timeline;  // stack_id indexes timeline_stacks
+  int64_t start_monotonic_ns = 0;
+  int64_t pid = 0;
   CpuMode mode = CpuMode::kCpu;
   int64_t interval_ns = 0;
   int64_t start_realtime_ns = 0;
@@ -49,5 +59,11 @@ struct CpuProfileData {
 // "thread name", "state" (running, gvl-wait, blocked, gc). Comments:
 // "fathom.cpu.mode=cpu interval_ns=N dropped=N states=thread-events".
 std::string EncodeCpuPprof(const CpuProfileData& data);
+
+// The Firefox Profiler processed format (firefox_profile.h): one track per
+// thread; each sample weighted by its CPU time (cpu mode) or wall time
+// (wall mode) in ms, its frames in the category of its state; an interval
+// marker per run of gvl-wait, blocked or gc samples. JSON, gzipped when gzip.
+std::string EncodeCpuFirefox(const CpuProfileData& data, bool gzip);
 
 }  // namespace fathom

@@ -12,6 +12,8 @@
 #include "cpu/cpu_aggregate.h"
 #include "cpu/sample_ring.h"
 #include "testing/external_tools.h"
+#include "testing/firefox_format_check.h"
+#include "testing/mini_json.h"
 
 namespace fathom {
 namespace {
@@ -195,6 +197,30 @@ TEST(CpuProfileTest, EncodedProfileReadsBackInGoPprof) {
   auto top = test_util::RunCommand(env + "go tool pprof -top -symbolize=none -sample_index=cpu " + path);
   ASSERT_EQ(top.exit_code, 0) << top.output;
   EXPECT_NE(top.output.find("Object#burn_a"), std::string::npos) << top.output;
+}
+
+TEST(CpuProfileTest, FirefoxTimelineHasATrackPerThreadAndStateMarkers) {
+  CpuProfileData d = SampleData();
+  d.pid = 101;
+  d.start_monotonic_ns = 1000000000;
+  d.timeline_stacks = {{{0, 1}, {4, 9}}, {{2, 1}, {0, 12}}};
+  d.timeline = {
+      {1010000000, 101, 0, ThreadState::kRunning, 10000000, 10000000},
+      {1020000000, 101, 0, ThreadState::kGvlWait, 0, 10000000},
+      {1030000000, 101, 0, ThreadState::kGvlWait, 0, 10000000},
+      {1040000000, 101, 0, ThreadState::kRunning, 10000000, 10000000},
+      {1015000000, 102, 1, ThreadState::kBlocked, 0, 15000000},
+      {1045000000, 102, UINT32_MAX, ThreadState::kGc, 1000000, 30000000},
+  };
+  std::string text = EncodeCpuFirefox(d, false);
+  test_util::json::Value v = test_util::json::Parse(text);
+  EXPECT_EQ(test_util::FirefoxFormatErrors(v), "");
+  EXPECT_NE(text.find("\"burner\""), std::string::npos);
+  EXPECT_NE(text.find("\"sleeper\""), std::string::npos);
+  EXPECT_NE(text.find("gvl-wait"), std::string::npos);
+  EXPECT_NE(text.find("Object#burn_a"), std::string::npos);
+  EXPECT_NE(text.find("Garbage Collection"), std::string::npos);
+  EXPECT_EQ(v["threads"].as_array().size(), 2u);
 }
 
 }  // namespace
