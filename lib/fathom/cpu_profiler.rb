@@ -22,7 +22,7 @@ module Fathom
     include CollectorLifecycle
 
     MODES = %i[cpu wall].freeze
-    FORMATS = %i[pprof].freeze
+    FORMATS = Modes::FORMATS.fetch(:cpu)
     # How often the drain thread moves samples out of the signal ring when
     # no postponed job did (Ruby < 3.3 with every thread asleep).
     DRAIN_INTERVAL = 0.05
@@ -31,23 +31,24 @@ module Fathom
 
     # mode: :cpu (time on each thread's CPU clock) or :wall (elapsed time,
     # sleeping and blocked threads included). interval: mean time between
-    # samples of one thread (jittered ±25%). format: :pprof (the Firefox
-    # Profiler timeline is not written yet). native: C frames are the
+    # samples of one thread (jittered ±25%). format: :pprof, or :firefox (a
+    # Firefox Profiler timeline: a track per thread, state markers; every
+    # sample is kept until flush). native: C frames are the
     # subject of another piece of work and not supported yet.
-    def initialize(mode: :cpu, format: :pprof, **opts)
+    def initialize(mode: :cpu, **opts)
       Options.check_unknown!(opts, Modes::DEFAULTS.fetch(:cpu).keys, "Fathom::CpuProfiler.new")
       opts = Modes::DEFAULTS.fetch(:cpu).merge(opts)
       @mode = Options.one_of("mode", mode, MODES)
       @interval_ns = Options.duration_ns("interval", opts[:interval], min_ns: Options::SAMPLING_INTERVAL_NS.begin,
                                                                       max_ns: Options::SAMPLING_INTERVAL_NS.end)
       @max_depth = Options.integer("max_depth", opts[:max_depth], Options::MAX_DEPTH_RANGE)
-      @format = Options.one_of("format", format, FORMATS)
+      @format = Options.one_of("format", opts[:format], FORMATS)
       if Options.boolean("native", opts[:native])
         raise Fathom::Error, "fathom: native: true (C frames) is not yet supported by the CPU profiler"
       end
 
       NativeLoader.require!
-      @collector = Native::CpuCollector.new(@mode, @interval_ns, @max_depth)
+      @collector = Native::CpuCollector.new(@mode, @interval_ns, @max_depth, @format == :firefox)
       @lock = Mutex.new
       @drainer = nil
     end
@@ -70,13 +71,15 @@ module Fathom
       start_drainer
     end
 
-    # What was sampled since start (or the previous flush), as gzipped
-    # pprof; the next flush starts a new window. gc: is accepted for
-    # symmetry with HeapProfiler#flush and ignored.
-    def flush(gc: false)
+    # What was sampled since start (or the previous flush), in `format`
+    # (pprof is always gzipped; gzip: applies to :firefox); the next flush
+    # starts a new window. gc: is accepted for symmetry with
+    # HeapProfiler#flush and ignored.
+    def flush(gc: false, gzip: true)
       Options.boolean("gc", gc)
-      bytes = @lock.synchronize { @collector.encode(:pprof) }
-      Profile.new(bytes, stats.merge(ractors: RactorCheck.stat(self)), kind: :cpu, format: :pprof)
+      gzip = Options.boolean("gzip", gzip)
+      bytes = @lock.synchronize { @collector.encode(@format, gzip) }
+      Profile.new(bytes, stats.merge(ractors: RactorCheck.stat(self)), kind: :cpu, format: @format)
     end
 
     def inspect

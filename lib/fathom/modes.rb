@@ -32,13 +32,13 @@ module Fathom
       # 10 ms: each sample costs a signal and a stack walk on the sampled
       # thread (a few microseconds), so 100 samples/s per thread stays well
       # within 1% (bench/cpu_overhead.rb). native: C frames, not yet.
-      cpu: { interval: 0.01, max_depth: 128, native: false }.freeze,
-      wall: { interval: 0.01, max_depth: 128, native: false }.freeze,
+      cpu: { interval: 0.01, max_depth: 128, native: false, format: :pprof }.freeze,
+      wall: { interval: 0.01, max_depth: 128, native: false, format: :pprof }.freeze,
     }.freeze
 
-    # Output formats per mode: every mode writes pprof; the GC profile can
-    # also be a Firefox Profiler timeline.
-    FORMATS = { heap: %i[pprof], gc: %i[pprof firefox], retention: %i[pprof], cpu: %i[pprof], wall: %i[pprof] }.freeze
+    # Output formats per mode: every mode writes pprof; the GC and CPU/wall
+    # profiles can also be a Firefox Profiler timeline.
+    FORMATS = { heap: %i[pprof], gc: %i[pprof firefox], retention: %i[pprof], cpu: %i[pprof firefox], wall: %i[pprof firefox] }.freeze
     # Where the GC profile's data comes from (GcProfiler's gc_source:).
     GC_SOURCES = %i[auto hooks counters].freeze
     ALL_FORMATS = FORMATS.values.flatten.uniq.freeze
@@ -77,7 +77,7 @@ module Fathom
       format = Options.one_of(what, format, ALL_FORMATS)
       return format if format == :pprof || modes.any? { |m| FORMATS.fetch(m).include?(format) }
 
-      raise ArgumentError, "fathom: #{what} #{format} applies to the gc mode only, not #{modes.join(", ")}"
+      raise ArgumentError, "fathom: #{what} #{format} applies to the gc, cpu and wall modes only, not #{modes.join(", ")}"
     end
 
     # The profiler class of a mode (loaded on first use).

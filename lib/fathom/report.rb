@@ -32,7 +32,12 @@ module Fathom
 
       top = Options.row_limit("top", top)
       SampleIndex.check_type!(sample_index)
-      return FirefoxSummary.new(parse_firefox_json(bytes), sample_index: sample_index) if firefox_json?(bytes)
+      if firefox_json?(bytes)
+        json = parse_firefox_json(bytes)
+        return CpuFirefoxSummary.new(json) if CpuFirefoxSummary.cpu_firefox?(json)
+
+        return FirefoxSummary.new(json, sample_index: sample_index)
+      end
 
       for_profile(Pprof.decode(bytes), sample_index: sample_index, top: top)
     end

@@ -160,3 +160,46 @@ class CpuCliTest < Minitest::Test
     assert_match(/^  main\s+\d+/, report)
   end
 end
+
+# The Firefox Profiler format of a wall profile: the structural check, a
+# track per thread, markers for the blocked runs, and `fathom report`.
+class CpuFirefoxTest < Minitest::Test
+  def setup
+    require_native!
+    require "support/firefox_format"
+    @dir = Dir.mktmpdir("fathom-cpu-ff")
+  end
+
+  def teardown
+    FileUtils.rm_rf(@dir)
+  end
+
+  def test_wall_profile_as_firefox_timeline
+    path = File.join(@dir, "wall.json.gz")
+    profile = Fathom.profile(mode: :wall, format: :firefox, out: path) do
+      sleeper = Thread.new { Thread.current.name = "sleeper"; sleep 0.3 }
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 0.3
+      x = 0
+      x += 1 while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+      sleeper.join
+    end
+    assert_equal :firefox, profile.format
+    json = profile.firefox_json
+    FirefoxFormat.check!(json)
+    names = json["threads"].map { |t| t["name"] }
+    assert_includes names, "main"
+    assert_includes names, "sleeper"
+    sleeper = json["threads"].find { |t| t["name"] == "sleeper" }
+    marker_names = sleeper["markers"]["name"].map { |i| sleeper["stringArray"][i] }
+    assert_includes marker_names, "blocked"
+    loaded = Fathom::Profile.load(path)
+    assert_equal :cpu, loaded.kind
+    assert_match(/sleeper\s+\d+/, loaded.report)
+  end
+
+  def test_output_path_and_format_choice
+    assert_equal ".json.gz", Fathom::OutputPaths.extension(:cpu, :firefox)
+    assert_equal :firefox, Fathom::CpuProfiler.new(format: :firefox).format
+    assert_raises(ArgumentError) { Fathom::CpuProfiler.new(format: :svg) }
+  end
+end

@@ -132,7 +132,7 @@ class CLITest < Minitest::Test
   end
 
   def test_run_refuses_a_format_the_modes_cannot_write
-    assert_usage_error(/--format firefox applies to the gc mode only, not heap/, "run", "--mode", "heap", "--format", "firefox", "--", "ruby", "-e", "1")
+    assert_usage_error(/--format firefox applies to the gc, cpu and wall modes only, not heap/, "run", "--mode", "heap", "--format", "firefox", "--", "ruby", "-e", "1")
   end
 
   # A file argument is a file: its content is never taken for another path.

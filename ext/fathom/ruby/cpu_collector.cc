@@ -43,7 +43,7 @@ size_t RingCapacity(int max_depth) {
   return cells < 256 ? 256 : cells > 2048 ? 2048 : cells;
 }
 
-VALUE sym_cpu, sym_wall, sym_pprof;
+VALUE sym_cpu, sym_wall, sym_pprof, sym_firefox;
 ID id_list, id_native_thread_id, id_name, id_main;
 
 struct CpuCollector {
@@ -157,8 +157,9 @@ VALUE CollectorAlloc(VALUE klass) {
   return RubyMethod([klass] { return TypedData_Wrap_Struct(klass, &kCpuCollectorType, new CpuCollector()); });
 }
 
-// initialize(mode, interval_ns, max_depth): mode :cpu or :wall.
-VALUE CollectorInitialize(VALUE self, VALUE mode, VALUE interval_ns, VALUE max_depth) {
+// initialize(mode, interval_ns, max_depth, timeline): mode :cpu or :wall;
+// timeline: keep every sample in order (for the Firefox Profiler format).
+VALUE CollectorInitialize(VALUE self, VALUE mode, VALUE interval_ns, VALUE max_depth, VALUE timeline) {
   CpuCollector* c = Unwrap(self);
   return RubyMethod([&] {
     if (c->ring) ThrowFathomError("fathom: CPU collector is already initialized");
@@ -174,6 +175,7 @@ VALUE CollectorInitialize(VALUE self, VALUE mode, VALUE interval_ns, VALUE max_d
     c->config.interval_ns = interval;
     c->max_depth = depth;
     c->ring = std::make_unique<SampleRing>(RingCapacity(depth), static_cast<size_t>(depth));
+    c->agg.set_keep_timeline(RTEST(timeline));
     return self;
   });
 }
@@ -293,6 +295,11 @@ void ReclassifyWaits(CpuProfileData* d) {
   for (CpuProfileData::Row& row : d->rows)
     if (row.state == ThreadState::kRunning && !row.frames.empty() && waits[row.frames.front()])
       row.state = ThreadState::kBlocked;
+  for (CpuTimelineSample& t : d->timeline) {
+    if (t.state != ThreadState::kRunning || t.stack_id >= d->timeline_stacks.size()) continue;
+    const std::vector<uint32_t>& frames = d->timeline_stacks[t.stack_id].frames;
+    if (!frames.empty() && waits[frames.front()]) t.state = ThreadState::kBlocked;
+  }
 }
 
 CpuProfileData TakeData(CpuCollector* c) {
@@ -306,12 +313,10 @@ CpuProfileData TakeData(CpuCollector* c) {
   d.dropped = c->ring->dropped() - c->dropped_reported;
   StackTable& stacks = c->agg.stacks();
   std::unordered_map<uint32_t, uint32_t> local;  // frame index -> index in d.symbols
-  c->agg.ForEach([&](const CpuKey& key, const CpuValues& values) {
-    CpuProfileData::Row row;
-    const std::vector<uint32_t>& frames = stacks.frames(key.stack_id);
-    row.lines = stacks.lines(key.stack_id);
-    row.truncated = stacks.truncated(key.stack_id);
-    row.frames.reserve(frames.size());
+  auto local_frames = [&](uint32_t stack_id) {
+    const std::vector<uint32_t>& frames = stacks.frames(stack_id);
+    std::vector<uint32_t> out;
+    out.reserve(frames.size());
     for (uint32_t f : frames) {
       auto it = local.find(f);
       if (it == local.end()) {
@@ -319,13 +324,40 @@ CpuProfileData TakeData(CpuCollector* c) {
         it = local.emplace(f, static_cast<uint32_t>(d.symbols.size())).first;
         d.symbols.push_back(stacks.symbol(f));
       }
-      row.frames.push_back(it->second);
+      out.push_back(it->second);
     }
+    return out;
+  };
+  c->agg.ForEach([&](const CpuKey& key, const CpuValues& values) {
+    CpuProfileData::Row row;
+    row.lines = stacks.lines(key.stack_id);
+    row.truncated = stacks.truncated(key.stack_id);
+    row.frames = local_frames(key.stack_id);
     row.thread_id = key.thread_id;
     row.state = key.state;
     row.values = values;
     d.rows.push_back(std::move(row));
   });
+  if (!c->agg.timeline().empty()) {
+    std::unordered_map<uint32_t, uint32_t> local_stacks;  // stack id -> index in d.timeline_stacks
+    d.timeline.reserve(c->agg.timeline().size());
+    for (CpuTimelineSample t : c->agg.timeline()) {
+      // An empty stack (taken during GC) stays "no stack".
+      if (stacks.frames(t.stack_id).empty()) {
+        t.stack_id = UINT32_MAX;
+      } else {
+        auto it = local_stacks.find(t.stack_id);
+        if (it == local_stacks.end()) {
+          it = local_stacks.emplace(t.stack_id, static_cast<uint32_t>(d.timeline_stacks.size())).first;
+          d.timeline_stacks.push_back({local_frames(t.stack_id), stacks.lines(t.stack_id)});
+        }
+        t.stack_id = it->second;
+      }
+      d.timeline.push_back(t);
+    }
+  }
+  d.start_monotonic_ns = c->start_monotonic_ns;
+  d.pid = static_cast<int64_t>(getpid());
   if (std::string(d.state_source) == "gvl-flag") ReclassifyWaits(&d);
   d.thread_names = c->ended_names;
   LiveThreadNames(&d.thread_names);
@@ -339,6 +371,8 @@ CpuProfileData TakeData(CpuCollector* c) {
 
 struct EncodeJob {
   CpuProfileData data;
+  bool firefox = false;
+  bool gzip = true;
   std::string out;
   VALUE result = Qnil;
 };
@@ -346,18 +380,22 @@ struct EncodeJob {
 void EncodeOffGvl(EncodeJob* job) {
   WithoutGvl([job] {
     FATHOM_FAULT_POINT("cpu_encode");
-    job->out = EncodeCpuPprof(job->data);
+    job->out = job->firefox ? EncodeCpuFirefox(job->data, job->gzip) : EncodeCpuPprof(job->data);
   });
   job->result = rb_str_new(job->out.data(), static_cast<long>(job->out.size()));
 }
 
-// encode(format) -> String (gzipped pprof). Covers the window since start
-// (or the previous encode, or the fork) and starts a new one.
-VALUE CollectorEncode(VALUE self, VALUE format) {
+// encode(format, gzip) -> String: :pprof (always gzipped) or :firefox
+// (JSON, gzipped when gzip; needs timeline: true at initialize). Covers the
+// window since start (or the previous encode, or the fork) and starts a new one.
+VALUE CollectorEncode(VALUE self, VALUE format, VALUE gzip) {
   CpuCollector* c = Unwrap(self);
   return RubyMethod([&] {
-    if (format != sym_pprof) ThrowArgumentError("fathom: the CPU profiler writes format :pprof");
+    if (format != sym_pprof && format != sym_firefox)
+      ThrowArgumentError("fathom: the CPU profiler writes format :pprof or :firefox");
     auto job = std::make_unique<EncodeJob>();
+    job->firefox = format == sym_firefox;
+    job->gzip = RTEST(gzip);
     job->data = TakeData(Initialized(c));
     EncodeJob* j = job.get();
     Protect([j] { EncodeOffGvl(j); });
@@ -398,6 +436,7 @@ void InitCpuCollector(VALUE mNative) {
   sym_cpu = ID2SYM(rb_intern("cpu"));
   sym_wall = ID2SYM(rb_intern("wall"));
   sym_pprof = ID2SYM(rb_intern("pprof"));
+  sym_firefox = ID2SYM(rb_intern("firefox"));
   id_list = rb_intern("list");
   id_native_thread_id = rb_intern("native_thread_id");
   id_name = rb_intern("name");
@@ -407,13 +446,13 @@ void InitCpuCollector(VALUE mNative) {
   VALUE klass = rb_define_class_under(mNative, "CpuCollector", rb_cObject);
   rb_gc_register_mark_object(klass);
   rb_define_alloc_func(klass, CollectorAlloc);
-  rb_define_method(klass, "initialize", RUBY_METHOD_FUNC(CollectorInitialize), 3);
+  rb_define_method(klass, "initialize", RUBY_METHOD_FUNC(CollectorInitialize), 4);
   rb_define_method(klass, "start", RUBY_METHOD_FUNC(CollectorStart), 0);
   rb_define_method(klass, "stop", RUBY_METHOD_FUNC(CollectorStop), 0);
   rb_define_method(klass, "running?", RUBY_METHOD_FUNC(CollectorRunningP), 0);
   rb_define_method(klass, "drain", RUBY_METHOD_FUNC(CollectorDrain), 0);
   rb_define_method(klass, "exclude_current_thread", RUBY_METHOD_FUNC(CollectorExcludeCurrentThread), 0);
-  rb_define_method(klass, "encode", RUBY_METHOD_FUNC(CollectorEncode), 1);
+  rb_define_method(klass, "encode", RUBY_METHOD_FUNC(CollectorEncode), 2);
   rb_define_method(klass, "after_fork_child", RUBY_METHOD_FUNC(CollectorAfterForkChild), 0);
   rb_define_method(klass, "stats", RUBY_METHOD_FUNC(CollectorStats), 0);
 }

@@ -82,5 +82,41 @@ module Fathom
         Units.format_value(ns, "nanoseconds")
       end
     end
+  
+    # `fathom report` of a CPU/wall profile written as a Firefox Profiler
+    # file: per thread (track), the summed sample weights (CPU or wall ms)
+    # by state category. The timeline itself is for profiler.firefox.com.
+    class CpuFirefoxSummary
+      PRODUCT = /\AFathom (cpu|wall) profile/
+
+      def self.cpu_firefox?(json)
+        Hash === json && Hash === json["meta"] && PRODUCT.match?(json["meta"]["product"].to_s)
+      end
+
+      def initialize(json)
+        raise Fathom::Error, "fathom: not a Fathom CPU/wall Firefox profile" unless self.class.cpu_firefox?(json)
+
+        @json = json
+        @mode = json["meta"]["product"][PRODUCT, 1]
+        @categories = Array(json["meta"]["categories"]).map { |c| c["name"].to_s }
+      end
+
+      def to_s
+        out = +"#{@mode} profile (Firefox Profiler JSON; open it at https://profiler.firefox.com)\n"
+        names = @categories.drop(1)
+        out << format("  %-20s %8s %s\n", "thread", "samples", names.map { |n| format("%20s", n) }.join)
+        Array(@json["threads"]).each do |t|
+          samples = t["samples"] || {}
+          stacks = samples["stack"] || []
+          weights = samples["weight"] || Array.new(stacks.size, 1)
+          cats = t.dig("stackTable", "category") || []
+          sums = Hash.new(0.0)
+          stacks.each_with_index { |st, i| sums[@categories[cats[st]] || "Other"] += weights[i].to_f unless st.nil? }
+          out << format("  %-20s %8d %s\n", t["name"], stacks.size,
+                        names.map { |n| format("%20s", Units.format_value((sums[n] * 1e6).round, "nanoseconds")) }.join)
+        end
+        out
+      end
+    end
   end
 end
