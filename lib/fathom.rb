@@ -19,6 +19,7 @@ require_relative "fathom/fork_hooks"
 require_relative "fathom/collector_lifecycle"
 require_relative "fathom/heap_profiler"
 require_relative "fathom/gc_profiler"
+require_relative "fathom/cpu_profiler"
 require_relative "fathom/retention"
 require_relative "fathom/dump_analysis"
 require_relative "fathom/periodic_flusher"
@@ -34,7 +35,8 @@ module Fathom
   # run.gc.pb.gz); an existing file Fathom did not write is replaced only
   # with overwrite: true. Other options go to the profiler that knows them
   # (HeapProfiler: exact:, interval:, max_depth:, liveness:; GcProfiler:
-  # coalesce:, flush_on_major:, format:, gc_source:; retention: max_depth:, a snapshot
+  # coalesce:, flush_on_major:, format:, gc_source:; CpuProfiler for :cpu and
+  # :wall: interval:, max_depth:; retention: max_depth:, a snapshot
   # when the block ends, see Fathom.retention_snapshot).
   def self.profile(mode: Modes::DEFAULT, out: nil, overwrite: false, **opts)
     raise ArgumentError, "fathom: Fathom.profile needs a block" unless block_given?

@@ -28,6 +28,12 @@ have_func("rb_postponed_job_preregister", "ruby/debug.h") # 3.3+: ruby/postponed
 # Exported by libruby but declared in no installed header: we declare our own
 # prototypes (ext/fathom/ruby/ruby_private_api.h) when the linker finds them.
 have_func("ruby_thread_has_gvl_p")
+# 3.2+: GVL events (READY / RESUMED / SUSPENDED) give the CPU profiler each
+# thread's state; on 3.1 it knows only whether a thread is in a blocking region.
+have_func("rb_internal_thread_add_event_hook", "ruby/thread.h")
+# 3.3+: the stack of another thread (the CPU profiler's last sample of a
+# thread still blocked when wall sampling stops).
+have_func("rb_profile_thread_frames", "ruby/debug.h")
 have_func("rb_obj_memsize_of")
 have_func("rb_ractor_local_storage_ptr_newkey", "ruby/ractor.h")  # 3.0+: hooks ignore other Ractors
 have_func("rb_objspace_reachable_objects_from")      # the retention snapshot's heap walk

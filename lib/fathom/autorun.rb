@@ -58,8 +58,8 @@ module Fathom
       def settings(modes)
         opts = {}
         env = ->(name) { (v = ENV[name]) && !v.strip.empty? ? v : nil }
-        if modes.include?(:heap)
-          opts[:exact] = Options.parse_boolean("FATHOM_EXACT", env["FATHOM_EXACT"]) if env["FATHOM_EXACT"]
+        if modes.include?(:heap) || modes.intersect?(Modes::CPU_MODES)
+          opts[:exact] = Options.parse_boolean("FATHOM_EXACT", env["FATHOM_EXACT"]) if env["FATHOM_EXACT"] && modes.include?(:heap)
           if (v = env["FATHOM_INTERVAL"])
             ns = Options.duration_ns("FATHOM_INTERVAL", v, min_ns: Options::SAMPLING_INTERVAL_NS.begin,
                                                            max_ns: Options::SAMPLING_INTERVAL_NS.end)
@@ -98,6 +98,7 @@ module Fathom
         when :gc
           s[:source] == :counters ? "#{s[:cycles]} GCs, from Ruby's GC counters" : "#{s[:cycles]} GCs, #{s[:steps]} steps"
         when :retention then "#{s[:objects]} objects, GVL held #{Options.format_ns(s[:gvl_held_ns])}"
+        when :cpu then "#{s[:samples]} #{s[:mode]} samples of #{s[:threads_seen]} threads, #{s[:dropped]} dropped"
         else "#{s[:samples]} samples, #{s[:live_samples]} live"
         end
       end

@@ -65,6 +65,7 @@ module Fathom
         fathom report heap.pb.gz --sample-index alloc_space --top 10
         fathom run --mode gc --format firefox -o gc.json.gz -- ruby script.rb
         fathom run --mode retention -o retained.pb.gz -- ruby script.rb
+        fathom run --mode wall,gc -o run -- ruby script.rb   # every thread's time, with GC
         fathom diff before.pb.gz after.pb.gz
         fathom analyze heap.json -o retained.pb.gz
         go tool pprof -http=: heap.pb.gz
@@ -189,7 +190,7 @@ module Fathom
         o.separator "retention takes a snapshot at exit, after the program's own at_exit handlers."
         o.separator ""
         o.on("--mode MODES", "what to profile, comma-separated: #{MODES.join(", ")} (default: #{Modes::DEFAULT})") { |v| opts[:mode] = v }
-        o.on("--format FORMAT", "GC profile format: pprof or firefox (Firefox Profiler JSON; default: #{GC[:format]})") { |v| opts[:format] = v }
+        o.on("--format FORMAT", "gc, cpu and wall profile format: pprof or firefox (Firefox Profiler JSON; default: #{GC[:format]})") { |v| opts[:format] = v }
         o.on("--coalesce DUR", "GC: sum GC steps into one sample at most this often, up to " \
                                "#{Options.format_ns(Options::COALESCE_NS.end)}; 0 = every step " \
                                "(default: #{Modes.format_seconds(GC[:coalesce])})") { |v| opts[:coalesce] = v }

@@ -11,8 +11,12 @@ module Fathom
   #   heap       allocations and what of them is alive (HeapProfiler)
   #   gc         what garbage collection costs and when (GcProfiler)
   #   retention  why objects are alive: a snapshot at the end (RetentionProfiler)
+  #   cpu        where CPU time goes, every thread (CpuProfiler, mode: :cpu)
+  #   wall       where elapsed time goes, sleeping/blocked threads too (CpuProfiler, mode: :wall)
   module Modes
-    ALL = %i[heap gc retention].freeze
+    ALL = %i[heap gc retention cpu wall].freeze
+    # The modes CpuProfiler takes (one sampler per process: not together).
+    CPU_MODES = %i[cpu wall].freeze
     DEFAULT = :heap
 
     # Each profiler's options and their defaults. Durations are seconds.
@@ -25,11 +29,16 @@ module Fathom
       # the slow allocation path there), the GC hooks on 3.3+ (GcProfiler).
       gc: { coalesce: 0.01, flush_on_major: true, format: :pprof, gc_source: :auto }.freeze,
       retention: { max_depth: 64 }.freeze,
+      # 10 ms: each sample costs a signal and a stack walk on the sampled
+      # thread (a few microseconds), so 100 samples/s per thread stays well
+      # within 1% (bench/cpu_overhead.rb). native: C frames, not yet.
+      cpu: { interval: 0.01, max_depth: 128, native: false, format: :pprof }.freeze,
+      wall: { interval: 0.01, max_depth: 128, native: false, format: :pprof }.freeze,
     }.freeze
 
-    # Output formats per mode: every mode writes pprof; the GC profile can
-    # also be a Firefox Profiler timeline.
-    FORMATS = { heap: %i[pprof], gc: %i[pprof firefox], retention: %i[pprof] }.freeze
+    # Output formats per mode: every mode writes pprof; the GC and CPU/wall
+    # profiles can also be a Firefox Profiler timeline.
+    FORMATS = { heap: %i[pprof], gc: %i[pprof firefox], retention: %i[pprof], cpu: %i[pprof firefox], wall: %i[pprof firefox] }.freeze
     # Where the GC profile's data comes from (GcProfiler's gc_source:).
     GC_SOURCES = %i[auto hooks counters].freeze
     ALL_FORMATS = FORMATS.values.flatten.uniq.freeze
@@ -47,7 +56,12 @@ module Fathom
         end
       raise ArgumentError, "fathom: #{what} must name at least one of #{ALL.join(", ")}" if names.empty?
 
-      names.map { |m| Options.one_of(what, m, ALL) }.uniq
+      modes = names.map { |m| Options.one_of(what, m, ALL) }.uniq
+      if (CPU_MODES - modes).empty?
+        raise ArgumentError, "fathom: #{what} cpu and wall cannot be profiled together (one sampler per process); pick one"
+      end
+
+      modes
     end
 
     # The order profiles are taken in at the end of a run: a retention
@@ -63,7 +77,7 @@ module Fathom
       format = Options.one_of(what, format, ALL_FORMATS)
       return format if format == :pprof || modes.any? { |m| FORMATS.fetch(m).include?(format) }
 
-      raise ArgumentError, "fathom: #{what} #{format} applies to the gc mode only, not #{modes.join(", ")}"
+      raise ArgumentError, "fathom: #{what} #{format} applies to the gc, cpu and wall modes only, not #{modes.join(", ")}"
     end
 
     # The profiler class of a mode (loaded on first use).
@@ -72,8 +86,14 @@ module Fathom
       when :heap then HeapProfiler
       when :gc then GcProfiler
       when :retention then RetentionProfiler
+      when :cpu, :wall then CpuProfiler
       else raise ArgumentError, "fathom: unknown mode #{mode.inspect}"
       end
+    end
+
+    # A new profiler for `mode` with `opts` (those Modes::DEFAULTS lists for it).
+    def new_profiler(mode, **opts)
+      CPU_MODES.include?(mode) ? CpuProfiler.new(mode: mode, **opts) : profiler_class(mode).new(**opts)
     end
 
     # "10ms" for 0.01: how the CLI's help shows a default duration.

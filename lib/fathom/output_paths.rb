@@ -20,7 +20,7 @@ module Fathom
     module_function
 
     def extension(mode, format)
-      mode.to_sym == :gc && format.to_sym == :firefox ? ".json.gz" : ".pb.gz"
+      %i[gc cpu wall].include?(mode.to_sym) && format.to_sym == :firefox ? ".json.gz" : ".pb.gz"
     end
 
     # {mode => absolute path}, in the order of `modes`.

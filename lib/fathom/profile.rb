@@ -11,7 +11,7 @@ module Fathom
   # produced. kind: :heap, :gc or :retention; format: :pprof (gzipped
   # protobuf) or :firefox (Firefox Profiler JSON, gzipped or not).
   class Profile
-    KINDS = %i[heap gc retention].freeze
+    KINDS = %i[heap gc retention cpu].freeze
     FORMATS = %i[pprof firefox].freeze
 
     attr_reader :bytes, :stats, :path, :kind, :format
@@ -27,7 +27,8 @@ module Fathom
         raise ProfileBytes::Error, e.message.scrub.sub(/\A(fathom: )?/, "fathom: #{path}: ")
       end
       format = Report.firefox_json?(bytes) ? :firefox : :pprof
-      new(bytes, {}, path: File.expand_path(path), format: format, kind: format == :firefox ? :gc : nil)
+      kind = (Report::CpuFirefoxSummary.cpu_firefox?(Report.firefox_json(bytes)) ? :cpu : :gc) if format == :firefox
+      new(bytes, {}, path: File.expand_path(path), format: format, kind: kind)
     end
 
     def initialize(bytes, stats = {}, path: nil, kind: nil, format: :pprof)
@@ -74,14 +75,23 @@ module Fathom
       # Checked first, also for a Firefox profile (which refuses a sample_index).
       top = Options.row_limit("top", top)
       Report::SampleIndex.check_type!(sample_index)
-      return Report::FirefoxSummary.new(firefox_json, sample_index: sample_index).to_s if @format == :firefox
+      if @format == :firefox
+        json = firefox_json
+        return Report::CpuFirefoxSummary.new(json).to_s if Report::CpuFirefoxSummary.cpu_firefox?(json)
+
+        return Report::FirefoxSummary.new(json, sample_index: sample_index).to_s
+      end
 
       Report.for_profile(decode, sample_index: sample_index, top: top).to_s
     end
 
     def to_s
       parts = ["#{@bytes.bytesize} bytes#{" gzipped" if ProfileBytes.gzip?(@bytes)}"]
-      parts << "#{@stats[:samples]} samples (#{@stats[:live_samples]} live)" if @stats.key?(:samples)
+      if @stats.key?(:live_samples)
+        parts << "#{@stats[:samples]} samples (#{@stats[:live_samples]} live)"
+      elsif @stats.key?(:samples)
+        parts << "#{@stats[:samples]} samples, #{@stats[:dropped]} dropped"
+      end
       parts << "#{@stats[:steps]} GC steps in #{@stats[:periods]} periods" if @stats.key?(:steps)
       parts << "flushed in #{Options.format_ns(@stats[:flush_ns])}" if @stats[:flush_ns]
       parts << "written to #{@path}" if @path

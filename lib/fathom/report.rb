@@ -11,6 +11,7 @@ require_relative "report/top"
 require_relative "report/gc_summary"
 require_relative "report/firefox_summary"
 require_relative "report/retention"
+require_relative "report/cpu_summary"
 require_relative "report/kind"
 require_relative "report/diff"
 require_relative "report/site_retention"
@@ -31,7 +32,12 @@ module Fathom
 
       top = Options.row_limit("top", top)
       SampleIndex.check_type!(sample_index)
-      return FirefoxSummary.new(parse_firefox_json(bytes), sample_index: sample_index) if firefox_json?(bytes)
+      if firefox_json?(bytes)
+        json = parse_firefox_json(bytes)
+        return CpuFirefoxSummary.new(json) if CpuFirefoxSummary.cpu_firefox?(json)
+
+        return FirefoxSummary.new(json, sample_index: sample_index)
+      end
 
       for_profile(Pprof.decode(bytes), sample_index: sample_index, top: top)
     end
@@ -44,6 +50,7 @@ module Fathom
       top = Options.row_limit("top", top)
       case kind(profile)
       when :gc then GcSummary.new(profile, sample_index: sample_index)
+      when :cpu then CpuSummary.new(profile, sample_index: sample_index, top: top)
       when :retention
         SampleIndex.resolve(profile, sample_index)
         Retention.new(profile, sample_index: sample_index, top: top)

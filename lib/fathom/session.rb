@@ -24,13 +24,14 @@ module Fathom
       @modes = Modes.parse(modes)
       if format
         format = Modes.check_format!(@modes, format)
-        opts[:format] = format if @modes.include?(:gc)  # the one mode with a choice
+        # Only the modes with a choice take it (Modes::FORMATS).
+        opts[:format] = format if @modes.any? { |m| Modes::FORMATS.fetch(m).size > 1 }
       end
       known = @modes.flat_map { |m| Modes::DEFAULTS.fetch(m).keys }
       Options.check_unknown!(opts, known, "Fathom.profile(mode: #{@modes.size == 1 ? @modes.first.inspect : @modes.inspect})")
       @format = format || :pprof
       @profilers = @modes.to_h do |m|
-        [m, Modes.profiler_class(m).new(**opts.slice(*Modes::DEFAULTS.fetch(m).keys))]
+        [m, Modes.new_profiler(m, **opts.slice(*Modes::DEFAULTS.fetch(m).keys))]
       end
       @started = []
     end

@@ -34,7 +34,7 @@ class ReportOptionsTest < Minitest::Test
   def test_profile_new_checks_its_options
     assert_option_error(TypeError, "stats") { Fathom::Profile.new("x", "stats") }
     assert_option_error(ArgumentError, "format") { Fathom::Profile.new("x", format: :svg) }
-    assert_option_error(ArgumentError, "kind") { Fathom::Profile.new("x", kind: :cpu) }
+    assert_option_error(ArgumentError, "kind") { Fathom::Profile.new("x", kind: :io) }
   end
 
   # Each report called methods on its profile argument: nil.sample_types.

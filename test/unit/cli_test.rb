@@ -51,7 +51,8 @@ class CLITest < Minitest::Test
     assert_usage_error(/fathom: unknown command "frobnicate" \(commands: run, report, diff, analyze\)/, "frobnicate")
     assert_usage_error(/fathom run: missing COMMAND/, "run")
     assert_usage_error(/fathom run: missing COMMAND/, "run", "-o", "x.pb.gz", "--")
-    assert_usage_error(/fathom run: --mode must be one or more of heap, gc, retention, got "cpu"/, "run", "--mode", "cpu", "--", "ruby", "-e", "1")
+    assert_usage_error(/fathom run: --mode must be one or more of heap, gc, retention, cpu, wall, got "io"/, "run", "--mode", "io", "--", "ruby", "-e", "1")
+    assert_usage_error(/fathom run: --mode must be one or more of .*, got "cpu,wall"/, "run", "--mode", "cpu,wall", "--", "ruby", "-e", "1")
     assert_usage_error(/fathom run: --format must be one of pprof, firefox, got "svg"/, "run", "--format", "svg", "--", "true")
     assert_usage_error(/fathom run: --coalesce must be/, "run", "--coalesce", "soon", "--", "true")
     assert_usage_error(/fathom run: --interval must be a positive duration .*got "-1"/, "run", "--interval", "-1", "--", "true")
@@ -131,7 +132,7 @@ class CLITest < Minitest::Test
   end
 
   def test_run_refuses_a_format_the_modes_cannot_write
-    assert_usage_error(/--format firefox applies to the gc mode only, not heap/, "run", "--mode", "heap", "--format", "firefox", "--", "ruby", "-e", "1")
+    assert_usage_error(/--format firefox applies to the gc, cpu and wall modes only, not heap/, "run", "--mode", "heap", "--format", "firefox", "--", "ruby", "-e", "1")
   end
 
   # A file argument is a file: its content is never taken for another path.

@@ -53,8 +53,9 @@ class OptionsTest < Minitest::Test
   end
 
   def test_fathom_profile_mode
-    assert_error(ArgumentError, /mode must be one of :heap, :gc, :retention, got :cpu/) { Fathom.profile(mode: :cpu) { nil } }
-    assert_error(ArgumentError, /mode must be one of :heap, :gc, :retention, got :cpu/) { Fathom.profile(mode: %i[heap cpu]) { nil } }
+    assert_error(ArgumentError, /mode must be one of :heap, :gc, :retention, :cpu, :wall, got :io/) { Fathom.profile(mode: :io) { nil } }
+    assert_error(ArgumentError, /mode must be one of :heap, :gc, :retention, :cpu, :wall, got :io/) { Fathom.profile(mode: %i[heap io]) { nil } }
+    assert_error(ArgumentError, /cpu and wall cannot be profiled together/) { Fathom.profile(mode: %i[cpu wall]) { nil } }
     assert_error(ArgumentError, /mode must name at least one/) { Fathom.profile(mode: []) { nil } }
     assert_error(TypeError, /mode must be a Symbol/) { Fathom.profile(mode: 3) { nil } }
   end

@@ -4,6 +4,7 @@
 #include <ruby.h>
 
 #include "boundary.h"
+#include "cpu_collector.h"
 #include "gc_collector.h"
 #include "retention_snapshot.h"
 #include "heap_collector.h"
@@ -43,6 +44,7 @@ extern "C" __attribute__((visibility("default"))) void Init_fathom_ext(void) {
   fathom::InitSampleTimer(mNative);
   fathom::InitHeapCollector(mNative);
   fathom::InitGcCollector(mNative);
+  fathom::InitCpuCollector(mNative);
   fathom::InitRetentionSnapshot(mNative);
   fathom::InitNewFile(mNative);
   fathom::InitMallocTrim(mNative);

@@ -13,6 +13,7 @@
 #include "boundary.h"
 #include "postponed_job.h"
 #include "ruby_private_api.h"
+#include "sigprof.h"
 
 namespace fathom {
 
@@ -78,13 +79,6 @@ void ResetThreads() {
   pthread_mutex_unlock(&g_lock);
 }
 
-// The SIGPROF disposition before ours. We never put it back: a SIGPROF we
-// sent can still be pending on a descheduled thread after stop, and under
-// SIG_DFL it would kill the process. Once stopped our handler forwards to
-// the previous handler (if it was a function) or ignores the signal.
-struct sigaction g_previous_action;
-bool g_handler_installed = false;
-
 void InitCond() {
   if (g_cond_ready) return;
   pthread_condattr_t attr;
@@ -95,22 +89,13 @@ void InitCond() {
   g_cond_ready = true;
 }
 
-void ForwardToPrevious(int sig, siginfo_t* info, void* ucontext) {
-  if (g_previous_action.sa_flags & SA_SIGINFO) {
-    if (g_previous_action.sa_sigaction) g_previous_action.sa_sigaction(sig, info, ucontext);
-  } else if (g_previous_action.sa_handler != SIG_DFL && g_previous_action.sa_handler != SIG_IGN &&
-             g_previous_action.sa_handler) {
-    g_previous_action.sa_handler(sig);
-  }
-}
-
 // Async-signal-safe: reads thread-locals through ruby_native_thread_p /
 // ruby_thread_has_gvl_p, and PostponedJob::Trigger is documented as
 // callable from signal handlers (an atomic CAS into a preallocated buffer).
 void HandleSigprof(int sig, siginfo_t* info, void* ucontext) {
   int saved_errno = errno;
   if (!g_enabled.load(std::memory_order_acquire)) {
-    ForwardToPrevious(sig, info, ucontext);
+    ForwardSigprofToPrevious(sig, info, ucontext);
   } else if (!ruby_native_thread_p()) {
     g_missed.store(true);
     g_job_outstanding.store(false);
@@ -131,30 +116,7 @@ void HandleSigprof(int sig, siginfo_t* info, void* ucontext) {
   errno = saved_errno;
 }
 
-bool InstallHandler(std::string* error) {
-  if (g_handler_installed) return true;
-  struct sigaction action = {};
-  action.sa_sigaction = HandleSigprof;
-  action.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&action.sa_mask);
-  struct sigaction previous = {};
-  if (sigaction(SIGPROF, nullptr, &previous) != 0) {
-    *error = "cannot read the SIGPROF disposition";
-    return false;
-  }
-  bool previous_is_function = (previous.sa_flags & SA_SIGINFO) ? previous.sa_sigaction != nullptr
-                                                               : (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN);
-  if (previous_is_function) {
-    *error = "SIGPROF already has a handler (is another profiler such as stackprof or vernier running?)";
-    return false;
-  }
-  if (sigaction(SIGPROF, &action, &g_previous_action) != 0) {
-    *error = "cannot install the SIGPROF handler";
-    return false;
-  }
-  g_handler_installed = true;
-  return true;
-}
+bool InstallHandler(std::string* error) { return InstallSigprofHandler(error); }
 
 void AddNanos(struct timespec* ts, uint64_t ns) {
   ts->tv_sec += static_cast<time_t>(ns / 1000000000ULL);
@@ -351,6 +313,8 @@ void SampleTimer::AfterForkChild() {
   g_job_outstanding.store(false);
   if (resume) Respawn();
 }
+
+void SampleTimer::OnSignal(int sig, siginfo_t* info, void* ucontext) { HandleSigprof(sig, info, ucontext); }
 
 void SampleTimer::JobRan() { g_job_outstanding.store(false); }
 

@@ -18,6 +18,7 @@
 // THREAD_BEGIN/END hooks that tell it which threads to signal.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -56,6 +57,9 @@ class SampleTimer {
   // Set by the collector's job when it ran: lets the timer know a tick's
   // job is no longer outstanding.
   static void JobRan();
+  // The SIGPROF dispatcher (sigprof.h) calls this for every SIGPROF that
+  // is not a CpuSampler timer's. Async-signal-safe.
+  static void OnSignal(int sig, siginfo_t* info, void* ucontext);
 
   struct Stats {
     uint64_t ticks, signals_sent, handler_misses, jobs_registered;

@@ -1,0 +1,133 @@
+# frozen_string_literal: true
+
+# Overhead of the CPU/wall profiler, as ratios against a baseline measured
+# in the same invocation. Not a test. Every configuration runs in its own
+# fresh process, rounds are interleaved (forward, then reversed order) and
+# medians compared; the cpu ratio compares the process's CPU time, which a
+# busy neighbour disturbs less than wall time.
+#
+#   ruby -Ilib bench/cpu_overhead.rb [--rounds 7] [--workload single,threads4]
+#                                    [--modes baseline,cpu,wall,cpu_1ms,wall_1ms,stackprof_cpu_1ms,stackprof_wall_1ms]
+#                                    [--cpu N]
+#
+# single:   one thread, CPU-bound (method calls, small allocations)
+# threads4: the acceptance program's shape: 2 CPU-bound threads, one asleep,
+#           one blocked on a pipe (wall mode samples all four)
+# stackprof_* need `gem install stackprof` (skipped when it is missing).
+require "optparse"
+require "rbconfig"
+
+def fib(n) = n < 2 ? n : fib(n - 1) + fib(n - 2)
+
+WORKLOADS = {
+  "single" => lambda do
+    acc = 0
+    400.times { acc += fib(22); acc += [1, 2, 3].map { |x| x * 2 }.sum }
+    acc
+  end,
+  "threads4" => lambda do
+    r, w = IO.pipe
+    busy = 2.times.map { Thread.new { 200.times { fib(21) } } }
+    sleeper = Thread.new { sleep }
+    reader = Thread.new { r.read(1) }
+    busy.each(&:join)
+    w.write("x")
+    reader.join
+    sleeper.kill.join
+  end,
+}.freeze
+
+PROFILERS = {
+  "baseline" => nil,
+  "cpu" => -> { Fathom::CpuProfiler.new(mode: :cpu) },
+  "wall" => -> { Fathom::CpuProfiler.new(mode: :wall) },
+  "cpu_1ms" => -> { Fathom::CpuProfiler.new(mode: :cpu, interval: "1ms") },
+  "wall_1ms" => -> { Fathom::CpuProfiler.new(mode: :wall, interval: "1ms") },
+  "stackprof_cpu_1ms" => -> { StackprofRun.new(:cpu) },
+  "stackprof_wall_1ms" => -> { StackprofRun.new(:wall) },
+}.freeze
+
+# stackprof behind the same start/stop/flush shape.
+class StackprofRun
+  def initialize(mode)
+    require "stackprof"
+    @mode = mode
+  end
+
+  def start = StackProf.start(mode: @mode, interval: 1000, raw: false)
+  def stop = StackProf.stop
+  def flush = StackProf.results
+end
+
+def child(mode, workload)
+  $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
+  require "fathom" # in every mode, baseline included
+  work = WORKLOADS.fetch(workload)
+  GC.start
+  profiler = PROFILERS.fetch(mode)&.call
+  t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  c0 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
+  profiler&.start
+  work.call
+  profiler&.stop
+  t1 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  c1 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
+  samples = 0
+  if profiler
+    result = profiler.flush
+    samples = result.respond_to?(:stats) ? result.stats[:samples].to_i : result[:samples].to_i
+  end
+  puts format("%.6f %.6f %d", t1 - t0, c1 - c0, samples)
+end
+
+if ARGV[0] == "--child"
+  child(ARGV[1], ARGV[2])
+  exit
+end
+
+rounds = 7
+workloads = WORKLOADS.keys
+modes = %w[baseline cpu wall cpu_1ms wall_1ms stackprof_cpu_1ms stackprof_wall_1ms]
+pin_cpu = nil
+OptionParser.new do |o|
+  o.on("--rounds N", Integer) { |n| rounds = n }
+  o.on("--workload LIST", Array) { |l| workloads = l }
+  o.on("--modes LIST", Array) { |l| modes = l }
+  o.on("--cpu N", Integer, "pin the children to this CPU (taskset)") { |n| pin_cpu = n }
+end.parse!
+modes.unshift("baseline") unless modes.include?("baseline")
+unknown = modes - PROFILERS.keys
+abort "unknown mode(s) #{unknown.join(", ")}; known: #{PROFILERS.keys.join(", ")}" unless unknown.empty?
+unless system(RbConfig.ruby, "-e", "require 'stackprof'", err: File::NULL)
+  warn "stackprof is not installed: its modes are skipped"
+  modes -= %w[stackprof_cpu_1ms stackprof_wall_1ms]
+end
+
+def median(xs) = xs.sort[xs.size / 2]
+
+puts "Fathom CPU/wall overhead (Ruby #{RUBY_VERSION}, #{rounds} interleaved rounds, fresh process per run)"
+workloads.each do |workload|
+  times = Hash.new { |h, k| h[k] = [] }
+  cpu = Hash.new { |h, k| h[k] = [] }
+  samples = Hash.new { |h, k| h[k] = [] }
+  rounds.times do |r|
+    (r.even? ? modes : modes.reverse).each do |mode|
+      pin = pin_cpu ? ["taskset", "-c", pin_cpu.to_s] : []
+      out = IO.popen([*pin, RbConfig.ruby, __FILE__, "--child", mode, workload], &:read)
+      raise "child #{mode}/#{workload} failed" unless $?.success?
+      run_s, cpu_s, n = out.split
+      times[mode] << run_s.to_f
+      cpu[mode] << cpu_s.to_f
+      samples[mode] << n.to_i
+    end
+  end
+  base = median(times["baseline"])
+  base_cpu = median(cpu["baseline"])
+  puts
+  puts "#{workload} (baseline median #{format("%.3f", base)}s):"
+  modes.each do |mode|
+    m = median(times[mode])
+    puts format("  %-19s median %7.3fs ratio %.3fx | cpu ratio %.3fx | samples %6d  (runs: %s)", mode, m, m / base,
+                median(cpu[mode]) / base_cpu, median(samples[mode]), times[mode].map { |t| format("%.3f", t) }.join(" "))
+  end
+end

@@ -1,0 +1,95 @@
+// CpuAggregate: samples drained from the SampleRing, summed per
+// (stack, thread, state). Runs off the signal path (with the GVL, in a
+// postponed job or a drain call), so it may allocate; never touches Ruby.
+//
+// Stacks are interned in a StackTable (core/heap/stack_table.h), which keeps
+// one reference per distinct (stack, thread, state) key: the Ruby layer
+// marks the table's frame handles for the GC and remaps them after
+// compaction, exactly as the heap profiler does.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+#include "cpu/sample_ring.h"
+#include "heap/stack_table.h"
+
+namespace fathom {
+
+struct CpuValues {
+  int64_t samples = 0;
+  int64_t cpu_ns = 0;
+  int64_t wall_ns = 0;
+  void Add(const CpuValues& o) {
+    samples += o.samples;
+    cpu_ns += o.cpu_ns;
+    wall_ns += o.wall_ns;
+  }
+};
+
+struct CpuKey {
+  uint32_t stack_id;
+  int32_t thread_id;
+  ThreadState state;
+  bool operator==(const CpuKey& o) const {
+    return stack_id == o.stack_id && thread_id == o.thread_id && state == o.state;
+  }
+};
+
+// Per thread: the values per state (indexed by ThreadState).
+using ThreadTotals = std::array<CpuValues, kThreadStateCount>;
+
+// One sample in time order, for timelines (the Firefox Profiler output).
+struct CpuTimelineSample {
+  int64_t time_ns;
+  int32_t thread_id;
+  uint32_t stack_id;
+  ThreadState state;
+  int64_t cpu_ns, wall_ns;
+};
+
+class CpuAggregate {
+ public:
+  // Also keep every sample in order (each holds a stack reference).
+  void set_keep_timeline(bool keep) { keep_timeline_ = keep; }
+  const std::vector<CpuTimelineSample>& timeline() const { return timeline_; }
+
+  // One drained sample (frames leaf first, header.depth of them).
+  void Add(const SampleHeader& header, const uint64_t* frames, const int32_t* lines);
+
+  StackTable& stacks() { return stacks_; }
+  const StackTable& stacks() const { return stacks_; }
+
+  // f(const CpuKey&, const CpuValues&) in first-insertion order.
+  template <typename F>
+  void ForEach(F&& f) const {
+    for (const Entry& e : entries_) f(e.key, e.values);
+  }
+  size_t size() const { return entries_.size(); }
+  // Per-thread totals by state, ordered by thread id.
+  const std::map<int32_t, ThreadTotals>& threads() const { return threads_; }
+  CpuValues total() const;
+
+  // Forgets everything (the next window starts empty).
+  void Clear();
+
+ private:
+  struct Entry {
+    CpuKey key;
+    CpuValues values;
+  };
+  struct KeyHash {
+    size_t operator()(const CpuKey& k) const;
+  };
+  StackTable stacks_;
+  std::vector<Entry> entries_;
+  std::unordered_map<CpuKey, size_t, KeyHash> index_;
+  std::map<int32_t, ThreadTotals> threads_;
+  bool keep_timeline_ = false;
+  std::vector<CpuTimelineSample> timeline_;
+};
+
+}  // namespace fathom

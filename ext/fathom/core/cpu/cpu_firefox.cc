@@ -1,0 +1,107 @@
+#include <algorithm>
+#include <map>
+#include <optional>
+
+#include "cpu/cpu_profile.h"
+#include "encode/firefox_profile.h"
+#include "encode/gzip.h"
+
+namespace fathom {
+
+namespace {
+double Ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
+}  // namespace
+
+std::string EncodeCpuFirefox(const CpuProfileData& data, bool gzip) {
+  bool wall = data.mode == CpuMode::kWall;
+  firefox::Profile profile(std::string("Fathom ") + CpuModeName(data.mode) + " profile (pid " +
+                               std::to_string(data.pid) + ")",
+                           Ms(data.start_realtime_ns), data.interval_ns > 0 ? Ms(data.interval_ns) : 10.0);
+  profile.AddCategory({"Other", "grey", {}});
+  // Indexed by ThreadState.
+  uint32_t categories[kThreadStateCount];
+  categories[static_cast<int>(ThreadState::kRunning)] = profile.AddCategory({"Ruby (running)", "blue", {}});
+  categories[static_cast<int>(ThreadState::kGvlWait)] = profile.AddCategory({"GVL wait", "red", {}});
+  categories[static_cast<int>(ThreadState::kBlocked)] = profile.AddCategory({"Blocked / sleeping", "transparent", {}});
+  categories[static_cast<int>(ThreadState::kGc)] = profile.AddCategory({"GC", "orange", {}});
+  categories[static_cast<int>(ThreadState::kUnknown)] = profile.AddCategory({"Unknown", "darkgray", {}});
+  firefox::MarkerSchema schema;
+  schema.name = "ThreadState";
+  schema.tooltip_label = "{marker.name} ({marker.data.samples} samples)";
+  schema.table_label = "{marker.name}: {marker.data.state}";
+  schema.chart_label = "{marker.name}";
+  schema.display = {"marker-chart", "marker-table", "timeline-overview"};
+  schema.fields = {{"state", "State", "string", true}, {"samples", "Samples", "integer", false}};
+  schema.description =
+      "A run of consecutive samples of this thread in one state (from the previous sample to the last one of the "
+      "run). gvl-wait needs Ruby 3.2+.";
+  profile.AddMarkerSchema(schema);
+
+  // Samples per thread, in time order (the ring is drained in write order,
+  // which is time order per thread).
+  std::map<int32_t, std::vector<const CpuTimelineSample*>> by_thread;
+  for (const CpuTimelineSample& s : data.timeline) by_thread[s.thread_id].push_back(&s);
+  if (by_thread.empty()) by_thread[static_cast<int32_t>(data.pid)];  // the profiler needs one thread
+
+  for (auto& [tid, samples] : by_thread) {
+    auto name = data.thread_names.find(tid);
+    std::string thread_name = name != data.thread_names.end() && !name->second.empty() ? name->second
+                                                                                        : "thread " + std::to_string(tid);
+    firefox::Thread& thread = profile.AddThread(thread_name, data.pid, tid, tid == data.pid, "ruby");
+    thread.SetWeightType(firefox::WeightType::kTracingMs);
+    std::stable_sort(samples.begin(), samples.end(),
+                     [](const CpuTimelineSample* a, const CpuTimelineSample* b) { return a->time_ns < b->time_ns; });
+    // A run of same-state samples becomes one marker (not for running).
+    ThreadState run_state = ThreadState::kRunning;
+    double run_start = 0, run_end = 0;
+    int run_samples = 0;
+    auto close_run = [&] {
+      if (run_samples > 0 && run_state != ThreadState::kRunning) {
+        std::string state = ThreadStateName(run_state);
+        thread.AddIntervalMarker(state, run_start, std::max(run_start, run_end),
+                                 categories[static_cast<int>(run_state)], "ThreadState",
+                                 {firefox::MarkerDatum::String("state", state),
+                                  firefox::MarkerDatum::Number("samples", run_samples)});
+      }
+      run_samples = 0;
+    };
+    for (const CpuTimelineSample* s : samples) {
+      double t = Ms(s->time_ns - data.start_monotonic_ns);
+      if (t < 0) t = 0;
+      uint32_t category = categories[static_cast<int>(s->state) < kThreadStateCount ? static_cast<int>(s->state)
+                                                                                      : kThreadStateCount - 1];
+      std::optional<uint32_t> stack;
+      if (s->stack_id < data.timeline_stacks.size()) {
+        const CpuProfileData::TimelineStack& st = data.timeline_stacks[s->stack_id];
+        for (size_t i = st.frames.size(); i-- > 0;) {  // root first
+          const FrameSymbol& sym = data.symbols[st.frames[i]];
+          bool ruby = !sym.filename.empty();
+          uint32_t func = thread.InternFunc(sym.name, sym.filename, sym.first_line, ruby, !ruby);
+          stack = thread.InternStack(stack, thread.InternFrame(func, i < st.lines.size() ? st.lines[i] : 0, category));
+        }
+      }
+      if (!stack) {
+        const char* label = s->state == ThreadState::kGc ? kCpuGcFrameName : kCpuNoStackFrameName;
+        stack = thread.InternStack(std::nullopt, thread.InternFrame(thread.InternFunc(label, "", 0, false), 0, category));
+      }
+      thread.AddSample(t, stack, Ms(wall ? s->wall_ns : s->cpu_ns));
+      double begin = std::max(0.0, t - Ms(s->wall_ns));
+      if (run_samples > 0 && s->state == run_state) {
+        run_end = t;
+        run_samples++;
+      } else {
+        close_run();
+        run_state = s->state;
+        run_start = begin;
+        run_end = t;
+        run_samples = 1;
+      }
+    }
+    close_run();
+  }
+  profile.SetProfilingRange(0, Ms(data.duration_ns));
+  std::string json = profile.ToJson();
+  return gzip ? GzipCompress(json) : json;
+}
+
+}  // namespace fathom

@@ -1,0 +1,69 @@
+// CPU / wall profile encoding: a self-contained copy of a CpuAggregate with
+// its frames already symbolized (the Ruby layer copies it with the GVL and
+// encodes without it), turned into pprof.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cpu/cpu_aggregate.h"
+#include "heap/stack_table.h"
+
+namespace fathom {
+
+// Frames of samples without a Ruby stack (taken while a GC ran).
+inline constexpr const char* kCpuGcFrameName = "Garbage Collection";
+inline constexpr const char* kCpuNoStackFrameName = "(stack not read: GC running)";
+
+enum class CpuMode : uint8_t { kCpu = 0, kWall };
+const char* CpuModeName(CpuMode mode);
+
+struct CpuProfileData {
+  struct Row {
+    std::vector<uint32_t> frames;  // indices into symbols, leaf first
+    std::vector<int32_t> lines;
+    bool truncated = false;
+    int32_t thread_id = 0;
+    ThreadState state = ThreadState::kUnknown;
+    CpuValues values;
+  };
+  // The timeline (Firefox output only): samples in time order, each on a
+  // stack of timeline_stacks.
+  struct TimelineStack {
+    std::vector<uint32_t> frames;  // indices into symbols, leaf first
+    std::vector<int32_t> lines;
+  };
+  std::vector<TimelineStack> timeline_stacks;
+  std::vector<CpuTimelineSample> timeline;  // stack_id indexes timeline_stacks
+  int64_t start_monotonic_ns = 0;
+  int64_t pid = 0;
+  CpuMode mode = CpuMode::kCpu;
+  int64_t interval_ns = 0;
+  int64_t start_realtime_ns = 0;
+  int64_t duration_ns = 0;
+  std::vector<FrameSymbol> symbols;
+  std::vector<Row> rows;
+  std::map<int32_t, std::string> thread_names;  // thread id -> name (absent: "")
+  uint64_t dropped = 0;  // samples lost because the ring was full
+  // Where the state label comes from: "thread-events" (Ruby 3.2+ GVL
+  // events) or "gvl-flag" (3.1: only whether the thread was inside a
+  // blocking region; GVL waits cannot be told apart).
+  std::string state_source;
+};
+
+// Gzipped pprof. Sample types samples/count, cpu/nanoseconds,
+// wall/nanoseconds (the default is cpu or wall by mode; the period type
+// too, with the mean sampling interval). Labels: "thread id" (number),
+// "thread name", "state" (running, gvl-wait, blocked, gc). Comments:
+// "fathom.cpu.mode=cpu interval_ns=N dropped=N states=thread-events".
+std::string EncodeCpuPprof(const CpuProfileData& data);
+
+// The Firefox Profiler processed format (firefox_profile.h): one track per
+// thread; each sample weighted by its CPU time (cpu mode) or wall time
+// (wall mode) in ms, its frames in the category of its state; an interval
+// marker per run of gvl-wait, blocked or gc samples. JSON, gzipped when gzip.
+std::string EncodeCpuFirefox(const CpuProfileData& data, bool gzip);
+
+}  // namespace fathom

@@ -1,0 +1,69 @@
+#include "cpu/sample_ring.h"
+
+namespace fathom {
+
+const char* ThreadStateName(ThreadState state) {
+  switch (state) {
+    case ThreadState::kRunning: return "running";
+    case ThreadState::kGvlWait: return "gvl-wait";
+    case ThreadState::kBlocked: return "blocked";
+    case ThreadState::kGc: return "gc";
+    case ThreadState::kUnknown: break;
+  }
+  return "unknown";
+}
+
+namespace {
+size_t RoundUpPow2(size_t n) {
+  size_t p = 2;
+  while (p < n) p <<= 1;
+  return p;
+}
+}  // namespace
+
+SampleRing::SampleRing(size_t capacity, size_t max_depth)
+    : capacity_(RoundUpPow2(capacity)),
+      max_depth_(max_depth == 0 ? 1 : max_depth),
+      cells_(new Cell[capacity_]),
+      frames_(new uint64_t[capacity_ * max_depth_]()),
+      lines_(new int32_t[capacity_ * max_depth_]()) {
+  for (size_t i = 0; i < capacity_; i++) cells_[i].seq.store(i, std::memory_order_relaxed);
+}
+
+SampleRing::Slot SampleRing::Claim() noexcept {
+  uint64_t pos = write_pos_.load(std::memory_order_relaxed);
+  for (;;) {
+    Cell& c = cell(pos);
+    uint64_t seq = c.seq.load(std::memory_order_acquire);
+    int64_t dif = static_cast<int64_t>(seq) - static_cast<int64_t>(pos);
+    if (dif == 0) {
+      if (write_pos_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+        Slot s;
+        s.header = &c.header;
+        s.frames = frames_of(pos);
+        s.lines = lines_of(pos);
+        s.position = pos;
+        return s;
+      }
+      // pos was reloaded by the failed CAS: try again.
+    } else if (dif < 0) {
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      return Slot();
+    } else {
+      pos = write_pos_.load(std::memory_order_relaxed);
+    }
+  }
+}
+
+void SampleRing::Publish(const Slot& slot) noexcept {
+  written_.fetch_add(1, std::memory_order_relaxed);
+  cell(slot.position).seq.store(slot.position + 1, std::memory_order_release);
+}
+
+size_t SampleRing::pending() const noexcept {
+  uint64_t w = write_pos_.load(std::memory_order_relaxed);
+  uint64_t r = read_pos_.load(std::memory_order_relaxed);
+  return w > r ? static_cast<size_t>(w - r) : 0;
+}
+
+}  // namespace fathom

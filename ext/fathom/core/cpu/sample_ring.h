@@ -1,0 +1,130 @@
+// SampleRing: the fixed-size buffer CPU/wall samples are written into from
+// a signal handler, and read from later with the GVL held.
+//
+// Each Ruby thread samples itself in its own SIGPROF handler, so several
+// handlers (one per thread) may write at once: this is a bounded
+// multi-producer, single-consumer queue in the style of Dmitry Vyukov's
+// bounded MPMC queue. Every cell carries a sequence number; a producer
+// claims a cell with one compare-and-swap on the write position, fills it,
+// and publishes it by storing the next sequence number. Nothing allocates
+// after construction and nothing waits: when the ring is full the sample is
+// counted in dropped() and thrown away. A handler never runs twice on the
+// same thread at once (SIGPROF is blocked during its own handler), and a
+// producer that was interrupted between claim and publish only delays the
+// consumer, which stops at that cell and takes it on its next drain.
+//
+// Frame handles are opaque words (Ruby VALUEs from rb_profile_frames,
+// leaf first); the ring never interprets them.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace fathom {
+
+// What a thread was doing when it was sampled. The numbers are stored in
+// records and profiles compare them: append only.
+enum class ThreadState : uint8_t {
+  kRunning = 0,   // held the GVL, running Ruby (or C called from Ruby)
+  kGvlWait = 1,   // ready to run, waiting for the GVL (Ruby 3.2+ only)
+  kBlocked = 2,   // released the GVL: sleeping, blocked on IO, a lock, a C call
+  kGc = 3,        // held the GVL while the GC ran
+  kUnknown = 4,
+};
+const char* ThreadStateName(ThreadState state);
+constexpr int kThreadStateCount = 5;
+
+struct SampleHeader {
+  int64_t time_ns = 0;        // CLOCK_MONOTONIC when the sample was taken
+  int64_t cpu_delta_ns = 0;   // the thread's CPU clock since its previous sample
+  int64_t wall_delta_ns = 0;  // CLOCK_MONOTONIC since its previous sample
+  int32_t thread_id = 0;      // native (kernel) thread id
+  uint16_t depth = 0;         // frames used
+  ThreadState state = ThreadState::kUnknown;
+  bool truncated = false;     // the stack had more than max_depth frames
+};
+
+class SampleRing {
+ public:
+  // capacity is rounded up to a power of two (at least 2).
+  SampleRing(size_t capacity, size_t max_depth);
+  SampleRing(const SampleRing&) = delete;
+  SampleRing& operator=(const SampleRing&) = delete;
+
+  // A claimed cell for a producer to fill. frames/lines have room for
+  // max_depth entries.
+  struct Slot {
+    SampleHeader* header = nullptr;
+    uint64_t* frames = nullptr;
+    int32_t* lines = nullptr;
+    uint64_t position = 0;
+    explicit operator bool() const { return header != nullptr; }
+  };
+
+  // Producer side, async-signal-safe. Claim() returns an empty Slot (and
+  // counts a drop) when the ring is full; a claimed slot must be Publish()ed.
+  Slot Claim() noexcept;
+  void Publish(const Slot& slot) noexcept;
+
+  // Consumer side (one consumer at a time). Calls f(header, frames, lines)
+  // for each published record in order and frees its cell; stops at the
+  // first cell still being written. Returns how many were consumed.
+  template <typename F>
+  size_t Drain(F&& f) {
+    size_t n = 0;
+    for (;;) {
+      uint64_t pos = read_pos_.load(std::memory_order_relaxed);
+      Cell& c = cell(pos);
+      if (c.seq.load(std::memory_order_acquire) != pos + 1) break;
+      f(static_cast<const SampleHeader&>(c.header), frames_of(pos), lines_of(pos));
+      c.seq.store(pos + capacity_, std::memory_order_release);
+      read_pos_.store(pos + 1, std::memory_order_relaxed);
+      n++;
+    }
+    return n;
+  }
+
+  // Published records not yet drained, without consuming them (the GC
+  // mark function pins their frame handles).
+  template <typename F>
+  void ForEachPending(F&& f) const {
+    for (uint64_t pos = read_pos_.load(std::memory_order_relaxed);; pos++) {
+      const Cell& c = cell(pos);
+      if (c.seq.load(std::memory_order_acquire) != pos + 1) break;
+      f(static_cast<const SampleHeader&>(c.header), frames_of(pos), lines_of(pos));
+    }
+  }
+
+  // Approximate number of claimed cells not yet drained.
+  size_t pending() const noexcept;
+  size_t capacity() const { return capacity_; }
+  size_t max_depth() const { return max_depth_; }
+  uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
+  uint64_t written() const noexcept { return written_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Cell {
+    std::atomic<uint64_t> seq{0};
+    SampleHeader header;
+  };
+  Cell& cell(uint64_t pos) { return cells_[pos & (capacity_ - 1)]; }
+  const Cell& cell(uint64_t pos) const { return cells_[pos & (capacity_ - 1)]; }
+  uint64_t* frames_of(uint64_t pos) const { return frames_.get() + (pos & (capacity_ - 1)) * max_depth_; }
+  int32_t* lines_of(uint64_t pos) const { return lines_.get() + (pos & (capacity_ - 1)) * max_depth_; }
+
+  size_t capacity_;
+  size_t max_depth_;
+  std::unique_ptr<Cell[]> cells_;
+  std::unique_ptr<uint64_t[]> frames_;
+  std::unique_ptr<int32_t[]> lines_;
+  std::atomic<uint64_t> write_pos_{0};
+  std::atomic<uint64_t> read_pos_{0};  // written by the consumer only; atomic for pending()
+  std::atomic<uint64_t> dropped_{0};
+  std::atomic<uint64_t> written_{0};
+};
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "the signal handler needs lock-free 64-bit atomics");
+
+}  // namespace fathom

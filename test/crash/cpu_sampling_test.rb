@@ -1,0 +1,156 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "support/profile_helpers"
+
+# The CPU/wall profiler's crash-prone paths, in the normal and the ASan/UBSan
+# builds: threads created and ended while sampling at 100 us, start/stop
+# loops, stop with signals pending, fork, GC.compact and GC.stress while
+# sampling, running with the heap and GC profilers, exit while sampling.
+class CpuSamplingTest < Minitest::Test
+  include ProfileHelpers
+
+  def setup
+    require_native!
+  end
+
+  def burn(seconds)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds
+    x = 0
+    x += 1 while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+    x
+  end
+
+  def samples_of(profile)
+    profile.decode.samples.sum { |s| s.values[0] }
+  end
+
+  %i[cpu wall].each do |mode|
+    define_method("test_8_threads_started_and_stopped_while_sampling_at_100us_#{mode}") do
+      profiler = Fathom::CpuProfiler.new(mode: mode, interval: "100us").start
+      3.times do
+        threads = 8.times.map do |i|
+          Thread.new do
+            Thread.current.name = "w#{i}"
+            burn(0.02)
+            sleep 0.01
+            [1] * 100
+          end
+        end
+        threads.each(&:join)
+      end
+      profiler.stop
+      profile = profiler.flush
+      assert_operator samples_of(profile), :>, 0
+      assert_equal 0, Fathom::Native.internal_errors[:count]
+    end
+
+    define_method("test_start_stop_loop_with_signals_pending_#{mode}") do
+      profiler = Fathom::CpuProfiler.new(mode: mode, interval: "50us")
+      worker = Thread.new { burn(asan? ? 0.5 : 0.3) }
+      30.times do
+        profiler.start
+        burn(0.002)
+        profiler.stop # timers fire up to the last moment: signals may still be pending
+      end
+      worker.join
+      profiler.flush
+      burn(0.01) # pending signals arrive after stop: ignored, not fatal
+      refute profiler.running?
+    end
+
+    define_method("test_gc_compact_and_stress_while_sampling_#{mode}") do
+      profiler = Fathom::CpuProfiler.new(mode: mode, interval: "100us").start
+      kept = []
+      5.times do
+        deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 0.02
+        kept << "x" * 10 while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+        GC.compact
+        profiler.flush
+      end
+      begin
+        GC.stress = true
+        30.times { kept << [1, 2, 3].map(&:to_s) } # GC.stress: ~25 ms per iteration
+      ensure
+        GC.stress = false
+      end
+      profiler.stop
+      profile = profiler.flush
+      assert_kind_of String, profile.report(top: 3)
+    end
+  end
+
+  def test_fork_while_sampling_child_profiles_itself
+    profiler = Fathom::CpuProfiler.new(mode: :cpu, interval: "1ms").start
+    burn(0.02)
+    rd, wr = IO.pipe
+    pid = fork do
+      rd.close
+      burn(0.1)
+      profiler.stop
+      profile = profiler.flush
+      wr.write(samples_of(profile).to_s)
+      wr.close
+      exit!(0)
+    end
+    wr.close
+    burn(0.05)
+    Process.wait(pid)
+    assert $?.success?, "the forked child exited cleanly"
+    child_samples = rd.read.to_i
+    assert_operator child_samples, :>, 0, "the child profiled itself"
+    profiler.stop
+    assert_operator samples_of(profiler.flush), :>, 0
+  end
+
+  def test_runs_with_the_heap_and_gc_profilers
+    profiles = Fathom.profile(mode: %i[cpu heap gc], interval: "1ms") do
+      threads = 2.times.map { Thread.new { 200.times { |i| "s#{i}" * 10; burn(0.0005) } } }
+      threads.each(&:join)
+    end
+    assert_operator samples_of(profiles[:cpu]), :>, 0
+    assert_equal :heap, profiles[:heap].kind
+    assert_equal :cpu, profiles[:cpu].kind
+  end
+
+  def test_exit_while_sampling_is_clean
+    script = <<~RUBY
+      require "fathom"
+      Fathom::CpuProfiler.new(mode: :wall, interval: "100us").start
+      4.times.map { Thread.new { loop { [1] * 10 } } }
+      t = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 0.2
+      nil while Process.clock_gettime(Process::CLOCK_MONOTONIC) < t
+      exit 0
+    RUBY
+    env = TestHelper::PLAIN_ENV.merge(ENV.slice("FATHOM_EXT_PATH", "LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS"))
+    _out, err, status = Open3.capture3(env, RbConfig.ruby, "-I", TestHelper::LIB, "-e", script)
+    assert status.success?, "exit while sampling: #{status.inspect} #{err}"
+  end
+
+  def test_another_sigprof_owner_is_a_clear_error
+    script = <<~RUBY
+      trap("PROF") { }
+      require "fathom"
+      begin
+        Fathom::CpuProfiler.new.start
+      rescue Fathom::Error => e
+        puts e.message
+      end
+    RUBY
+    env = TestHelper::PLAIN_ENV.merge(ENV.slice("FATHOM_EXT_PATH", "LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS"))
+    out, err, status = Open3.capture3(env, RbConfig.ruby, "-I", TestHelper::LIB, "-e", script)
+    assert status.success?, err
+    assert_match(/SIGPROF already has a handler/, out)
+  end
+
+  def test_only_one_cpu_profiler_and_bad_options
+    a = Fathom::CpuProfiler.new.start
+    err = assert_raises(Fathom::Error) { Fathom::CpuProfiler.new(mode: :wall).start }
+    assert_match(/already running/, err.message)
+    a.stop
+    assert_raises(ArgumentError) { Fathom::CpuProfiler.new(mode: :heap) }
+    assert_raises(ArgumentError) { Fathom::CpuProfiler.new(interval: "1us") }
+    assert_raises(Fathom::Error) { Fathom::CpuProfiler.new(native: true) }
+    assert_raises(ArgumentError) { Fathom.profile(mode: %i[cpu wall]) {} }
+  end
+end

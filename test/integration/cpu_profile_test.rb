@@ -1,0 +1,205 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "json"
+require "support/pprof_raw"
+
+# CPU and wall profiling end to end (issue 12's acceptance): a real program
+# with four threads in its own process, its profile read back by
+# go tool pprof, against what the threads measured themselves. Ratios, not
+# times: the machine may be busy.
+class CpuProfileTest < Minitest::Test
+  FIXTURE = File.expand_path("../fixtures/cpu_threads.rb", __dir__)
+
+  def setup
+    require_native!
+    skip "go tool pprof is not available" unless PprofRaw.go_available? || TestHelper.ci?
+    @dir = Dir.mktmpdir("fathom-cpu")
+  end
+
+  def teardown
+    FileUtils.rm_rf(@dir)
+  end
+
+  def run_fixture(mode, seconds = 3)
+    out = File.join(@dir, "#{mode}.pb.gz")
+    truth = File.join(@dir, "#{mode}.json")
+    _o, err, status = Open3.capture3(TestHelper::PLAIN_ENV, RbConfig.ruby, "-I", TestHelper::LIB, FIXTURE, mode, out, truth,
+                                     seconds.to_s)
+    assert status.success?, "fixture failed: #{err}"
+    [PprofRaw.read(out), JSON.parse(File.read(truth))]
+  end
+
+  def threads_seconds(raw, type)
+    raw.by_label(type, "thread name").transform_values { |ns| ns / 1e9 }
+  end
+
+  def test_cpu_mode_matches_the_threads_own_cpu_clocks
+    raw, truth = run_fixture("cpu")
+    t = truth["threads"]
+    burn_a = raw.cum("cpu", "Object#burn_a") / 1e9
+    burn_b = raw.cum("cpu", "Object#burn_b") / 1e9
+    expected = t["t1"]["cpu"] / t["t2"]["cpu"]
+    ratio = burn_a / burn_b
+    msg = "burn_a #{burn_a.round(3)}s burn_b #{burn_b.round(3)}s (ratio #{ratio.round(3)}), " \
+          "threads measured #{t["t1"]["cpu"].round(3)}s / #{t["t2"]["cpu"].round(3)}s (#{expected.round(3)})\n#{raw.output}"
+    assert_in_delta 1.0, ratio / expected, 0.10, msg
+    total = raw.total("cpu") / 1e9
+    assert_in_delta 1.0, total / truth["process_cpu"], 0.05,
+                    "profile cpu #{total.round(3)}s vs process CPU #{truth["process_cpu"].round(3)}s"
+    by_thread = threads_seconds(raw, "cpu")
+    %w[t3 t4].each do |idle|
+      assert_operator by_thread.fetch(idle, 0), :<, 0.01 * total, "#{idle} should use ~0 CPU: #{by_thread}"
+    end
+    assert_equal 0, truth["stats"]["dropped"]
+  end
+
+  def test_wall_mode_accounts_every_threads_lifetime_and_sleep
+    raw, truth = run_fixture("wall")
+    by_thread = threads_seconds(raw, "wall")
+    # Each thread against its own lifetime, measured in-thread (on Ruby 3.1
+    # a burning thread keeps the GVL for 100 ms, so the later threads start
+    # up to 0.3 s after the profiler); main against the whole run.
+    lives = truth["threads"].transform_values { |v| v["life"] }.merge("main" => truth["elapsed"])
+    %w[t1 t2 t3 t4 main].each do |name|
+      assert_in_delta 1.0, by_thread.fetch(name, 0) / lives[name], 0.05,
+                      "#{name}: wall #{by_thread[name]&.round(3)}s vs lifetime #{lives[name].round(3)}s (#{by_thread})"
+    end
+    t3 = by_thread["t3"]
+    in_sleep = raw.cum("wall", "Kernel#sleep", labels: { "thread name" => "t3", "state" => "blocked" }) / 1e9
+    assert_operator in_sleep, :>=, 0.95 * t3, "t3's time sits in Kernel#sleep, blocked\n#{raw.output}"
+    in_read = raw.cum("wall", /IO#read/, labels: { "thread name" => "t4", "state" => "blocked" }) / 1e9
+    assert_operator in_read, :>=, 0.9 * by_thread["t4"], "t4 blocks in IO#read\n#{raw.output}"
+  end
+
+  # 4 CPU-bound threads: each waits for the GVL ~3/4 of the time. Needs the
+  # GVL events (Ruby 3.2+); on 3.1 the state cannot be known.
+  def test_gvl_contention_shows_as_gvl_wait
+    skip "GVL states need Ruby 3.2+ (thread event API)" if Gem::Version.new(RUBY_VERSION) < Gem::Version.new("3.2")
+    raw, _truth = run_fixture("contention", 2.5)
+    %w[c1 c2 c3 c4].each do |name|
+      states = raw.by_label("wall", "state") # all threads
+      mine = raw.samples.select { |s| s.labels["thread name"] == name }
+      i = raw.index_of("wall")
+      total = mine.sum { |s| s.values[i] }
+      wait = mine.select { |s| s.labels["state"] == "gvl-wait" }.sum { |s| s.values[i] }
+      assert_in_delta 0.75, wait.to_f / total, 0.10, "#{name}: gvl-wait #{wait}ns of #{total}ns (#{states})"
+    end
+  end
+
+  # A thread still blocked when wall sampling stops: on 3.2+ its SIGPROF is
+  # blocked while it waits, so its time comes from the last sample taken at
+  # stop (with its stack on 3.3, rb_profile_thread_frames); on 3.1 it is
+  # signalled all along. Either way its wall time is its lifetime.
+  def test_thread_blocked_at_stop_keeps_its_wall_time
+    r, w = IO.pipe
+    profiler = Fathom::CpuProfiler.new(mode: :wall).start
+    t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    reader = Thread.new { Thread.current.name = "stuck"; r.read(1) }
+    sleep 0.6
+    profiler.stop
+    life = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
+    path = File.join(@dir, "stuck.pb.gz")
+    profiler.flush.write(path)
+    w.write("x")
+    reader.join
+    raw = PprofRaw.read(path)
+    stuck = raw.by_label("wall", "thread name")["stuck"].to_i / 1e9
+    assert_in_delta 1.0, stuck / life, 0.10, "stuck: #{stuck}s of #{life}s\n#{raw.output}"
+    if Gem::Version.new(RUBY_VERSION) >= Gem::Version.new("3.3")
+      in_read = raw.cum("wall", /IO#read/, labels: { "thread name" => "stuck" }) / 1e9
+      assert_operator in_read, :>=, 0.9 * stuck, raw.output
+    end
+  end
+
+  def test_report_shows_top_functions_and_the_thread_table
+    out = File.join(@dir, "r.pb.gz")
+    truth = File.join(@dir, "r.json")
+    _o, err, status = Open3.capture3(TestHelper::PLAIN_ENV, RbConfig.ruby, "-I", TestHelper::LIB, FIXTURE, "wall", out, truth, "1")
+    assert status.success?, err
+    report = Fathom::Profile.load(out).report(top: 5)
+    assert_includes report, "Type: wall"
+    assert_match(/flat\s+flat%\s+sum%\s+cum\s+cum%/, report)
+    assert_includes report, "Threads (wall profile"
+    %w[t1 t2 t3 t4 main].each { |name| assert_match(/^  #{name}\s+\d+/, report) }
+    assert_equal :cpu, Fathom::Profile.load(out).kind
+  end
+end
+
+# `fathom run --mode cpu,gc,heap`: one file per mode, the CPU one read by
+# `fathom report` with its thread table.
+class CpuCliTest < Minitest::Test
+  def setup
+    require_native!
+    @dir = Dir.mktmpdir("fathom-cpu-cli")
+  end
+
+  def teardown
+    FileUtils.rm_rf(@dir)
+  end
+
+  def test_run_cpu_gc_heap_together_then_report
+    script = File.join(@dir, "work.rb")
+    File.write(script, <<~RUBY)
+      def spin(s) = (t = Process.clock_gettime(Process::CLOCK_MONOTONIC) + s; x = 0; (x += 1; "s" * 8) while Process.clock_gettime(Process::CLOCK_MONOTONIC) < t; x)
+      th = Thread.new { Thread.current.name = "spinner"; spin(0.3) }
+      spin(0.3)
+      th.join
+    RUBY
+    base = File.join(@dir, "run")
+    _o, err, status = TestHelper.run_fathom("run", "--mode", "cpu,gc,heap", "-o", base, "--", RbConfig.ruby, script,
+                                            env: TestHelper::PLAIN_ENV)
+    assert status.success?, err
+    %w[cpu gc heap].each { |m| assert File.exist?("#{base}.#{m}.pb.gz"), "#{m} profile written: #{err}" }
+    assert_match(/wrote cpu profile .*cpu samples of \d+ threads, 0 dropped/, err)
+    report, err, status = TestHelper.run_fathom("report", "#{base}.cpu.pb.gz", "--top", "5")
+    assert status.success?, err
+    assert_match(/Type: cpu/, report)
+    assert_match(/Object#spin/, report)
+    assert_match(/^  spinner\s+\d+/, report)
+    assert_match(/^  main\s+\d+/, report)
+  end
+end
+
+# The Firefox Profiler format of a wall profile: the structural check, a
+# track per thread, markers for the blocked runs, and `fathom report`.
+class CpuFirefoxTest < Minitest::Test
+  def setup
+    require_native!
+    require "support/firefox_format"
+    @dir = Dir.mktmpdir("fathom-cpu-ff")
+  end
+
+  def teardown
+    FileUtils.rm_rf(@dir)
+  end
+
+  def test_wall_profile_as_firefox_timeline
+    path = File.join(@dir, "wall.json.gz")
+    profile = Fathom.profile(mode: :wall, format: :firefox, out: path) do
+      sleeper = Thread.new { Thread.current.name = "sleeper"; sleep 0.3 }
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 0.3
+      x = 0
+      x += 1 while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+      sleeper.join
+    end
+    assert_equal :firefox, profile.format
+    json = profile.firefox_json
+    FirefoxFormat.check!(json)
+    names = json["threads"].map { |t| t["name"] }
+    assert_includes names, "main"
+    assert_includes names, "sleeper"
+    sleeper = json["threads"].find { |t| t["name"] == "sleeper" }
+    marker_names = sleeper["markers"]["name"].map { |i| sleeper["stringArray"][i] }
+    assert_includes marker_names, "blocked"
+    loaded = Fathom::Profile.load(path)
+    assert_equal :cpu, loaded.kind
+    assert_match(/sleeper\s+\d+/, loaded.report)
+  end
+
+  def test_output_path_and_format_choice
+    assert_equal ".json.gz", Fathom::OutputPaths.extension(:cpu, :firefox)
+    assert_equal :firefox, Fathom::CpuProfiler.new(format: :firefox).format
+    assert_raises(ArgumentError) { Fathom::CpuProfiler.new(format: :svg) }
+  end
+end
