@@ -64,6 +64,21 @@ class RackServerTest < Minitest::Test
     assert_equal ["GC"], raw.by_label("wall", "thread").keys
   end
 
+  # profile?seconds=N: the CPU profiler's pprof over HTTP, as Go's
+  # /debug/pprof/profile; the busy route is where the CPU went.
+  def test_cpu_profile_over_http_points_at_the_busy_route
+    start_server("FATHOM_MODE" => "heap", "FATHOM_EVERY" => "3600s")
+    busy = true
+    load = Thread.new { @server.load("/burn", 20) while busy }
+    raw = pprof_url("/debug/fathom/profile?seconds=2")
+    busy = false
+    load.join
+    cpu = raw.total("cpu")
+    assert_operator cpu, :>, 0, raw.output[0, 2000]
+    assert_operator raw.cum("cpu", "LeakyApp#burn"), :>, cpu / 2, raw.output[0, 3000]
+    assert_includes raw.sample_types, "wall"
+  end
+
   def test_retention_over_http_names_the_leaking_constant
     start_server("FATHOM_MODE" => "heap", "FATHOM_EVERY" => "3600s")
     @server.load("/leak", 500)

@@ -119,6 +119,27 @@ class RackEndpointsTest < Minitest::Test
     assert_equal 403, mw.call(env("/report", "fathom=heap").merge("REMOTE_ADDR" => "10.0.0.1")).first
   end
 
+  def self.burn(seconds)
+    deadline = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) + seconds
+    x = 0
+    x += 1 while Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) < deadline
+    x
+  end
+
+  def test_middleware_cpu_profiles_the_request
+    page = ->(_) { [200, { "content-type" => "text/plain" }, [RackEndpointsTest.burn(0.3).to_s]] }
+    mw = Fathom::Rack::Middleware.new(page, enabled: true)
+    status, headers, body = mw.call(env("/busy", "fathom=cpu"))
+    assert_equal 200, status, body.join
+    assert_match(/request-cpu.pb.gz/, headers["content-disposition"])
+    profile = Fathom::Pprof.read(body.join)
+    i = profile.sample_type_index("cpu")
+    total = profile.samples.sum { |s| s.values[i] }
+    burning = profile.samples.select { |s| profile.stack_names(s).any? { |f| f.include?("burn") } }.sum { |s| s.values[i] }
+    assert_operator total, :>, 0
+    assert_operator burning, :>, total / 2, "the request's CPU is in burn"
+  end
+
   def test_middleware_refuses_when_always_on_holds_the_heap_hooks
     @profiler = Fathom::HeapProfiler.new.start
     mw = Fathom::Rack::Middleware.new(->(_) { [200, {}, ["page"]] }, enabled: true)

@@ -22,7 +22,7 @@ module Fathom
     #         end so in-use is what the request left behind. Other threads'
     #         allocations meanwhile are in it too (the hooks are process-wide).
     #   gc    the GCs during the request.
-    #   cpu   CPU time (needs Fathom::CpuProfiler; 501 until then).
+    #   cpu   CPU time of every thread while the request runs (Fathom::CpuProfiler).
     #
     # The page's body is read to its end inside the profile (a streamed body
     # does its work while it is read), then served as it was or replaced by
