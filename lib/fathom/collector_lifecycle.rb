@@ -2,6 +2,8 @@
 
 require_relative "fork_hooks"
 require_relative "notice"
+require_relative "options"
+require_relative "profile"
 require_relative "ractor_check"
 
 module Fathom
@@ -33,6 +35,17 @@ module Fathom
     def stop_for_ractor
       stop
       @stopped_for_ractor = true
+    end
+
+    # The body of #flush for the profilers whose collector encodes itself in
+    # @format (GC, CPU): the window since the previous flush, as a Profile
+    # of `kind`. gzip: applies to :firefox (pprof is always gzipped); gc: is
+    # accepted for symmetry with HeapProfiler#flush and ignored.
+    def flush_encoded(kind, gc, gzip)
+      Options.boolean("gc", gc)
+      gzip = Options.boolean("gzip", gzip)
+      bytes = @lock.synchronize { @collector.encode(@format, gzip) }
+      Profile.new(bytes, stats.merge(ractors: RactorCheck.stat(self)), kind: kind, format: @format)
     end
 
     def stopped_for_ractor?

@@ -76,10 +76,7 @@ module Fathom
     # starts a new window. gc: is accepted for symmetry with
     # HeapProfiler#flush and ignored.
     def flush(gc: false, gzip: true)
-      Options.boolean("gc", gc)
-      gzip = Options.boolean("gzip", gzip)
-      bytes = @lock.synchronize { @collector.encode(@format, gzip) }
-      Profile.new(bytes, stats.merge(ractors: RactorCheck.stat(self)), kind: :cpu, format: @format)
+      flush_encoded(:cpu, gc, gzip)
     end
 
     def inspect

@@ -93,10 +93,7 @@ module Fathom
     # gc: is accepted for symmetry with HeapProfiler#flush and ignored
     # (forcing a GC here would only add a GC to the profile).
     def flush(gc: false, gzip: true)
-      Options.boolean("gc", gc)
-      gzip = Options.boolean("gzip", gzip)
-      bytes = @lock.synchronize { @collector.encode(@format, gzip) }
-      Profile.new(bytes, stats.merge(ractors: RactorCheck.stat(self)), kind: :gc, format: @format)
+      flush_encoded(:gc, gc, gzip)
     end
 
     def inspect
