@@ -1,0 +1,95 @@
+#include "native/stack_weaver.h"
+
+#include <cstring>
+
+namespace fathom {
+
+namespace {
+
+bool StartsWith(const std::string& s, const char* prefix) { return s.compare(0, strlen(prefix), prefix) == 0; }
+
+}  // namespace
+
+NativeFrameKind ClassifyNativeFrame(bool in_vm_object, const std::string& function) {
+  if (!in_vm_object) return NativeFrameKind::kOther;
+  // vm_exec_core is the instruction loop; rb_vm_exec/vm_exec wrap it (3.1
+  // exports rb_vm_exec, and inlines vm_exec_core into it).
+  if (function == "rb_vm_exec" || function == "vm_exec" || function == "vm_exec_core") return NativeFrameKind::kVmEntry;
+  // Unnamed code of libruby is a static function of a stripped build;
+  // between the loop and a cfunc that is the call machinery. With full
+  // symbols the machinery is named vm_* (vm_sendish, vm_call_cfunc...).
+  if (function.empty() || StartsWith(function, "vm_") || StartsWith(function, "rb_vm_")) {
+    return NativeFrameKind::kVmInternal;
+  }
+  return NativeFrameKind::kOther;
+}
+
+std::vector<WovenFrame> WeaveStack(const std::vector<bool>& ruby_is_cfunc,
+                                   const std::vector<NativeFrameKind>& native_kinds) {
+  // Ruby groups: the index of each group's last frame.
+  std::vector<size_t> group_last;
+  for (size_t i = 0; i < ruby_is_cfunc.size(); ++i) {
+    bool ends_group = i + 1 == ruby_is_cfunc.size() || (ruby_is_cfunc[i] && !ruby_is_cfunc[i + 1]);
+    if (ends_group) group_last.push_back(i);
+  }
+
+  // Native segments: the frames between one VM entry and the next (or the
+  // innermost frame). Frames before the first entry (main, ruby_run_node)
+  // belong to no Ruby frame.
+  struct Segment {
+    size_t begin, end;
+  };
+  std::vector<Segment> segments;
+  for (size_t i = 0; i < native_kinds.size(); ++i) {
+    if (native_kinds[i] == NativeFrameKind::kVmEntry) {
+      segments.push_back(Segment{i + 1, i + 1});
+    } else if (!segments.empty()) {
+      segments.back().end = i + 1;
+    }
+  }
+  // Trim the VM's machinery: at the start of every segment (the loop calling
+  // out to a cfunc), and at the end of all but the innermost (the cfunc's
+  // callback path into the next entry: rb_yield's static helpers). The
+  // innermost keeps its tail: that is where the sample's time was spent.
+  // A segment left empty belongs to no cfunc: the entries around it are one
+  // (rb_vm_exec -> vm_exec_core), so it is dropped; an empty innermost one
+  // stays (the sample hit the interpreter loop itself).
+  std::vector<Segment> kept;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    Segment s = segments[i];
+    bool innermost = i + 1 == segments.size();
+    while (s.begin < s.end && native_kinds[s.begin] == NativeFrameKind::kVmInternal) ++s.begin;
+    while (!innermost && s.begin < s.end && native_kinds[s.end - 1] == NativeFrameKind::kVmInternal) --s.end;
+    if (s.begin < s.end || innermost) kept.push_back(s);
+  }
+  segments.swap(kept);
+
+  // Pair from the innermost end. Only a group ending in a cfunc, or the
+  // innermost group, gets native frames.
+  std::vector<std::pair<size_t, Segment>> placed;  // (ruby frame, segment)
+  size_t g = group_last.size(), s = segments.size();
+  while (g > 0 && s > 0) {
+    --g;
+    --s;
+    size_t frame = group_last[g];
+    bool innermost = g + 1 == group_last.size();
+    if ((innermost || ruby_is_cfunc[frame]) && segments[s].begin < segments[s].end) {
+      placed.emplace_back(frame, segments[s]);
+    }
+  }
+
+  std::vector<WovenFrame> out;
+  out.reserve(ruby_is_cfunc.size() + native_kinds.size());
+  size_t next = placed.size();  // placed is innermost first: walk it backwards
+  for (size_t i = 0; i < ruby_is_cfunc.size(); ++i) {
+    out.push_back(WovenFrame{false, static_cast<uint32_t>(i)});
+    if (next > 0 && placed[next - 1].first == i) {
+      --next;
+      const Segment& seg = placed[next].second;
+      for (size_t n = seg.begin; n < seg.end; ++n) out.push_back(WovenFrame{true, static_cast<uint32_t>(n)});
+    }
+  }
+  return out;
+}
+
+}  // namespace fathom
