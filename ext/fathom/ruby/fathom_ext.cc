@@ -8,6 +8,7 @@
 #include "retention_snapshot.h"
 #include "heap_collector.h"
 #include "new_file_binding.h"
+#include "native_frames_debug.h"
 #ifdef FATHOM_DUMP_READER
 #include "dump_binding.h"
 #endif
@@ -44,6 +45,7 @@ extern "C" __attribute__((visibility("default"))) void Init_fathom_ext(void) {
   fathom::InitGcCollector(mNative);
   fathom::InitRetentionSnapshot(mNative);
   fathom::InitNewFile(mNative);
+  fathom::InitNativeFramesDebug(mNative);
 #ifdef FATHOM_DUMP_READER  // extconf.rb: only with simdjson
   fathom::InitDumpAnalysis(mNative);
 #endif

@@ -139,3 +139,30 @@ TEST(NativeCapture, FromSignalHandlerStartsAtTheInterruptedCode) {
 
 }  // namespace
 }  // namespace fathom
+
+#include "native/native_stack_resolver.h"
+
+namespace fathom {
+namespace {
+
+// The resolver end to end on a real capture. This test binary plays the
+// VM: its object is the "VM object", and no rb_vm_exec is in the stack, so
+// nothing is woven; the frames are symbolized and cached.
+TEST(NativeStackResolver, SymbolizesAndCachesRealCaptures) {
+  uintptr_t pcs[64];
+  size_t n = fathom_test_chain_a(pcs, 64);
+  ASSERT_GE(n, 3u);
+  NativeStackResolver r(reinterpret_cast<uintptr_t>(&fathom_test_chain_a));
+  EXPECT_FALSE(r.vm_object_path().empty());
+  const NativeStackResolver::Resolved& c = r.Frame(pcs[0]);
+  EXPECT_EQ(c.frame.function, "fathom_test_chain_c");
+  EXPECT_EQ(c.kind, NativeFrameKind::kOther);  // named, not vm_*
+  EXPECT_EQ(&r.Frame(pcs[0]), &c);             // cached
+  std::vector<WovenFrame> woven = r.Weave({false, true}, pcs, n);
+  ASSERT_EQ(woven.size(), 2u);
+  EXPECT_FALSE(woven[0].native);
+  EXPECT_FALSE(woven[1].native);
+}
+
+}  // namespace
+}  // namespace fathom
