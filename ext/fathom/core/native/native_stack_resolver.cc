@@ -24,7 +24,8 @@ std::vector<WovenFrame> NativeStackResolver::Weave(const std::vector<bool>& ruby
   // The weaver takes both stacks outermost first.
   std::vector<NativeFrameKind> kinds(n);
   for (size_t i = 0; i < n; ++i) kinds[n - 1 - i] = Frame(pcs[i]).kind;
-  std::vector<WovenFrame> woven = WeaveStack(ruby_is_cfunc, kinds);
+  bool complete = n > 0 && IsThreadRootFrame(Frame(pcs[n - 1]).frame.function);
+  std::vector<WovenFrame> woven = WeaveStack(ruby_is_cfunc, kinds, complete);
   for (WovenFrame& w : woven) {
     if (w.native) w.index = static_cast<uint32_t>(n - 1 - w.index);  // back to capture order
   }

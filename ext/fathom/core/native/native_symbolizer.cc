@@ -36,7 +36,13 @@ std::string SelfExePath() {
 }  // namespace
 
 std::string DemangleNative(const std::string& name) {
-  if (name.size() < 2 || name[0] != '_' || name[1] != 'Z') return name;
+  if (name.size() < 2 || name[0] != '_' || name[1] != 'Z') {
+    // A C name with a compiler clone suffix (deflate_slow.part.0,
+    // rb_hash_aref.cold, foo.isra.0, foo.lto_priv.0): the function the user
+    // knows. A C identifier has no '.', so all after the first one goes.
+    size_t dot = name.find('.');
+    return dot == std::string::npos || dot == 0 ? name : name.substr(0, dot);
+  }
   int status = 0;
   char* out = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
   if (status != 0 || out == nullptr) {
@@ -45,6 +51,12 @@ std::string DemangleNative(const std::string& name) {
   }
   std::string result(out);
   free(out);
+  // The demangler spells clones "f(int) [clone .isra.0] [clone .cold]".
+  for (size_t at; (at = result.find(" [clone ")) != std::string::npos;) {
+    size_t end = result.find(']', at);
+    if (end == std::string::npos) break;
+    result.erase(at, end + 1 - at);
+  }
   return result;
 }
 

@@ -63,7 +63,8 @@ class NativeSymbolizer {
   std::map<std::string, std::unique_ptr<ElfSymbols>> symbols_;  // by path
 };
 
-// abi::__cxa_demangle of `name` when it is a mangled C++ name, else `name`.
+// abi::__cxa_demangle of `name` when it is a mangled C++ name, else `name`;
+// either way without a compiler clone suffix (.part.0, .cold, .isra.0).
 std::string DemangleNative(const std::string& name);
 
 }  // namespace fathom

@@ -63,10 +63,16 @@ TEST(NativeSymbolizer, UnknownAddressHasNoName) {
   EXPECT_EQ(f.DisplayName(), "<0x10>");
 }
 
-TEST(NativeSymbolizer, DemangleLeavesCNamesAlone) {
+TEST(NativeSymbolizer, DemangleLeavesCNamesAloneButTheirCloneSuffix) {
   EXPECT_EQ(DemangleNative("rb_hash_aref"), "rb_hash_aref");
   EXPECT_EQ(DemangleNative("_Znot_valid"), "_Znot_valid");
   EXPECT_EQ(DemangleNative("_ZN3foo3barEv"), "foo::bar()");
+  // Compiler clones are named after the function they were cloned from.
+  EXPECT_EQ(DemangleNative("deflate_slow.part.0"), "deflate_slow");
+  EXPECT_EQ(DemangleNative("rb_hash_aref.cold"), "rb_hash_aref");
+  EXPECT_EQ(DemangleNative("_ZN3foo3barEv.isra.0"), "foo::bar()");
+  EXPECT_EQ(DemangleNative("_ZN3foo3barEv.part.0.cold"), "foo::bar()");
+  EXPECT_EQ(DemangleNative(".hidden"), ".hidden");
 }
 
 TEST(ElfSymbols, BadFilesGiveEmptyTables) {

@@ -1,6 +1,8 @@
 #include "native/stack_weaver.h"
 
+#include <algorithm>
 #include <cstring>
+#include <utility>
 
 namespace fathom {
 
@@ -24,8 +26,13 @@ NativeFrameKind ClassifyNativeFrame(bool in_vm_object, const std::string& functi
   return NativeFrameKind::kOther;
 }
 
+bool IsThreadRootFrame(const std::string& function) {
+  return function == "_start" || function == "clone3" || function == "clone" || function == "__clone" ||
+         function == "__clone3";
+}
+
 std::vector<WovenFrame> WeaveStack(const std::vector<bool>& ruby_is_cfunc,
-                                   const std::vector<NativeFrameKind>& native_kinds) {
+                                   const std::vector<NativeFrameKind>& native_kinds, bool native_complete) {
   // Ruby groups: the index of each group's last frame.
   std::vector<size_t> group_last;
   for (size_t i = 0; i < ruby_is_cfunc.size(); ++i) {
@@ -51,28 +58,34 @@ std::vector<WovenFrame> WeaveStack(const std::vector<bool>& ruby_is_cfunc,
   // out to a cfunc), and at the end of all but the innermost (the cfunc's
   // callback path into the next entry: rb_yield's static helpers). The
   // innermost keeps its tail: that is where the sample's time was spent.
-  // A segment left empty belongs to no cfunc: the entries around it are one
-  // (rb_vm_exec -> vm_exec_core), so it is dropped; an empty innermost one
-  // stays (the sample hit the interpreter loop itself).
+  // Two entries with nothing between them are one (rb_vm_exec calling
+  // vm_exec_core where both are named): that empty segment goes. A segment
+  // that trimming emptied stays: it is a cfunc whose own frames are all
+  // the VM's (Integer#times on a stripped libruby: int_dotimes is static).
   std::vector<Segment> kept;
   for (size_t i = 0; i < segments.size(); ++i) {
     Segment s = segments[i];
     bool innermost = i + 1 == segments.size();
+    if (s.begin == s.end && !innermost) continue;
     while (s.begin < s.end && native_kinds[s.begin] == NativeFrameKind::kVmInternal) ++s.begin;
     while (!innermost && s.begin < s.end && native_kinds[s.end - 1] == NativeFrameKind::kVmInternal) --s.end;
-    if (s.begin < s.end || innermost) kept.push_back(s);
+    kept.push_back(s);
   }
   segments.swap(kept);
 
   // Pair from the innermost end. Only a group ending in a cfunc, or the
-  // innermost group, gets native frames.
-  std::vector<std::pair<size_t, Segment>> placed;  // (ruby frame, segment)
-  size_t g = group_last.size(), s = segments.size();
-  while (g > 0 && s > 0) {
-    --g;
-    --s;
+  // innermost group, gets native frames. A complete native stack has one
+  // segment per group; when the counts differ anyway, the VM was entered
+  // in a way the Ruby stack does not show (a signal trap handler or a
+  // TracePoint block run from C, a C block calling back into Ruby) and
+  // only the innermost pair is sure.
+  size_t pairs = std::min(group_last.size(), segments.size());
+  if (native_complete && group_last.size() != segments.size()) pairs = std::min<size_t>(pairs, 1);
+  std::vector<std::pair<size_t, Segment>> placed;  // (ruby frame, segment), innermost first
+  for (size_t k = 1; k <= pairs; ++k) {
+    size_t g = group_last.size() - k, s = segments.size() - k;
     size_t frame = group_last[g];
-    bool innermost = g + 1 == group_last.size();
+    bool innermost = k == 1;
     if ((innermost || ruby_is_cfunc[frame]) && segments[s].begin < segments[s].end) {
       placed.emplace_back(frame, segments[s]);
     }

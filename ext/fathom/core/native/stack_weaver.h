@@ -21,8 +21,11 @@
 //    of each segment (vm_call_cfunc_with_frame, vm_sendish, static functions
 //    of libruby that a stripped libruby leaves unnamed) is dropped.
 // 4. Groups and segments are paired from the innermost end, so a native
-//    stack cut at its maximum depth, or extra VM entries near the program's
-//    start, leave the inner frames (those a profile is about) right.
+//    stack cut at its maximum depth (or at code without unwind information,
+//    such as JIT code) still gets its inner frames (those a profile is
+//    about) right. A complete native stack whose segment count differs from
+//    the group count had a VM entry the Ruby stack does not show (a trap
+//    handler, a TracePoint block): only the innermost pair is woven then.
 #pragma once
 
 #include <cstdint>
@@ -52,7 +55,14 @@ struct WovenFrame {
 // Returns every Ruby frame, in order, with native frames inserted after the
 // Ruby frames they belong under, outermost first. Native frames that cannot
 // be placed (before the first VM entry: main(), ruby_run_node) are left out.
+// `native_complete`: the capture reached the thread's first frame (see
+// IsThreadRootFrame) rather than stopping at the depth limit or at code
+// without unwind information.
 std::vector<WovenFrame> WeaveStack(const std::vector<bool>& ruby_is_cfunc,
-                                   const std::vector<NativeFrameKind>& native_kinds);
+                                   const std::vector<NativeFrameKind>& native_kinds, bool native_complete);
+
+// Whether `function` is where a thread's native stack begins (_start for
+// the main thread, clone3/clone for the others, as glibc 2.34+ names them).
+bool IsThreadRootFrame(const std::string& function);
 
 }  // namespace fathom

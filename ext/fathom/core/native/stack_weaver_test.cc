@@ -13,6 +13,7 @@ namespace {
 struct Sample {
   std::vector<std::string> ruby;
   std::vector<std::string> native;
+  bool complete = true;  // the native stack reaches the thread's first frame
 };
 
 std::string Woven(const Sample& s) {
@@ -32,7 +33,7 @@ std::string Woven(const Sample& s) {
     native_names.push_back(fn.empty() ? "<" + object + ">" : fn);
   }
   std::string out;
-  for (const WovenFrame& w : WeaveStack(is_cfunc, kinds)) {
+  for (const WovenFrame& w : WeaveStack(is_cfunc, kinds, s.complete)) {
     if (!out.empty()) out += " > ";
     out += w.native ? "[" + native_names[w.index] + "]" : ruby_names[w.index];
   }
@@ -93,10 +94,44 @@ TEST(WeaveStack, AdjacentEntriesAreOne) {
 // still places the innermost frames.
 TEST(WeaveStack, TruncatedNativeStackPairsFromTheInnermostEnd) {
   Sample s{{"<main>", "Integer#times*", "block in <main>", "Integer#times*", "block (2) in <main>", "Foo.bar*"},
-           {"ruby:rb_vm_exec", "ruby:", "libfoo.so:foo_bar", "libfoo.so:"}};
+           {"ruby:rb_vm_exec", "ruby:", "libfoo.so:foo_bar", "libfoo.so:"},
+           false};
   EXPECT_EQ(Woven(s),
             "<main> > Integer#times > block in <main> > Integer#times > block (2) in <main> > Foo.bar > [foo_bar] > "
             "[<libfoo.so>]");
+}
+
+// Integer#times on a stripped libruby: the cfunc (int_dotimes) and its
+// path to rb_yield are all static, unnamed VM code. Its segment is empty
+// after trimming but still counts, so the outer cfunc keeps its own.
+TEST(WeaveStack, ACfuncWithOnlyVmFramesKeepsThePairingAligned) {
+  Sample s{{"<main>", "Fathom.run*", "block in <main>", "Integer#times*", "block in <main>", "Array#each*",
+            "block (2) in <main>"},
+           {"ruby:main", "ruby:rb_vm_exec", "ruby:", "ext.so:run", "ruby:rb_yield", "ruby:", "ruby:rb_vm_exec", "ruby:",
+            "ruby:", "ruby:", "ruby:rb_vm_exec", "ruby:", "ruby:rb_ary_each", "ruby:rb_yield", "ruby:",
+            "ruby:rb_vm_exec", "ruby:rb_hash_aref", "ruby:"}};
+  EXPECT_EQ(Woven(s),
+            "<main> > Fathom.run > [run] > [rb_yield] > block in <main> > Integer#times > block in <main> > "
+            "Array#each > [rb_ary_each] > [rb_yield] > block (2) in <main> > [rb_hash_aref] > [<ruby>]");
+}
+
+// A complete native stack with a VM entry the Ruby stack does not show (a
+// trap handler's block run from an interrupt check): only the innermost
+// segment is placed; pairing the outer ones would shift them.
+TEST(WeaveStack, UnexplainedVmEntryWeavesOnlyTheInnermost) {
+  Sample s{{"<main>", "IO#read*", "block in <main>"},
+           {"ruby:main", "ruby:rb_vm_exec", "ruby:io_read", "ruby:rb_thread_check_ints", "ruby:rb_funcallv",
+            "ruby:rb_vm_exec", "ruby:rb_funcallv", "ruby:rb_vm_exec", "ruby:rb_str_new"}};
+  EXPECT_EQ(Woven(s), "<main> > IO#read > block in <main> > [rb_str_new]");
+  s.complete = false;  // cut stack: pairing from the inner end is all we have
+  EXPECT_EQ(Woven(s), "<main> > IO#read > [rb_funcallv] > block in <main> > [rb_str_new]");
+}
+
+TEST(WeaveStack, ThreadRoots) {
+  EXPECT_TRUE(IsThreadRootFrame("_start"));
+  EXPECT_TRUE(IsThreadRootFrame("clone3"));
+  EXPECT_FALSE(IsThreadRootFrame("main"));
+  EXPECT_FALSE(IsThreadRootFrame(""));
 }
 
 TEST(WeaveStack, NothingToWeave) {
