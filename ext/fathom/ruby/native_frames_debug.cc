@@ -17,7 +17,8 @@
 // the thread's own frames, allocates nothing) into preallocated slots; after
 // the block, with the GVL, symbolize and weave. GC is disabled while the
 // block runs so that the frame handles stay valid until they are named (the
-// real sampler keeps its handles alive its own way).
+// real sampler keeps its handles alive its own way); if a GC ran anyway
+// (GC.start, GC.compact) it raises Fathom::Error instead.
 #include "native_frames_debug.h"
 
 #include <dlfcn.h>
@@ -180,6 +181,7 @@ VALUE DebugSampleNative(VALUE, VALUE interval_us) {
     }
     guard.armed = true;
     VALUE gc_was_disabled = rb_gc_disable();
+    size_t gc_count = rb_gc_count();
     struct itimerspec its = {};
     its.it_interval.tv_sec = us / 1000000;
     its.it_interval.tv_nsec = (us % 1000000) * 1000;
@@ -197,6 +199,12 @@ VALUE DebugSampleNative(VALUE, VALUE interval_us) {
     guard.Stop();
     g_slots.store(nullptr, std::memory_order_release);
     size_t count = std::min(g_next.load(), kMaxSamples);
+    // GC.start or GC.compact in the block run even with GC disabled: the
+    // frame handles may be freed or moved by then. Nothing is named.
+    if (rb_gc_count() != gc_count) {
+      if (!RTEST(gc_was_disabled)) rb_gc_enable();
+      ThrowFathomError("fathom: a GC ran during debug_sample_native; its Ruby frames are stale");
+    }
 
     // Names and weaving, with the GVL, GC still off (handles valid).
     NativeStackResolver resolver(VmPc());
