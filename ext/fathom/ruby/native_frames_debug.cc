@@ -1,10 +1,13 @@
 // The internal methods (all under Fathom::Native, all named debug_*):
 //
+//   debug_native_unwinder        -> "libunwind" or "libgcc" (native_capture.h;
+//                                   FATHOM_NATIVE_UNWINDER=libgcc forces it)
 //   debug_symbolize(name)        -> [function, object] of dlsym(name), or nil
 //   debug_native_stack           -> [[function, object], ...] of the calling
 //                                   thread's native stack, innermost first
-//   debug_native_capture_cost(n) -> [ns per capture, native depth]: n
-//                                   captures of the current stack, timed
+//   debug_native_capture_cost(n) -> [ns per capture, native depth,
+//                                   ns per rb_profile_frames, Ruby depth]:
+//                                   n captures of the current stack, timed
 //   debug_sample_native(interval_us) { block }
 //                                -> samples taken by a per-thread CPU timer
 //                                   signal while the block runs, each
@@ -77,7 +80,10 @@ void OnDebugSignal(int, siginfo_t*, void* ucontext) {
     if (i < kMaxSamples) {
       DebugSample& s = slots[i];
       s.native_depth = CaptureNativePcs(s.pcs, kMaxNativeFrames, ucontext);
-      s.ruby_depth = rb_profile_frames(0, static_cast<int>(kMaxRubyFrames), s.frames, s.lines);
+      // Not during GC: GC.compact on 3.1 protects heap pages (mprotect, its
+      // read barrier), and the frame walk reading an iseq there faults
+      // inside this handler, which Ruby's SEGV handler reports as a [BUG].
+      s.ruby_depth = rb_during_gc() ? 0 : rb_profile_frames(0, static_cast<int>(kMaxRubyFrames), s.frames, s.lines);
     }
   }
   errno = saved_errno;
@@ -86,6 +92,15 @@ void OnDebugSignal(int, siginfo_t*, void* ucontext) {
 VALUE FramePair(const NativeFrame& f) {
   return rb_ary_new_from_args(2, f.function.empty() ? Qnil : rb_str_new_cstr(f.function.c_str()),
                               f.object.empty() ? Qnil : rb_str_new_cstr(f.object.c_str()));
+}
+
+// The unwinder is chosen (and libunwind loaded) on first use, not when the
+// extension loads: a program that never asks for C frames never maps it.
+bool g_capture_ready = false;
+void EnsureCaptureReady() {
+  if (g_capture_ready) return;
+  InitNativeCapture();
+  g_capture_ready = true;
 }
 
 uintptr_t VmPc() { return reinterpret_cast<uintptr_t>(&rb_hash_aref); }
@@ -109,6 +124,7 @@ VALUE DebugSymbolize(VALUE, VALUE name) {
 
 VALUE DebugNativeStack(VALUE) {
   return RubyMethod([&]() -> VALUE {
+    EnsureCaptureReady();
     uintptr_t pcs[kMaxNativeFrames];
     size_t n = CaptureNativePcs(pcs, kMaxNativeFrames, nullptr);
     NativeSymbolizer sym;
@@ -122,13 +138,21 @@ VALUE DebugCaptureCost(VALUE, VALUE iterations) {
   return RubyMethod([&]() -> VALUE {
     long n = NUM2LONG(iterations);
     if (n <= 0) ThrowArgumentError("fathom: iterations must be positive");
+    EnsureCaptureReady();
     uintptr_t pcs[kMaxNativeFrames];
     size_t depth = 0;
     auto t0 = std::chrono::steady_clock::now();
     for (long i = 0; i < n; ++i) depth = CaptureNativePcs(pcs, kMaxNativeFrames, nullptr);
     auto t1 = std::chrono::steady_clock::now();
+    // The baseline a sampler pays anyway: the Ruby frames of the same stack.
+    VALUE frames[kMaxRubyFrames];
+    int lines[kMaxRubyFrames];
+    int ruby_depth = 0;
+    for (long i = 0; i < n; ++i) ruby_depth = rb_profile_frames(0, static_cast<int>(kMaxRubyFrames), frames, lines);
+    auto t2 = std::chrono::steady_clock::now();
     double ns = std::chrono::duration<double, std::nano>(t1 - t0).count() / static_cast<double>(n);
-    return rb_ary_new_from_args(2, DBL2NUM(ns), SIZET2NUM(depth));
+    double ruby_ns = std::chrono::duration<double, std::nano>(t2 - t1).count() / static_cast<double>(n);
+    return rb_ary_new_from_args(4, DBL2NUM(ns), SIZET2NUM(depth), DBL2NUM(ruby_ns), INT2NUM(ruby_depth));
   });
 }
 
@@ -165,8 +189,8 @@ VALUE DebugSampleNative(VALUE, VALUE interval_us) {
       sigemptyset(&sa.sa_mask);
       if (sigaction(DebugSignal(), &sa, nullptr) != 0) ThrowFathomError("fathom: sigaction failed: %s", strerror(errno));
       g_handler_installed = true;
-      InitNativeCapture();
     }
+    EnsureCaptureReady();
     auto slots = std::make_unique<DebugSample[]>(kMaxSamples);
     g_next.store(0);
     g_slots.store(slots.get(), std::memory_order_release);
@@ -248,7 +272,15 @@ VALUE DebugSampleNative(VALUE, VALUE interval_us) {
 
 }  // namespace
 
+VALUE DebugNativeUnwinder(VALUE) {
+  return RubyMethod([&]() -> VALUE {
+    EnsureCaptureReady();
+    return rb_str_new_cstr(NativeUnwinderName());
+  });
+}
+
 void InitNativeFramesDebug(VALUE mNative) {
+  rb_define_module_function(mNative, "debug_native_unwinder", RUBY_METHOD_FUNC(DebugNativeUnwinder), 0);
   rb_define_module_function(mNative, "debug_symbolize", RUBY_METHOD_FUNC(DebugSymbolize), 1);
   rb_define_module_function(mNative, "debug_native_stack", RUBY_METHOD_FUNC(DebugNativeStack), 0);
   rb_define_module_function(mNative, "debug_native_capture_cost", RUBY_METHOD_FUNC(DebugCaptureCost), 1);

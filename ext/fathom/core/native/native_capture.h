@@ -2,13 +2,18 @@
 // counters. Symbolizing them (native_symbolizer.h) and weaving them into the
 // Ruby stack (stack_weaver.h) happen later, off the signal path.
 //
-// The unwinder is libgcc's _Unwind_Backtrace, reading the DWARF call-frame
-// information (.eh_frame) every object carries: Debian builds libruby, libz,
-// libc and the C extensions with -O2 and without frame pointers, so a
-// frame-pointer walk loses the chain in the first such function.
-// IMPLEMENTATION.md ("C frames") says why this is safe in a signal handler on
-// Debian 12 (GCC 12's libgcc finds unwind tables with glibc's lock-free
-// _dl_find_object) and what it costs.
+// Two unwinders, both reading the DWARF call-frame information (.eh_frame)
+// every object carries: Debian builds libruby, libz, libc and the C
+// extensions with -O2 and without frame pointers, so a frame-pointer walk
+// loses the chain in the first such function.
+//   - libunwind's unw_backtrace (Debian's libunwind8, loaded with dlopen at
+//     InitNativeCapture when present): caches each PC's frame layout per
+//     thread, ~15 ns a frame once warm;
+//   - libgcc's _Unwind_Backtrace (always there): parses the CFI again for
+//     every frame, ~300 ns a frame, but finds objects with glibc's
+//     lock-free _dl_find_object.
+// IMPLEMENTATION.md ("C frames") has the figures and the signal-safety
+// argument for each.
 #pragma once
 
 #include <cstddef>
@@ -16,11 +21,18 @@
 
 namespace fathom {
 
-// Call once outside any signal handler (e.g. when the profiler starts): runs
-// the unwinder once so that its one-time initialisation (pthread_once in
-// libgcc, the lazy binding of _Unwind_* and _dl_find_object) never happens
-// inside a handler.
-void InitNativeCapture();
+enum class NativeUnwinder { kLibunwind, kLibgcc };
+
+// Call once outside any signal handler, before the first capture (e.g. when
+// the profiler starts): picks the unwinder (libunwind unless it cannot be
+// loaded, `allow_libunwind` is false, or FATHOM_NATIVE_UNWINDER=libgcc)
+// and runs it once so that its one-time initialisation (dlopen, pthread_once
+// in either library, lazy binding) never happens inside a handler. May be
+// called again to switch (not while a handler may capture).
+NativeUnwinder InitNativeCapture(bool allow_libunwind = true);
+
+// The unwinder in use: "libunwind" or "libgcc".
+const char* NativeUnwinderName();
 
 // Writes up to `max` program counters of the calling thread's native stack
 // into `out`, innermost first, and returns how many were written.

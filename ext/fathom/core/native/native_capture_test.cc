@@ -54,8 +54,24 @@ std::string Join(const std::vector<std::string>& v) {
   return s;
 }
 
-TEST(NativeCapture, KnownChainInnermostFirst) {
-  InitNativeCapture();
+// Every capture test runs with each unwinder: libunwind (when libunwind8
+// is installed, as script/setup does) and libgcc's.
+class NativeCapture : public ::testing::TestWithParam<NativeUnwinder> {
+ protected:
+  void SetUp() override {
+    NativeUnwinder got = InitNativeCapture(GetParam() == NativeUnwinder::kLibunwind);
+    if (got != GetParam()) GTEST_SKIP() << "libunwind.so.8 not installed (apt-get install libunwind8)";
+  }
+  void TearDown() override { InitNativeCapture(); }
+};
+
+INSTANTIATE_TEST_SUITE_P(Unwinders, NativeCapture,
+                         ::testing::Values(NativeUnwinder::kLibunwind, NativeUnwinder::kLibgcc),
+                         [](const ::testing::TestParamInfo<NativeUnwinder>& info) {
+                           return std::string(info.param == NativeUnwinder::kLibunwind ? "libunwind" : "libgcc");
+                         });
+
+TEST_P(NativeCapture, KnownChainInnermostFirst) {
   uintptr_t pcs[64];
   size_t n = fathom_test_chain_a(pcs, 64);
   ASSERT_GE(n, 4u);
@@ -70,7 +86,7 @@ TEST(NativeCapture, KnownChainInnermostFirst) {
   EXPECT_TRUE(saw_main) << Join(names);
 }
 
-TEST(NativeCapture, StopsAtMax) {
+TEST_P(NativeCapture, StopsAtMax) {
   uintptr_t pcs[2] = {0, 0};
   EXPECT_EQ(fathom_test_chain_a(pcs, 2), 2u);
   EXPECT_EQ(fathom_test_chain_a(pcs, 0), 0u);
@@ -109,8 +125,8 @@ __attribute__((noinline)) void fathom_test_spin_outer() {
 namespace fathom {
 namespace {
 
-TEST(NativeCapture, FromSignalHandlerStartsAtTheInterruptedCode) {
-  InitNativeCapture();
+TEST_P(NativeCapture, FromSignalHandlerStartsAtTheInterruptedCode) {
+  g_signal_count.store(0);
   struct sigaction sa = {}, old = {};
   sa.sa_sigaction = OnProf;
   sa.sa_flags = SA_SIGINFO | SA_RESTART;
