@@ -2,6 +2,8 @@
 //
 //   debug_native_unwinder        -> "libunwind" or "libgcc" (native_capture.h;
 //                                   FATHOM_NATIVE_UNWINDER=libgcc forces it)
+//   debug_frame_pointer_depth    -> [frames a frame-pointer walk reaches,
+//                                   frames the unwinder reaches]
 //   debug_symbolize(name)        -> [function, object] of dlsym(name), or nil
 //   debug_native_stack           -> [[function, object], ...] of the calling
 //                                   thread's native stack, innermost first
@@ -272,6 +274,29 @@ VALUE DebugSampleNative(VALUE, VALUE interval_us) {
 
 }  // namespace
 
+// How far a frame-pointer walk gets from here, compared with the unwinder:
+// [frames by frame pointers, frames by the unwinder]. The walk follows
+// saved rbp links while they point further up the same stack (at most
+// 1 MiB apart) and stops at the first that does not: in code built without
+// frame pointers (Debian's libruby) rbp holds data, and the chain breaks.
+// For IMPLEMENTATION.md's "why not frame pointers", nothing else.
+__attribute__((noinline)) VALUE DebugFramePointerDepth(VALUE) {
+  return RubyMethod([&]() -> VALUE {
+    EnsureCaptureReady();
+    uintptr_t pcs[kMaxNativeFrames];
+    size_t unwound = CaptureNativePcs(pcs, kMaxNativeFrames, nullptr);
+    auto* fp = static_cast<uintptr_t*>(__builtin_frame_address(0));
+    size_t walked = 0;
+    while (fp != nullptr && walked < kMaxNativeFrames) {
+      auto* next = reinterpret_cast<uintptr_t*>(fp[0]);
+      ++walked;
+      if (next <= fp || reinterpret_cast<uintptr_t>(next) - reinterpret_cast<uintptr_t>(fp) > (1u << 20)) break;
+      fp = next;
+    }
+    return rb_ary_new_from_args(2, SIZET2NUM(walked), SIZET2NUM(unwound));
+  });
+}
+
 VALUE DebugNativeUnwinder(VALUE) {
   return RubyMethod([&]() -> VALUE {
     EnsureCaptureReady();
@@ -281,6 +306,7 @@ VALUE DebugNativeUnwinder(VALUE) {
 
 void InitNativeFramesDebug(VALUE mNative) {
   rb_define_module_function(mNative, "debug_native_unwinder", RUBY_METHOD_FUNC(DebugNativeUnwinder), 0);
+  rb_define_module_function(mNative, "debug_frame_pointer_depth", RUBY_METHOD_FUNC(DebugFramePointerDepth), 0);
   rb_define_module_function(mNative, "debug_symbolize", RUBY_METHOD_FUNC(DebugSymbolize), 1);
   rb_define_module_function(mNative, "debug_native_stack", RUBY_METHOD_FUNC(DebugNativeStack), 0);
   rb_define_module_function(mNative, "debug_native_capture_cost", RUBY_METHOD_FUNC(DebugCaptureCost), 1);
