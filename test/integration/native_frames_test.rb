@@ -28,8 +28,10 @@ class NativeFramesTest < Minitest::Test
     stack = Fathom::Native.debug_native_stack
     assert_equal "fathom_ext.so", stack.first[1], stack.inspect
     names = stack.map(&:first)
-    assert_includes names, "rb_vm_exec"
-    assert_operator names.index("rb_vm_exec"), :>, 0
+    # ruby_run_node is public API on every Ruby; rb_vm_exec (the VM loop) is
+    # named where libruby exports it (3.1) or is not stripped (our 3.3.8).
+    assert_includes names, "ruby_run_node"
+    assert_operator names.index("ruby_run_node"), :>, 0
   end
 
   def test_libz_frames_under_zlib_deflate
@@ -85,7 +87,11 @@ class NativeFramesTest < Minitest::Test
       innermost_ruby, cfunc = s[:ruby].last
       refute cfunc
       assert_equal innermost_ruby, w[i - 1], "rb_hash_aref directly under the innermost Ruby frame: #{w.inspect}"
-      # Array#each's own frames (rb_ary_each -> rb_yield) are under Array#each.
+      # Array#each's own frames (rb_ary_each -> rb_yield) are under Array#each,
+      # where the VM's entry can be named (see IMPLEMENTATION.md, "C frames":
+      # a stripped libruby without rb_vm_exec gets the innermost frames only).
+      next unless s[:native].any? { |f, _| %w[rb_vm_exec vm_exec_core].include?(f) }
+
       each = w.index("Array#each")
       refute_nil each, w.inspect
       assert_equal "rb_ary_each", w[each + 1].split(" [").first, w.inspect

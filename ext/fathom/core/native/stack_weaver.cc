@@ -23,6 +23,13 @@ NativeFrameKind ClassifyNativeFrame(bool in_vm_object, const std::string& functi
   if (function.empty() || StartsWith(function, "vm_") || StartsWith(function, "rb_vm_")) {
     return NativeFrameKind::kVmInternal;
   }
+  static const char* const kCallsRuby[] = {"rb_yield", "rb_funcall", "rb_call_super", "rb_block_call", "rb_proc_call",
+                                          "rb_ensure", "rb_protect", "rb_rescue", "rb_catch", "rb_iterate",
+                                          "rb_eval", "rb_obj_call_init", "rb_class_new_instance", "rb_require",
+                                          "rb_method_call", "rb_exec_recursive"};
+  for (const char* prefix : kCallsRuby) {
+    if (StartsWith(function, prefix)) return NativeFrameKind::kCallsRuby;
+  }
   return NativeFrameKind::kOther;
 }
 
@@ -53,6 +60,29 @@ std::vector<WovenFrame> WeaveStack(const std::vector<bool>& ruby_is_cfunc,
     } else if (!segments.empty()) {
       segments.back().end = i + 1;
     }
+  }
+  if (segments.empty() && !ruby_is_cfunc.empty()) {
+    // No entry in sight: a stripped libruby that does not export
+    // rb_vm_exec (3.3 does not), or a capture stopped by JIT code. Only the
+    // innermost segment can be found: from the innermost frame outwards,
+    // past the VM's unnamed leaf helpers, up to the first VM frame (the
+    // machinery that called the cfunc or the VM function). It goes under
+    // the innermost Ruby frame.
+    size_t end = native_kinds.size();
+    while (end > 0 && native_kinds[end - 1] == NativeFrameKind::kVmInternal) --end;
+    size_t begin = end;
+    bool calls_ruby = false;
+    while (begin > 0 && (native_kinds[begin - 1] == NativeFrameKind::kOther ||
+                         native_kinds[begin - 1] == NativeFrameKind::kCallsRuby)) {
+      calls_ruby = calls_ruby || native_kinds[begin - 1] == NativeFrameKind::kCallsRuby;
+      --begin;
+    }
+    // Reaching the outermost frame means no VM frame bounds it: not a
+    // Ruby thread's stack as we know it; weave nothing. Under a Ruby frame
+    // (not a cfunc), a run that calls Ruby (rb_ary_each -> rb_yield) is the
+    // outer cfunc's, met while the VM enters or leaves the block: nothing.
+    bool innermost_is_cfunc = ruby_is_cfunc.back();
+    if (begin > 0 && begin < end && (innermost_is_cfunc || !calls_ruby)) segments.push_back(Segment{begin, end});
   }
   // Trim the VM's machinery: at the start of every segment (the loop calling
   // out to a cfunc), and at the end of all but the innermost (the cfunc's

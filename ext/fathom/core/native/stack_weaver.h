@@ -38,6 +38,11 @@ enum class NativeFrameKind : uint8_t {
   kOther,        // an extension's, a library's, or a named VM function
   kVmInternal,   // the VM's call machinery (dropped at a segment's start)
   kVmEntry,      // the interpreter loop: rb_vm_exec, vm_exec, vm_exec_core
+  // A public function of the VM that calls Ruby code (rb_yield, rb_funcallv,
+  // rb_ensure...): like kOther, except where no entry is found (see
+  // WeaveStack): there it shows that the sample is in Ruby code called back
+  // from C, and that the frames around it belong to an outer cfunc.
+  kCallsRuby,
 };
 
 // Classifies a symbolized frame. `in_vm_object`: the frame's object is the

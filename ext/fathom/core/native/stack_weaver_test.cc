@@ -46,6 +46,8 @@ TEST(ClassifyNativeFrame, Kinds) {
   EXPECT_EQ(ClassifyNativeFrame(true, ""), NativeFrameKind::kVmInternal);
   EXPECT_EQ(ClassifyNativeFrame(true, "vm_call_cfunc_with_frame"), NativeFrameKind::kVmInternal);
   EXPECT_EQ(ClassifyNativeFrame(true, "rb_hash_aref"), NativeFrameKind::kOther);
+  EXPECT_EQ(ClassifyNativeFrame(true, "rb_yield_values"), NativeFrameKind::kCallsRuby);
+  EXPECT_EQ(ClassifyNativeFrame(false, "rb_yield"), NativeFrameKind::kOther);  // not the VM's
   EXPECT_EQ(ClassifyNativeFrame(false, ""), NativeFrameKind::kOther);
   EXPECT_EQ(ClassifyNativeFrame(false, "rb_vm_exec"), NativeFrameKind::kOther);  // not the VM's object
 }
@@ -134,8 +136,30 @@ TEST(WeaveStack, ThreadRoots) {
   EXPECT_FALSE(IsThreadRootFrame(""));
 }
 
+// A stripped libruby that exports no rb_vm_exec (3.3): no entry at all.
+// The innermost segment is still found, bounded by the VM's unnamed code.
+TEST(WeaveStack, WithoutEntriesTheInnermostSegmentIsBoundedByVmCode) {
+  Sample zlib{{"<main>", "Zlib::Deflate.deflate*"},
+              {"ruby:main", "ruby:ruby_run_node", "ruby:", "ruby:", "zlib.so:", "ruby:rb_ensure", "zlib.so:",
+               "ruby:rb_nogvl", "zlib.so:", "libz.so.1:deflate", "libz.so.1:"}};
+  EXPECT_EQ(Woven(zlib),
+            "<main> > Zlib::Deflate.deflate > [<zlib.so>] > [rb_ensure] > [<zlib.so>] > [rb_nogvl] > [<zlib.so>] > "
+            "[deflate] > [<libz.so.1>]");
+  // The VM's unnamed leaf helper under rb_hash_aref is dropped with it.
+  Sample aref{{"<main>", "Object#lookup"}, {"ruby:main", "ruby:", "ruby:rb_hash_aref", "ruby:rb_st_lookup", "ruby:"}};
+  EXPECT_EQ(Woven(aref), "<main> > Object#lookup > [rb_hash_aref] > [rb_st_lookup]");
+  // In the VM's entry into a block called by Array#each: rb_ary_each and
+  // rb_yield are Array#each's, not the block's. Nothing is woven.
+  Sample entering{{"<main>", "Array#each*", "block in <main>"},
+                  {"ruby:main", "ruby:", "ruby:rb_ary_each", "ruby:rb_yield", "ruby:", "ruby:"}};
+  EXPECT_EQ(Woven(entering), "<main> > Array#each > block in <main>");
+  // Under a cfunc the same frames are its own (Hash#each_pair -> a C block).
+  Sample cfunc{{"<main>", "Foo.each*"}, {"ruby:main", "ruby:", "foo.so:foo_each", "ruby:rb_yield", "foo.so:"}};
+  EXPECT_EQ(Woven(cfunc), "<main> > Foo.each > [foo_each] > [rb_yield] > [<foo.so>]");
+}
+
 TEST(WeaveStack, NothingToWeave) {
-  // No VM entry in the native stack: only the Ruby frames.
+  // No VM frame at all in the native stack: only the Ruby frames.
   EXPECT_EQ(Woven({{"<main>", "Foo.bar*"}, {"libc.so.6:main", "libfoo.so:foo"}}), "<main> > Foo.bar");
   // The sample hit the interpreter loop itself.
   EXPECT_EQ(Woven({{"<main>", "Object#f"}, {"ruby:main", "ruby:rb_vm_exec"}}), "<main> > Object#f");
