@@ -10,6 +10,7 @@
 #include "heap_collector.h"
 #include "new_file_binding.h"
 #include "malloc_trim_binding.h"
+#include "native_frames_debug.h"
 #ifdef FATHOM_DUMP_READER
 #include "dump_binding.h"
 #endif
@@ -48,6 +49,7 @@ extern "C" __attribute__((visibility("default"))) void Init_fathom_ext(void) {
   fathom::InitRetentionSnapshot(mNative);
   fathom::InitNewFile(mNative);
   fathom::InitMallocTrim(mNative);
+  fathom::InitNativeFramesDebug(mNative);
 #ifdef FATHOM_DUMP_READER  // extconf.rb: only with simdjson
   fathom::InitDumpAnalysis(mNative);
 #endif
