@@ -9,6 +9,7 @@
 #include "retention_snapshot.h"
 #include "heap_collector.h"
 #include "new_file_binding.h"
+#include "native_frames_debug.h"
 #ifdef FATHOM_DUMP_READER
 #include "dump_binding.h"
 #endif
@@ -46,6 +47,7 @@ extern "C" __attribute__((visibility("default"))) void Init_fathom_ext(void) {
   fathom::InitCpuCollector(mNative);
   fathom::InitRetentionSnapshot(mNative);
   fathom::InitNewFile(mNative);
+  fathom::InitNativeFramesDebug(mNative);
 #ifdef FATHOM_DUMP_READER  // extconf.rb: only with simdjson
   fathom::InitDumpAnalysis(mNative);
 #endif

@@ -1,0 +1,53 @@
+// Signal-safe capture of the native (C/C++) call stack as raw program
+// counters. Symbolizing them (native_symbolizer.h) and weaving them into the
+// Ruby stack (stack_weaver.h) happen later, off the signal path.
+//
+// Two unwinders, both reading the DWARF call-frame information (.eh_frame)
+// every object carries: Debian builds libruby, libz, libc and the C
+// extensions with -O2 and without frame pointers, so a frame-pointer walk
+// loses the chain in the first such function.
+//   - libunwind's unw_backtrace (Debian's libunwind8, loaded with dlopen at
+//     InitNativeCapture when present): caches each PC's frame layout per
+//     thread, ~15 ns a frame once warm;
+//   - libgcc's _Unwind_Backtrace (always there): parses the CFI again for
+//     every frame, ~300 ns a frame, but finds objects with glibc's
+//     lock-free _dl_find_object.
+// IMPLEMENTATION.md ("C frames") has the figures and the signal-safety
+// argument for each.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace fathom {
+
+enum class NativeUnwinder { kLibunwind, kLibgcc };
+
+// Call once outside any signal handler, before the first capture (e.g. when
+// the profiler starts): picks the unwinder (libunwind unless it cannot be
+// loaded, `allow_libunwind` is false, or FATHOM_NATIVE_UNWINDER=libgcc)
+// and runs it once so that its one-time initialisation (dlopen, pthread_once
+// in either library, lazy binding) never happens inside a handler. May be
+// called again to switch (not while a handler may capture).
+NativeUnwinder InitNativeCapture(bool allow_libunwind = true);
+
+// The unwinder in use: "libunwind" or "libgcc".
+const char* NativeUnwinderName();
+
+// Writes up to `max` program counters of the calling thread's native stack
+// into `out`, innermost first, and returns how many were written.
+//
+// With `ucontext` (the third argument of an SA_SIGINFO handler) the stack is
+// that of the interrupted code: the first PC is the exact interrupted
+// instruction, the handler's own frames are skipped. Without it, the stack of
+// the caller of CaptureNativePcs (first PC: inside the caller).
+//
+// Every PC but the interrupted one is a return address minus one, so that it
+// falls inside the calling instruction (and the calling function, even when
+// the call was the function's last instruction).
+//
+// Async-signal-safe: no malloc, no locks of its own, no Ruby. Stops early at
+// an object without unwind information (e.g. JIT code) or a corrupt frame.
+size_t CaptureNativePcs(uintptr_t* out, size_t max, const void* ucontext);
+
+}  // namespace fathom
