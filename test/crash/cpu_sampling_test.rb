@@ -150,7 +150,7 @@ class CpuSamplingTest < Minitest::Test
     a.stop
     assert_raises(ArgumentError) { Fathom::CpuProfiler.new(mode: :heap) }
     assert_raises(ArgumentError) { Fathom::CpuProfiler.new(interval: "1us") }
-    assert_raises(Fathom::Error) { Fathom::CpuProfiler.new(native: true) }
+    assert_raises(TypeError) { Fathom::CpuProfiler.new(native: "yes") }
     assert_raises(ArgumentError) { Fathom.profile(mode: %i[cpu wall]) {} }
   end
 end
