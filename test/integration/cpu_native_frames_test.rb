@@ -76,6 +76,23 @@ class CpuNativeFramesTest < Minitest::Test
     sha.each { |s| assert below?(s, /SHA256|sha256/i, /\ADigest::/), s.functions.inspect }
   end
 
+  def test_fathom_run_native
+    script = File.join(@dir, "zlib.rb")
+    File.write(script, "require 'zlib'\nZlib::Deflate.deflate(Random.new(2).bytes(1 << 20) * 4)\n")
+    out = File.join(@dir, "run.pb.gz")
+    _o, err, status = TestHelper.run_fathom("run", "--mode", "cpu", "--native", "--interval", "1ms", "-o", out, "--",
+                                            RbConfig.ruby, script, env: TestHelper::PLAIN_ENV)
+    assert status.success?, err
+    raw = PprofRaw.read(out)
+    libz = raw.samples.select { |s| s.functions.include?("deflate") }
+    refute_empty libz, "functions seen: #{raw.function_names.first(40)}"
+    libz.each { |s| assert below?(s, "deflate", "Zlib::Deflate.deflate"), s.functions.inspect }
+    _o, err, status = TestHelper.run_fathom("run", "--mode", "heap", "--native", "-o", File.join(@dir, "h.pb.gz"), "--",
+                                            RbConfig.ruby, script, env: TestHelper::PLAIN_ENV)
+    refute status.success?
+    assert_match(/--native needs --mode cpu or wall/, err)
+  end
+
   def test_vm_function_hidden_by_the_ruby_stack_appears
     aref = samples_with("rb_hash_aref")
     refute_empty aref, "functions seen: #{profile.function_names.first(40)}"
