@@ -120,10 +120,11 @@ UnwBacktrace LoadLibunwind() {
 
 }  // namespace
 
-NativeUnwinder InitNativeCapture(bool allow_libunwind) {
+NativeUnwinder InitNativeCapture(bool use_libunwind) {
   const char* forced = getenv("FATHOM_NATIVE_UNWINDER");
-  if (forced != nullptr && strcmp(forced, "libgcc") == 0) allow_libunwind = false;
-  UnwBacktrace bt = allow_libunwind ? LoadLibunwind() : nullptr;
+  if (forced != nullptr && strcmp(forced, "libgcc") == 0) use_libunwind = false;
+  if (forced != nullptr && strcmp(forced, "libunwind") == 0) use_libunwind = true;
+  UnwBacktrace bt = use_libunwind ? LoadLibunwind() : nullptr;
   g_unw_backtrace.store(bt, std::memory_order_release);
   uintptr_t pcs[4];
   CaptureNativePcs(pcs, 4, nullptr);  // warms up whichever is used

@@ -6,12 +6,18 @@
 // every object carries: Debian builds libruby, libz, libc and the C
 // extensions with -O2 and without frame pointers, so a frame-pointer walk
 // loses the chain in the first such function.
-//   - libunwind's unw_backtrace (Debian's libunwind8, loaded with dlopen at
-//     InitNativeCapture when present): caches each PC's frame layout per
-//     thread, ~15 ns a frame once warm;
-//   - libgcc's _Unwind_Backtrace (always there): parses the CFI again for
-//     every frame, ~300 ns a frame, but finds objects with glibc's
-//     lock-free _dl_find_object.
+//   - libgcc's _Unwind_Backtrace (the default, always there): parses the
+//     CFI again for every frame, ~300 ns a frame, but allocates nothing,
+//     uses no thread-local storage and finds objects with glibc's lock-free
+//     _dl_find_object: safe in any signal handler on any thread;
+//   - libunwind's unw_backtrace (Debian's libunwind8, opt-in with
+//     FATHOM_NATIVE_UNWINDER=libunwind): caches each PC's frame layout per
+//     thread, ~15 ns a frame once warm, but that cache hangs off a
+//     thread-local variable, and loaded with dlopen its TLS is dynamic: the
+//     first capture on each thread calls malloc (inside __tls_get_addr),
+//     which deadlocks when the signal interrupted malloc. Seen in the CPU
+//     sampler's crash test on Ruby 3.3.8. Safe only when libunwind.so.8 is
+//     loaded at process start (LD_PRELOAD), which makes its TLS static.
 // IMPLEMENTATION.md ("C frames") has the figures and the signal-safety
 // argument for each.
 #pragma once
@@ -24,12 +30,13 @@ namespace fathom {
 enum class NativeUnwinder { kLibunwind, kLibgcc };
 
 // Call once outside any signal handler, before the first capture (e.g. when
-// the profiler starts): picks the unwinder (libunwind unless it cannot be
-// loaded, `allow_libunwind` is false, or FATHOM_NATIVE_UNWINDER=libgcc)
+// the profiler starts): picks the unwinder (libgcc's, unless
+// `use_libunwind` or FATHOM_NATIVE_UNWINDER=libunwind asks for libunwind
+// and it loads; FATHOM_NATIVE_UNWINDER=libgcc overrides `use_libunwind`)
 // and runs it once so that its one-time initialisation (dlopen, pthread_once
 // in either library, lazy binding) never happens inside a handler. May be
 // called again to switch (not while a handler may capture).
-NativeUnwinder InitNativeCapture(bool allow_libunwind = true);
+NativeUnwinder InitNativeCapture(bool use_libunwind = false);
 
 // The unwinder in use: "libunwind" or "libgcc".
 const char* NativeUnwinderName();

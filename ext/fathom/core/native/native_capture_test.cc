@@ -54,15 +54,16 @@ std::string Join(const std::vector<std::string>& v) {
   return s;
 }
 
-// Every capture test runs with each unwinder: libunwind (when libunwind8
-// is installed, as script/setup does) and libgcc's.
+// Every capture test runs with each unwinder: libgcc's (the default) and
+// libunwind (when libunwind8 is installed, as script/setup does; its first
+// use on this thread is in SetUp, outside the handler: see native_capture.h).
 class NativeCapture : public ::testing::TestWithParam<NativeUnwinder> {
  protected:
   void SetUp() override {
     NativeUnwinder got = InitNativeCapture(GetParam() == NativeUnwinder::kLibunwind);
     if (got != GetParam()) GTEST_SKIP() << "libunwind.so.8 not installed (apt-get install libunwind8)";
   }
-  void TearDown() override { InitNativeCapture(); }
+  void TearDown() override { InitNativeCapture(); }  // back to the default
 };
 
 INSTANTIATE_TEST_SUITE_P(Unwinders, NativeCapture,
