@@ -7,7 +7,8 @@
 # busy neighbour disturbs less than wall time.
 #
 #   ruby -Ilib bench/cpu_overhead.rb [--rounds 7] [--workload single,threads4]
-#                                    [--modes baseline,cpu,wall,cpu_1ms,wall_1ms,stackprof_cpu_1ms,stackprof_wall_1ms]
+#                                    [--modes baseline,cpu,wall,cpu_1ms,wall_1ms,stackprof_cpu_1ms,stackprof_wall_1ms,
+#                                             cpu_native,wall_native,cpu_native_1ms]
 #                                    [--cpu N]
 #
 # single:   one thread, CPU-bound (method calls, small allocations)
@@ -43,6 +44,10 @@ PROFILERS = {
   "wall" => -> { Fathom::CpuProfiler.new(mode: :wall) },
   "cpu_1ms" => -> { Fathom::CpuProfiler.new(mode: :cpu, interval: "1ms") },
   "wall_1ms" => -> { Fathom::CpuProfiler.new(mode: :wall, interval: "1ms") },
+  # --native: a C-stack unwind per sample, and weaving at flush.
+  "cpu_native" => -> { Fathom::CpuProfiler.new(mode: :cpu, native: true) },
+  "wall_native" => -> { Fathom::CpuProfiler.new(mode: :wall, native: true) },
+  "cpu_native_1ms" => -> { Fathom::CpuProfiler.new(mode: :cpu, interval: "1ms", native: true) },
   "stackprof_cpu_1ms" => -> { StackprofRun.new(:cpu) },
   "stackprof_wall_1ms" => -> { StackprofRun.new(:wall) },
 }.freeze

@@ -8,7 +8,7 @@
 #
 # Settings come from FATHOM_MODE (comma-separated: heap, gc, retention),
 # FATHOM_OUT, FATHOM_FORCE, FATHOM_FORMAT, FATHOM_EXACT, FATHOM_INTERVAL,
-# FATHOM_MAX_DEPTH, FATHOM_COALESCE; the CLI has validated them. The run is a
+# FATHOM_MAX_DEPTH, FATHOM_NATIVE, FATHOM_COALESCE; the CLI has validated them. The run is a
 # Fathom::Session, as in Fathom.profile: started here, finished at exit.
 # Whatever goes wrong here is reported on $stderr (Fathom.notice) and never
 # changes what the program does or its exit status.
@@ -64,6 +64,9 @@ module Fathom
             ns = Options.duration_ns("FATHOM_INTERVAL", v, min_ns: Options::SAMPLING_INTERVAL_NS.begin,
                                                            max_ns: Options::SAMPLING_INTERVAL_NS.end)
             opts[:interval] = "#{ns}ns"
+          end
+          if modes.intersect?(Modes::CPU_MODES) && env["FATHOM_NATIVE"]
+            opts[:native] = Options.parse_boolean("FATHOM_NATIVE", env["FATHOM_NATIVE"])
           end
           if (v = env["FATHOM_MAX_DEPTH"])
             opts[:max_depth] = Options.parse_integer("FATHOM_MAX_DEPTH", v, Options::MAX_DEPTH_RANGE)

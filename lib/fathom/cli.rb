@@ -198,6 +198,8 @@ module Fathom
                                    "counters on Ruby < 3.3, where GC hooks slow every allocation; hooks on 3.3+). " \
                                    "hooks gives per-pause times") { |v| opts[:gc_source] = v }
         o.on("--exact", "record every allocation instead of sampling (slow)") { opts[:exact] = true }
+        o.on("--native", "with --mode cpu or wall: C frames (libz's deflate, rb_hash_aref) under the Ruby frames " \
+                         "that called them") { opts[:native] = true }
         o.on("--interval DUR", "sampling interval, e.g. 1ms, 10ms, 0.002; " \
                                "#{Options.format_ns(Options::SAMPLING_INTERVAL_NS.begin)}..#{Options.format_ns(Options::SAMPLING_INTERVAL_NS.end)} " \
                                "(default: #{Modes.format_seconds(HEAP[:interval])})") { |v| opts[:interval] = v }
@@ -246,6 +248,10 @@ module Fathom
         raise UsageError, "--coalesce 0 (one period per GC step) needs --gc-source hooks"
       end
 
+      if opts[:native] && !modes.intersect?(Modes::CPU_MODES)
+        raise UsageError, "--native needs --mode cpu or wall (C frames are sampled with the CPU profiler)"
+      end
+
       interval_ns = validate do
         Options.duration_ns("--interval", opts.fetch(:interval, Modes.format_seconds(HEAP[:interval])),
                             min_ns: Options::SAMPLING_INTERVAL_NS.begin, max_ns: Options::SAMPLING_INTERVAL_NS.end)
@@ -267,6 +273,7 @@ module Fathom
         "FATHOM_COALESCE" => coalesce,
         "FATHOM_GC_SOURCE" => gc_source,
         "FATHOM_EXACT" => opts[:exact] ? "1" : "0",
+        "FATHOM_NATIVE" => opts[:native] ? "1" : "0",
         "FATHOM_INTERVAL" => "#{interval_ns}ns",
         "FATHOM_MAX_DEPTH" => max_depth.to_s,
         # exec keeps our pid: autorun profiles the process whose pid this is.

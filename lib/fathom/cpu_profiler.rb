@@ -27,14 +27,16 @@ module Fathom
     # no postponed job did (Ruby < 3.3 with every thread asleep).
     DRAIN_INTERVAL = 0.05
 
-    attr_reader :mode, :interval_ns, :max_depth, :format
+    attr_reader :mode, :interval_ns, :max_depth, :format, :native
 
     # mode: :cpu (time on each thread's CPU clock) or :wall (elapsed time,
     # sleeping and blocked threads included). interval: mean time between
     # samples of one thread (jittered ±25%). format: :pprof, or :firefox (a
     # Firefox Profiler timeline: a track per thread, state markers; every
-    # sample is kept until flush). native: C frames are the
-    # subject of another piece of work and not supported yet.
+    # sample is kept until flush). native: each sample also holds its C
+    # frames (libz's deflate under Zlib::Deflate.deflate), woven under the
+    # Ruby frames that called them (IMPLEMENTATION.md, "C frames"); pprof
+    # only: the Firefox timeline carries the Ruby frames.
     def initialize(mode: :cpu, **opts)
       Options.check_unknown!(opts, Modes::DEFAULTS.fetch(:cpu).keys, "Fathom::CpuProfiler.new")
       opts = Modes::DEFAULTS.fetch(:cpu).merge(opts)
@@ -43,12 +45,10 @@ module Fathom
                                                                       max_ns: Options::SAMPLING_INTERVAL_NS.end)
       @max_depth = Options.integer("max_depth", opts[:max_depth], Options::MAX_DEPTH_RANGE)
       @format = Options.one_of("format", opts[:format], FORMATS)
-      if Options.boolean("native", opts[:native])
-        raise Fathom::Error, "fathom: native: true (C frames) is not yet supported by the CPU profiler"
-      end
+      @native = Options.boolean("native", opts[:native])
 
       NativeLoader.require!
-      @collector = Native::CpuCollector.new(@mode, @interval_ns, @max_depth, @format == :firefox)
+      @collector = Native::CpuCollector.new(@mode, @interval_ns, @max_depth, @format == :firefox, @native)
       @lock = Mutex.new
       @drainer = nil
     end

@@ -31,7 +31,8 @@ module Fathom
       retention: { max_depth: 64 }.freeze,
       # 10 ms: each sample costs a signal and a stack walk on the sampled
       # thread (a few microseconds), so 100 samples/s per thread stays well
-      # within 1% (bench/cpu_overhead.rb). native: C frames, not yet.
+      # within 1% (bench/cpu_overhead.rb). native: C frames (off: they cost
+      # a native unwind per sample).
       cpu: { interval: 0.01, max_depth: 128, native: false, format: :pprof }.freeze,
       wall: { interval: 0.01, max_depth: 128, native: false, format: :pprof }.freeze,
     }.freeze

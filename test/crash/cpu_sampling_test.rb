@@ -59,6 +59,24 @@ class CpuSamplingTest < Minitest::Test
       refute profiler.running?
     end
 
+    # native: true unwinds C stacks in every handler: threads starting and
+    # ending, zlib releasing the GVL, GC.compact moving objects meanwhile.
+    define_method("test_native_frames_with_threads_zlib_and_gc_compact_at_100us_#{mode}") do
+      require "zlib"
+      data = Random.new(3).bytes(1 << 16) * 4
+      profiler = Fathom::CpuProfiler.new(mode: mode, interval: "100us", native: true).start
+      2.times do
+        threads = 6.times.map { Thread.new { 3.times { Zlib::Deflate.deflate(data) }; [1] * 100 } }
+        GC.compact
+        threads.each(&:join)
+        profiler.flush
+      end
+      profiler.stop
+      profile = profiler.flush
+      assert_kind_of String, profile.report(top: 3)
+      assert_equal 0, Fathom::Native.internal_errors[:count]
+    end
+
     define_method("test_gc_compact_and_stress_while_sampling_#{mode}") do
       profiler = Fathom::CpuProfiler.new(mode: mode, interval: "100us").start
       kept = []
@@ -150,7 +168,7 @@ class CpuSamplingTest < Minitest::Test
     a.stop
     assert_raises(ArgumentError) { Fathom::CpuProfiler.new(mode: :heap) }
     assert_raises(ArgumentError) { Fathom::CpuProfiler.new(interval: "1us") }
-    assert_raises(Fathom::Error) { Fathom::CpuProfiler.new(native: true) }
+    assert_raises(TypeError) { Fathom::CpuProfiler.new(native: "yes") }
     assert_raises(ArgumentError) { Fathom.profile(mode: %i[cpu wall]) {} }
   end
 end

@@ -28,6 +28,8 @@
 #include "cpu/sample_ring.h"
 #include "cpu_sampler.h"
 #include "frame_symbolizer.h"
+#include "native/native_capture.h"
+#include "native/native_stack_resolver.h"
 #include "postponed_job.h"
 
 namespace fathom {
@@ -134,7 +136,9 @@ void CollectorFree(void* ptr) {
 
 size_t CollectorSize(const void* ptr) {
   const CpuCollector* c = static_cast<const CpuCollector*>(ptr);
-  size_t ring = c->ring ? c->ring->capacity() * (sizeof(SampleHeader) + 8 + c->ring->max_depth() * 12) : 0;
+  size_t ring = c->ring ? c->ring->capacity() * (sizeof(SampleHeader) + 8 + c->ring->max_depth() * 12 +
+                                                  c->ring->native_max() * sizeof(uintptr_t))
+                        : 0;
   return sizeof(*c) + ring + c->agg.size() * 48 + c->agg.stacks().stack_count() * 64;
 }
 
@@ -157,9 +161,10 @@ VALUE CollectorAlloc(VALUE klass) {
   return RubyMethod([klass] { return TypedData_Wrap_Struct(klass, &kCpuCollectorType, new CpuCollector()); });
 }
 
-// initialize(mode, interval_ns, max_depth, timeline): mode :cpu or :wall;
-// timeline: keep every sample in order (for the Firefox Profiler format).
-VALUE CollectorInitialize(VALUE self, VALUE mode, VALUE interval_ns, VALUE max_depth, VALUE timeline) {
+// initialize(mode, interval_ns, max_depth, timeline, native): mode :cpu or
+// :wall; timeline: keep every sample in order (for the Firefox Profiler
+// format); native: each sample also holds its C frames (core/native/).
+VALUE CollectorInitialize(VALUE self, VALUE mode, VALUE interval_ns, VALUE max_depth, VALUE timeline, VALUE native) {
   CpuCollector* c = Unwrap(self);
   return RubyMethod([&] {
     if (c->ring) ThrowFathomError("fathom: CPU collector is already initialized");
@@ -174,7 +179,10 @@ VALUE CollectorInitialize(VALUE self, VALUE mode, VALUE interval_ns, VALUE max_d
     c->config.mode = mode == sym_wall ? CpuMode::kWall : CpuMode::kCpu;
     c->config.interval_ns = interval;
     c->max_depth = depth;
-    c->ring = std::make_unique<SampleRing>(RingCapacity(depth), static_cast<size_t>(depth));
+    c->config.native = RTEST(native);
+    if (c->config.native) InitNativeCapture();  // dlopen, warm-up: never in a handler
+    c->ring = std::make_unique<SampleRing>(RingCapacity(depth), static_cast<size_t>(depth),
+                                           c->config.native ? kMaxNativeFrames : 0);
     c->agg.set_keep_timeline(RTEST(timeline));
     return self;
   });
@@ -302,6 +310,55 @@ void ReclassifyWaits(CpuProfileData* d) {
   }
 }
 
+// Puts each row's C frames under the Ruby frames that called them
+// (core/native/stack_weaver.h): a cfunc is a Ruby frame without a source
+// path. Native frames become symbols named "deflate" (or "<libz.so.1>" for
+// an unnamed function) with the object as file name, one per distinct
+// name and object.
+void WeaveNativeFrames(CpuCollector* c, const std::vector<uint32_t>& native_ids, CpuProfileData* d) {
+  NativeStackResolver resolver(reinterpret_cast<uintptr_t>(&rb_hash_aref));
+  std::map<std::pair<std::string, std::string>, uint32_t> native_symbols;
+  for (size_t r = 0; r < d->rows.size(); r++) {
+    const std::vector<uintptr_t>& pcs = c->agg.native(native_ids[r]);
+    CpuProfileData::Row& row = d->rows[r];
+    if (pcs.empty() || row.frames.empty()) continue;
+    // Rows are leaf first; the weaver wants outermost first.
+    std::vector<bool> is_cfunc(row.frames.size());
+    for (size_t i = 0; i < row.frames.size(); i++) {
+      const std::string& file = d->symbols[row.frames[i]].filename;
+      is_cfunc[row.frames.size() - 1 - i] = file.empty() || file == "<cfunc>";
+    }
+    std::vector<WovenFrame> woven = resolver.Weave(is_cfunc, pcs.data(), pcs.size());
+    std::vector<uint32_t> frames;
+    std::vector<int32_t> lines;
+    frames.reserve(woven.size());
+    lines.reserve(woven.size());
+    for (auto it = woven.rbegin(); it != woven.rend(); ++it) {  // back to leaf first
+      if (!it->native) {
+        size_t leaf_index = row.frames.size() - 1 - it->index;
+        frames.push_back(row.frames[leaf_index]);
+        lines.push_back(leaf_index < row.lines.size() ? row.lines[leaf_index] : 0);
+        continue;
+      }
+      const NativeFrame& f = resolver.Frame(pcs[it->index]).frame;
+      auto key = std::make_pair(f.DisplayName(), f.object);
+      auto found = native_symbols.find(key);
+      if (found == native_symbols.end()) {
+        FrameSymbol sym;
+        sym.name = key.first;
+        sym.filename = key.second;
+        sym.resolved = true;
+        found = native_symbols.emplace(key, static_cast<uint32_t>(d->symbols.size())).first;
+        d->symbols.push_back(std::move(sym));
+      }
+      frames.push_back(found->second);
+      lines.push_back(0);
+    }
+    row.frames = std::move(frames);
+    row.lines = std::move(lines);
+  }
+}
+
 CpuProfileData TakeData(CpuCollector* c) {
   Drain(c);
   CpuProfileData d;
@@ -328,7 +385,9 @@ CpuProfileData TakeData(CpuCollector* c) {
     }
     return out;
   };
+  std::vector<uint32_t> native_ids;  // per row, for WeaveNativeFrames
   c->agg.ForEach([&](const CpuKey& key, const CpuValues& values) {
+    native_ids.push_back(key.native_id);
     CpuProfileData::Row row;
     row.lines = stacks.lines(key.stack_id);
     row.truncated = stacks.truncated(key.stack_id);
@@ -358,7 +417,9 @@ CpuProfileData TakeData(CpuCollector* c) {
   }
   d.start_monotonic_ns = c->start_monotonic_ns;
   d.pid = static_cast<int64_t>(getpid());
-  if (std::string(d.state_source) == "gvl-flag") ReclassifyWaits(&d);
+  if (std::string(d.state_source) == "gvl-flag") ReclassifyWaits(&d);  // on Ruby frames only
+  // pprof rows only: the Firefox timeline keeps the Ruby frames.
+  if (c->config.native) WeaveNativeFrames(c, native_ids, &d);
   d.thread_names = c->ended_names;
   LiveThreadNames(&d.thread_names);
   // The next encode covers what happens from now on.
@@ -446,7 +507,7 @@ void InitCpuCollector(VALUE mNative) {
   VALUE klass = rb_define_class_under(mNative, "CpuCollector", rb_cObject);
   rb_gc_register_mark_object(klass);
   rb_define_alloc_func(klass, CollectorAlloc);
-  rb_define_method(klass, "initialize", RUBY_METHOD_FUNC(CollectorInitialize), 4);
+  rb_define_method(klass, "initialize", RUBY_METHOD_FUNC(CollectorInitialize), 5);
   rb_define_method(klass, "start", RUBY_METHOD_FUNC(CollectorStart), 0);
   rb_define_method(klass, "stop", RUBY_METHOD_FUNC(CollectorStop), 0);
   rb_define_method(klass, "running?", RUBY_METHOD_FUNC(CollectorRunningP), 0);

@@ -18,6 +18,7 @@
 
 #include "base/clock.h"
 #include "boundary.h"
+#include "native/native_capture.h"
 #include "postponed_job.h"
 #include "ruby_private_api.h"
 #include "sigprof.h"
@@ -437,7 +438,7 @@ void CpuSampler::ExcludeCurrentThread() {
   if (s) RemoveSlot(s);
 }
 
-void CpuSampler::OnSignal(int index) {
+void CpuSampler::OnSignal(int index, const void* ucontext) {
   g_signals.fetch_add(1, std::memory_order_relaxed);
   if (index < 0 || index >= kMaxThreads) return;
   ThreadSlot* s = &g_slots[index];
@@ -479,6 +480,11 @@ void CpuSampler::OnSignal(int index) {
       h->truncated = depth >= max;
     }
     h->state = state;
+    // C frames need no Ruby data: taken during GC too (its own functions
+    // then show under the "Garbage Collection" frame's sample).
+    if (g_config.native && h->native != nullptr) {
+      h->native_depth = static_cast<uint16_t>(CaptureNativePcs(h->native, ring->native_max(), ucontext));
+    }
     ring->Publish(cell);
     g_samples.fetch_add(1, std::memory_order_relaxed);
   }

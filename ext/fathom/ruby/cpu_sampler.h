@@ -37,6 +37,9 @@ class CpuSampler {
   struct Config {
     CpuMode mode = CpuMode::kCpu;
     int64_t interval_ns = 10000000;
+    // Capture C frames into the ring's native arrays (native: true); the
+    // ring must have been made with native_max > 0.
+    bool native = false;
   };
   // Called (GVL held) when a sampled thread ends, so its name can be kept.
   using ThreadEndCallback = void (*)(int32_t thread_id, VALUE thread);
@@ -59,7 +62,8 @@ class CpuSampler {
   static void ExcludeCurrentThread();
 
   // From the SIGPROF dispatcher (sigprof.h). Async-signal-safe.
-  static void OnSignal(int slot);
+  // ucontext: the handler's third argument (C frames start there).
+  static void OnSignal(int slot, const void* ucontext);
 
   struct Stats {
     uint64_t signals, samples, threads_seen, timer_errors, foreign_signals;

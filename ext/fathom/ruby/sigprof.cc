@@ -14,7 +14,7 @@ bool g_installed = false;  // touched only with the GVL held
 void Dispatch(int sig, siginfo_t* info, void* ucontext) {
   int saved_errno = errno;
   if (info != nullptr && info->si_code == SI_TIMER && (info->si_value.sival_int >> 16) == kCpuTimerTag) {
-    CpuSampler::OnSignal(info->si_value.sival_int & 0xffff);
+    CpuSampler::OnSignal(info->si_value.sival_int & 0xffff, ucontext);
   } else {
     SampleTimer::OnSignal(sig, info, ucontext);
   }

@@ -7,6 +7,7 @@ namespace fathom {
 size_t CpuAggregate::KeyHash::operator()(const CpuKey& k) const {
   uint64_t h = (static_cast<uint64_t>(k.stack_id) << 32) ^ static_cast<uint32_t>(k.thread_id);
   h ^= static_cast<uint64_t>(k.state) << 61;
+  h ^= static_cast<uint64_t>(k.native_id) * 0xc2b2ae3d27d4eb4fULL;
   h *= 0x9e3779b97f4a7c15ULL;
   return static_cast<size_t>(h ^ (h >> 29));
 }
@@ -17,7 +18,19 @@ void CpuAggregate::Add(const SampleHeader& header, const uint64_t* frames, const
   v.cpu_ns = header.cpu_delta_ns > 0 ? header.cpu_delta_ns : 0;
   v.wall_ns = header.wall_delta_ns > 0 ? header.wall_delta_ns : 0;
   uint32_t stack = stacks_.Intern(frames, lines, header.depth, header.truncated);
-  CpuKey key{stack, header.thread_id, header.state};
+  uint32_t native_id = 0;
+  if (header.native != nullptr && header.native_depth > 0) {
+    std::string bytes(reinterpret_cast<const char*>(header.native), header.native_depth * sizeof(uintptr_t));
+    auto n = native_index_.find(bytes);
+    if (n == native_index_.end()) {
+      native_id = static_cast<uint32_t>(natives_.size());
+      natives_.emplace_back(header.native, header.native + header.native_depth);
+      native_index_.emplace(std::move(bytes), native_id);
+    } else {
+      native_id = n->second;
+    }
+  }
+  CpuKey key{stack, header.thread_id, header.state, native_id};
   auto it = index_.find(key);
   if (it == index_.end()) {
     index_.emplace(key, entries_.size());
@@ -48,6 +61,8 @@ void CpuAggregate::Clear() {
   entries_.clear();
   index_.clear();
   threads_.clear();
+  natives_.resize(1);
+  native_index_.clear();
 }
 
 }  // namespace fathom

@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -34,8 +35,9 @@ struct CpuKey {
   uint32_t stack_id;
   int32_t thread_id;
   ThreadState state;
+  uint32_t native_id = 0;  // CpuAggregate::native(id); 0: no native frames
   bool operator==(const CpuKey& o) const {
-    return stack_id == o.stack_id && thread_id == o.thread_id && state == o.state;
+    return stack_id == o.stack_id && thread_id == o.thread_id && state == o.state && native_id == o.native_id;
   }
 };
 
@@ -72,6 +74,8 @@ class CpuAggregate {
   // Per-thread totals by state, ordered by thread id.
   const std::map<int32_t, ThreadTotals>& threads() const { return threads_; }
   CpuValues total() const;
+  // The native PCs of a key (innermost first); id 0 is the empty stack.
+  const std::vector<uintptr_t>& native(uint32_t id) const { return natives_[id]; }
 
   // Forgets everything (the next window starts empty).
   void Clear();
@@ -90,6 +94,9 @@ class CpuAggregate {
   std::map<int32_t, ThreadTotals> threads_;
   bool keep_timeline_ = false;
   std::vector<CpuTimelineSample> timeline_;
+  // Native stacks, interned by their bytes (ids index natives_).
+  std::vector<std::vector<uintptr_t>> natives_{std::vector<uintptr_t>()};
+  std::unordered_map<std::string, uint32_t> native_index_;
 };
 
 }  // namespace fathom

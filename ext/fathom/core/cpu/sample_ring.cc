@@ -21,12 +21,14 @@ size_t RoundUpPow2(size_t n) {
 }
 }  // namespace
 
-SampleRing::SampleRing(size_t capacity, size_t max_depth)
+SampleRing::SampleRing(size_t capacity, size_t max_depth, size_t native_max)
     : capacity_(RoundUpPow2(capacity)),
       max_depth_(max_depth == 0 ? 1 : max_depth),
+      native_max_(native_max),
       cells_(new Cell[capacity_]),
       frames_(new uint64_t[capacity_ * max_depth_]()),
-      lines_(new int32_t[capacity_ * max_depth_]()) {
+      lines_(new int32_t[capacity_ * max_depth_]()),
+      native_(native_max == 0 ? nullptr : new uintptr_t[capacity_ * native_max]()) {
   for (size_t i = 0; i < capacity_; i++) cells_[i].seq.store(i, std::memory_order_relaxed);
 }
 
@@ -42,6 +44,8 @@ SampleRing::Slot SampleRing::Claim() noexcept {
         s.header = &c.header;
         s.frames = frames_of(pos);
         s.lines = lines_of(pos);
+        c.header.native = native_of(pos);
+        c.header.native_depth = 0;
         s.position = pos;
         return s;
       }

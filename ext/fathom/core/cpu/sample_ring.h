@@ -44,12 +44,17 @@ struct SampleHeader {
   uint16_t depth = 0;         // frames used
   ThreadState state = ThreadState::kUnknown;
   bool truncated = false;     // the stack had more than max_depth frames
+  // Native PCs (CaptureNativePcs, innermost first) when the ring was made
+  // with native_max > 0: set by Claim to the cell's own array.
+  uintptr_t* native = nullptr;
+  uint16_t native_depth = 0;
 };
 
 class SampleRing {
  public:
-  // capacity is rounded up to a power of two (at least 2).
-  SampleRing(size_t capacity, size_t max_depth);
+  // capacity is rounded up to a power of two (at least 2). native_max: room
+  // for that many native PCs per cell (0: none, header.native stays null).
+  SampleRing(size_t capacity, size_t max_depth, size_t native_max = 0);
   SampleRing(const SampleRing&) = delete;
   SampleRing& operator=(const SampleRing&) = delete;
 
@@ -101,6 +106,7 @@ class SampleRing {
   size_t pending() const noexcept;
   size_t capacity() const { return capacity_; }
   size_t max_depth() const { return max_depth_; }
+  size_t native_max() const { return native_max_; }
   uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
   uint64_t written() const noexcept { return written_.load(std::memory_order_relaxed); }
 
@@ -113,12 +119,17 @@ class SampleRing {
   const Cell& cell(uint64_t pos) const { return cells_[pos & (capacity_ - 1)]; }
   uint64_t* frames_of(uint64_t pos) const { return frames_.get() + (pos & (capacity_ - 1)) * max_depth_; }
   int32_t* lines_of(uint64_t pos) const { return lines_.get() + (pos & (capacity_ - 1)) * max_depth_; }
+  uintptr_t* native_of(uint64_t pos) const {
+    return native_max_ == 0 ? nullptr : native_.get() + (pos & (capacity_ - 1)) * native_max_;
+  }
 
   size_t capacity_;
   size_t max_depth_;
+  size_t native_max_;
   std::unique_ptr<Cell[]> cells_;
   std::unique_ptr<uint64_t[]> frames_;
   std::unique_ptr<int32_t[]> lines_;
+  std::unique_ptr<uintptr_t[]> native_;
   std::atomic<uint64_t> write_pos_{0};
   std::atomic<uint64_t> read_pos_{0};  // written by the consumer only; atomic for pending()
   std::atomic<uint64_t> dropped_{0};
