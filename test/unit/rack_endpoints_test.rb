@@ -145,6 +145,13 @@ class RackEndpointsTest < Minitest::Test
     assert_operator burning, :>, total / 2, "the request's CPU is in burn"
   end
 
+  def test_profile_endpoint_is_409_while_another_cpu_profiler_runs
+    @profiler = Fathom::CpuProfiler.new.start
+    status, _, body = Fathom::Rack::App.new(enabled: true).call(env("/profile", "seconds=1"))
+    assert_equal 409, status
+    assert_match(/another CPU profiler/, body.join)
+  end
+
   def test_middleware_refuses_when_always_on_holds_the_heap_hooks
     @profiler = Fathom::HeapProfiler.new.start
     mw = Fathom::Rack::Middleware.new(->(_) { [200, {}, ["page"]] }, enabled: true)

@@ -58,20 +58,7 @@ module Fathom
           raise Refusal.new(409, "a GC profiler is already running in this process (always-on): its files hold the same data")
         end
 
-        profile = @guard.exclusive(seconds) do
-          profiler = GcProfiler.new(format: format)
-          begin
-            profiler.start
-          rescue Fathom::Error
-            raise Refusal.new(409, "another GC profiler is running in this process")
-          end
-          begin
-            sleep(seconds)
-          ensure
-            profiler.stop
-          end
-          profiler.flush
-        end
+        profile = run_for(seconds, "another GC profiler is running in this process") { GcProfiler.new(format: format) }
         reply(profile, params, "gc", capped: params.capped)
       end
 
@@ -101,16 +88,8 @@ module Fathom
         mode = params.one_of("mode", %i[cpu wall], :cpu)
         format = params.format(%i[pprof firefox])
         seconds = params.seconds
-        profile = @guard.exclusive(seconds) do
-          profiler = Fathom::CpuProfiler.new(mode: mode, format: format)
-          profiler.start
-          begin
-            sleep(seconds)
-          ensure
-            profiler.stop
-          end
-          profiler.flush
-        end
+        busy = "another CPU profiler is running in this process, or SIGPROF is taken"
+        profile = run_for(seconds, busy) { Fathom::CpuProfiler.new(mode: mode, format: format) }
         reply(profile, params, mode.to_s, capped: params.capped)
       end
 
@@ -119,6 +98,27 @@ module Fathom
       end
 
       private
+
+      # The timed endpoints (gc, profile): the block's profiler for `seconds`,
+      # under the one-request-at-a-time guard. A profiler that cannot start
+      # (another of its kind holds Ruby's hooks or SIGPROF) is a 409, not a
+      # 500.
+      def run_for(seconds, busy)
+        @guard.exclusive(seconds) do
+          profiler = yield
+          begin
+            profiler.start
+          rescue Fathom::Error
+            raise Refusal.new(409, busy)
+          end
+          begin
+            sleep(seconds)
+          ensure
+            profiler.stop
+          end
+          profiler.flush
+        end
+      end
 
       # What a profile needed (a snapshot's graph, the encoder's tables,
       # zlib's buffers) was malloc'ed by the thread serving the request, and
