@@ -135,7 +135,10 @@ class GcProfileTest < Minitest::Test
     report = profile.report
     assert_match(/^\s*0\s+0%\s+0\s+0\s+\d+\s+minor\s+-\s+unseen$/, report)
     assert_match(/^unseen: GCs of the other type between two counter reads; Ruby keeps only the latest GC's reason and cause,$/, report)
-    assert_match(/major\s+force\s+method$/, report)
+    # The major's cause is GC.start ("method"); its reason is Ruby's, and a
+    # pending oldmalloc/oldgen trigger outranks "force" in latest_gc_info, so
+    # the reason column is not asserted (it depends on the heap's state).
+    assert_match(/major\s+\S+\s+method$/, report)
   end
 
   def test_coalescing_keeps_periods_few_and_totals_equal
