@@ -154,17 +154,6 @@ class RackSecurityTest < Minitest::Test
     assert_equal "retained_space", Fathom::Pprof.read(body).sample_type_names.last
   end
 
-  def test_profile_without_a_cpu_profiler_is_501
-    skip "Fathom::CpuProfiler exists now" if defined?(Fathom::CpuProfiler)
-    status, _, body = call(app, "/debug/fathom/profile", query: "seconds=1")
-    assert_equal 501, status
-    assert_match(/Fathom::CpuProfiler/, body)
-    status, _, body = Fathom::Rack::Middleware.new(->(_) { [200, {}, ["page"]] }, enabled: true)
-                                               .call(env("/", query: "fathom=cpu"))
-    assert_equal 501, status
-    assert_match(/Fathom::CpuProfiler/, body.join)
-  end
-
   def test_heap_without_a_running_profiler_is_409_saying_how
     status, _, body = call(app, "/debug/fathom/heap")
     assert_equal 409, status

@@ -13,7 +13,7 @@ module Fathom
     #   allocs      the same, alloc_space as default sample type
     #   gc          a GC profile recorded for ?seconds=N
     #   retention   a retention snapshot (why objects are alive)
-    #   profile     CPU/wall for ?seconds=N (Fathom::CpuProfiler, when present)
+    #   profile     CPU/wall for ?seconds=N (Fathom::CpuProfiler)
     class Endpoints
       NAMES = %w[heap allocs gc retention profile].freeze
       ENABLE_HEAP = "no heap profiler is running in this process. Start one at boot: " \
@@ -35,7 +35,7 @@ module Fathom
         lines << "allocs      the same profile, alloc_space by default"
         lines << "gc          GC profile for ?seconds=N (?format=firefox)"
         lines << "retention   reference chains keeping memory alive (stops the world; ?force=1 above #{@config.retention_max_objects} objects)"
-        lines << "profile     CPU/wall for ?seconds=N#{" (not available: needs Fathom::CpuProfiler)" unless cpu_available?}"
+        lines << "profile     CPU/wall for ?seconds=N"
         Response.text(lines.join("\n") + "\n")
       end
 
@@ -80,21 +80,12 @@ module Fathom
       end
 
       def profile(params)
-        unless cpu_available?
-          raise Refusal.new(501, "CPU profiling needs Fathom::CpuProfiler, which this Fathom does not include yet " \
-                                 "(heap, allocs, gc and retention are served)")
-        end
-
         mode = params.one_of("mode", %i[cpu wall], :cpu)
         format = params.format(%i[pprof firefox])
         seconds = params.seconds
         busy = "another CPU profiler is running in this process, or SIGPROF is taken"
         profile = run_for(seconds, busy) { Fathom::CpuProfiler.new(mode: mode, format: format) }
         reply(profile, params, mode.to_s, capped: params.capped)
-      end
-
-      def cpu_available?
-        defined?(Fathom::CpuProfiler) ? true : false
       end
 
       private

@@ -80,12 +80,7 @@ module Fathom
         case kind
         when :heap then HeapProfiler.new(exact: true)
         when :gc then GcProfiler.new
-        else
-          unless defined?(Fathom::CpuProfiler)
-            raise Refusal.new(501, "CPU profiling needs Fathom::CpuProfiler, which this Fathom does not include yet")
-          end
-
-          Fathom::CpuProfiler.new(mode: :cpu)
+        else Fathom::CpuProfiler.new(mode: :cpu)
         end
       end
 
