@@ -23,7 +23,7 @@ class GcAndRetentionCrashTest < Minitest::Test
     profiler.start
     begin
       GC.stress = true
-      (asan? ? 150 : 600).times { |i| kept << "s#{i}" * 2 }
+      (asan? ? 150 : 250).times { |i| kept << "s#{i}" * 2 } # >= 100 GCs; each is a full mark of the suite's heap
       GC.compact
     ensure
       GC.stress = false
@@ -47,7 +47,7 @@ class GcAndRetentionCrashTest < Minitest::Test
     profiler.start
     begin
       GC.stress = true
-      (asan? ? 150 : 600).times { |i| kept << "s#{i}" * 2 }
+      (asan? ? 150 : 250).times { |i| kept << "s#{i}" * 2 } # >= 100 GCs; each is a full mark of the suite's heap
       GC.compact
       sleep 0.005 # let the polling thread read under stress
     ensure
