@@ -18,7 +18,10 @@ class RackConcurrencyTest < Minitest::Test
   end
 
   def test_concurrent_fetches_while_threads_allocate
-    profiler = Fathom::HeapProfiler.new(interval: "1ms").start
+    # The default interval: a flush yields the GVL every 2 ms and each
+    # CPU-bound worker then keeps it for Ruby's 100 ms time slice, so at
+    # 1 ms (16k samples a second) the heap fetches alone took a minute.
+    profiler = Fathom::HeapProfiler.new(interval: "10ms").start
     app = Fathom::Rack::App.new(enabled: true, heap: profiler, max_seconds: 1, retention_max_objects: 1 << 30)
     stop = false
     kept = []
