@@ -54,7 +54,7 @@ module Fathom
       session.stop
     end
     profiles = session.finish
-    profiles.each { |m, profile| profile.write(paths.fetch(m), overwrite: overwrite) } if out
+    session.outputs(profiles, paths).each { |_label, profile, path| profile.write(path, overwrite: overwrite) } if out
     profiles = session.modes.to_h { |m| [m, profiles.fetch(m)] }  # in the order asked
     session.modes.size == 1 ? profiles.values.first : profiles
   end

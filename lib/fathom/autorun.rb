@@ -48,7 +48,7 @@ module Fathom
         session.stop
         paths = session.paths(@out, pid: Process.pid == @origin_pid ? nil : Process.pid)
         profiles = session.finish { |mode, e| warn_error("could not take the #{mode} profile", e) }
-        profiles.each { |mode, profile| write_one(mode, profile, paths.fetch(mode)) }
+        session.outputs(profiles, paths).each { |label, profile, path| write_one(label, profile, path) }
       rescue StandardError, ScriptError => e
         warn_error("could not finish profiling", e)
       end
