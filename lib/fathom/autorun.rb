@@ -96,8 +96,14 @@ module Fathom
       end
 
       def summary(profile)
-        s = profile.stats
-        case profile.kind
+        combined = profile.stats[:combined]
+        return combined.map { |mode, stats| "#{mode}: #{part_summary(mode == :wall ? :cpu : mode, stats)}" }.join("; ") if combined
+
+        part_summary(profile.kind, profile.stats)
+      end
+
+      def part_summary(kind, s)
+        case kind
         when :gc
           s[:source] == :counters ? "#{s[:cycles]} GCs, from Ruby's GC counters" : "#{s[:cycles]} GCs, #{s[:steps]} steps"
         when :retention then "#{s[:objects]} objects, GVL held #{Options.format_ns(s[:gvl_held_ns])}"

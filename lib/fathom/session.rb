@@ -118,7 +118,7 @@ module Fathom
         stats[mode] = mode == :heap ? profiler.take_firefox_part(parts, gc: true) : profiler.take_firefox_part(parts)
       end
       kind = (@combined & Modes::CPU_MODES).empty? ? :gc : :cpu
-      Profile.new(parts.encode(true), stats, kind: kind, format: :firefox)
+      Profile.new(parts.encode(true), { combined: stats }, kind: kind, format: :firefox)
     end
 
     def finish_one(mode, heap)

@@ -22,10 +22,12 @@ std::map<int32_t, firefox::Thread*> AddCpuTracks(firefox::Profile& profile, cons
   categories[static_cast<int>(ThreadState::kBlocked)] = profile.AddCategory({"Blocked / sleeping", "transparent", {}});
   categories[static_cast<int>(ThreadState::kGc)] = profile.AddCategory({"GC", "orange", {}});
   categories[static_cast<int>(ThreadState::kUnknown)] = profile.AddCategory({"Unknown", "darkgray", {}});
-  // C frames found by native unwinding (native: true). While the thread
-  // runs they get their own colour, so a native leaf shows as such in the
-  // activity graph; in a wait state they keep the state's colour (the wait
-  // is what the timeline must show) and are told apart by the subcategory.
+  // C frames found by native unwinding (native: true) get their own
+  // category whatever the state: a C extension often runs them with the
+  // GVL released (zlib's deflate under rb_nogvl is "blocked"), and they
+  // must still read as C code. The state stays visible in the ThreadState
+  // markers, and the activity graph's height follows threadCPUDelta, so a
+  // thread sleeping in a C wait stays flat.
   uint32_t native_category = profile.AddCategory({"Native (C)", "magenta", {}});
   firefox::MarkerSchema schema;
   schema.name = "ThreadState";
@@ -84,8 +86,7 @@ std::map<int32_t, firefox::Thread*> AddCpuTracks(firefox::Profile& profile, cons
             // isJS false, relevantForJS false: the call tree's "JavaScript
             // only" filter hides them, like Gecko's native frames.
             func = thread.InternFunc(sym.name, sym.filename, 0, false, false);
-            frame = s->state == ThreadState::kRunning ? thread.InternFrame(func, 0, native_category)
-                                                      : thread.InternFrame(func, 0, category);
+            frame = thread.InternFrame(func, 0, native_category);
           } else {
             bool ruby = !sym.filename.empty() && sym.filename != "<cfunc>";
             func = thread.InternFunc(sym.name, sym.filename, sym.first_line, ruby, !ruby);
