@@ -52,8 +52,9 @@ firefox::Thread& AddGcTrack(firefox::Profile& profile, const GcProfileData& data
             "The marker spans the first step's start to the last step's end; 'Time in GC' is the steps' sum.";
   profile.AddMarkerSchema(schema);
 
-  // tid 0 and isMainThread: the track heads the "ruby" process group
-  // when it is alone; beside CPU tracks it is one more track of the group.
+  // tid 0. isMainThread only when it is the file's first track (the GC
+  // profile alone: it heads the "ruby" process group); in the combined file
+  // it is one more track beside the threads' tracks.
   firefox::Thread& thread = profile.AddThread("Garbage Collection", data.pid, 0, profile.thread_count() == 0, "ruby");
   thread.SetWeightType(firefox::WeightType::kTracingMs);
   uint32_t func = thread.InternFunc(kGcFrameName, "", 0, false, true);
