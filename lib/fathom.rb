@@ -32,7 +32,9 @@ module Fathom
   # returns the Fathom::Profile — or, for several modes, a Hash mode =>
   # Profile. `out` is written atomically first; with several modes it is a
   # base name (see Fathom::OutputPaths: out "run" -> run.heap.pb.gz,
-  # run.gc.pb.gz); an existing file Fathom did not write is replaced only
+  # run.gc.pb.gz; with format: :firefox, the cpu/wall, gc and heap modes
+  # share one Firefox Profiler file and one Profile, see Session#finish); an
+  # existing file Fathom did not write is replaced only
   # with overwrite: true. Other options go to the profiler that knows them
   # (HeapProfiler: exact:, interval:, max_depth:, liveness:; GcProfiler:
   # coalesce:, flush_on_major:, format:, gc_source:; CpuProfiler for :cpu and
@@ -54,7 +56,7 @@ module Fathom
       session.stop
     end
     profiles = session.finish
-    profiles.each { |m, profile| profile.write(paths.fetch(m), overwrite: overwrite) } if out
+    session.outputs(profiles, paths).each { |_label, profile, path| profile.write(path, overwrite: overwrite) } if out
     profiles = session.modes.to_h { |m| [m, profiles.fetch(m)] }  # in the order asked
     session.modes.size == 1 ? profiles.values.first : profiles
   end

@@ -48,7 +48,7 @@ module Fathom
         session.stop
         paths = session.paths(@out, pid: Process.pid == @origin_pid ? nil : Process.pid)
         profiles = session.finish { |mode, e| warn_error("could not take the #{mode} profile", e) }
-        profiles.each { |mode, profile| write_one(mode, profile, paths.fetch(mode)) }
+        session.outputs(profiles, paths).each { |label, profile, path| write_one(label, profile, path) }
       rescue StandardError, ScriptError => e
         warn_error("could not finish profiling", e)
       end
@@ -96,8 +96,14 @@ module Fathom
       end
 
       def summary(profile)
-        s = profile.stats
-        case profile.kind
+        combined = profile.stats[:combined]
+        return combined.map { |mode, stats| "#{mode}: #{part_summary(mode == :wall ? :cpu : mode, stats)}" }.join("; ") if combined
+
+        part_summary(profile.kind, profile.stats)
+      end
+
+      def part_summary(kind, s)
+        case kind
         when :gc
           s[:source] == :counters ? "#{s[:cycles]} GCs, from Ruby's GC counters" : "#{s[:cycles]} GCs, #{s[:steps]} steps"
         when :retention then "#{s[:objects]} objects, GVL held #{Options.format_ns(s[:gvl_held_ns])}"

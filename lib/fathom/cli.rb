@@ -190,7 +190,8 @@ module Fathom
         o.separator "retention takes a snapshot at exit, after the program's own at_exit handlers."
         o.separator ""
         o.on("--mode MODES", "what to profile, comma-separated: #{MODES.join(", ")} (default: #{Modes::DEFAULT})") { |v| opts[:mode] = v }
-        o.on("--format FORMAT", "gc, cpu and wall profile format: pprof or firefox (Firefox Profiler JSON; default: #{GC[:format]})") { |v| opts[:format] = v }
+        o.on("--format FORMAT", "gc, cpu and wall profile format: pprof or firefox (Firefox Profiler JSON; with two or more of " \
+                               "cpu/wall, gc, heap: one file for them; default: #{GC[:format]})") { |v| opts[:format] = v }
         o.on("--coalesce DUR", "GC: sum GC steps into one sample at most this often, up to " \
                                "#{Options.format_ns(Options::COALESCE_NS.end)}; 0 = every step " \
                                "(default: #{Modes.format_seconds(GC[:coalesce])})") { |v| opts[:coalesce] = v }

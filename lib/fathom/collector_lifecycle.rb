@@ -48,6 +48,14 @@ module Fathom
       Profile.new(bytes, stats.merge(ractors: RactorCheck.stat(self)), kind: kind, format: @format)
     end
 
+    # Moves the window since the previous flush into `parts` (a
+    # Native::FirefoxParts) for one combined Firefox Profiler file (GC, CPU;
+    # see Session); the next flush starts a new window.
+    def take_firefox_part(parts)
+      @lock.synchronize { @collector.take_firefox_part(parts) }
+      stats
+    end
+
     def stopped_for_ractor?
       @stopped_for_ractor == true
     end

@@ -82,6 +82,23 @@ module Fathom
       Profile.new(bytes, stats.merge(ractors: RactorCheck.stat(self)), kind: :heap)
     end
 
+    # Keep each sampled allocation's time (about 40 bytes a sample until the
+    # flush) for #take_firefox_part; Session turns it on for a combined
+    # Firefox file, before start.
+    def keep_allocation_timeline!
+      @lock.synchronize { @collector.keep_alloc_events = true }
+      self
+    end
+
+    # The flush, with its rows and sampled allocations moved into `parts`
+    # (a Native::FirefoxParts) instead of encoded as pprof: the allocation
+    # table of a combined Firefox file. Returns the flush's stats.
+    def take_firefox_part(parts, gc: false)
+      gc = Options.boolean("gc", gc)
+      _bytes, stats = @lock.synchronize { @collector.flush_into(parts, gc) }
+      stats
+    end
+
     # [[site, object], ...] for up to `limit` live sampled objects, site
     # naming where each was allocated ("String#* ← Foo#bar foo.rb:12").
     # Exact mode reports objects not yet seen freed: run GC.start first so

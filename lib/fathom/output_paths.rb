@@ -9,15 +9,35 @@ module Fathom
   #                 fathom-<mode><ext> for each
   #
   #   --mode heap,gc -o prof.pb.gz            -> prof.heap.pb.gz, prof.gc.pb.gz
-  #   --mode gc,heap --format firefox -o run  -> run.gc.json.gz, run.heap.pb.gz
+  #   --mode gc --format firefox -o gc.json.gz -> gc.json.gz
   #
-  # <ext> is .pb.gz for pprof and .json.gz for a Firefox Profiler file (only
-  # the GC profile has that format). Pure Ruby: the CLI uses it to print
-  # names without loading the extension.
+  # One Firefox file for several modes: with --format firefox, the modes of
+  # COMBINED_FIREFOX_MODES (two or more of them) share one file, every one
+  # of them mapped to the same path: the path given when it names nothing
+  # else, <base>.json.gz when other modes (retention) have files too, and
+  # fathom-<mode>-<mode>.json.gz without a path.
+  #
+  #   --mode cpu,gc,heap --format firefox -o run.json.gz      -> run.json.gz (all three)
+  #   --mode cpu,gc,heap,retention --format firefox -o run    -> run.json.gz, run.retention.pb.gz
+  #   --mode cpu,gc,heap --format firefox                     -> fathom-cpu-gc-heap.json.gz
+  #
+  # <ext> is .pb.gz for pprof and .json.gz for a Firefox Profiler file (the
+  # GC and CPU/wall profiles have that format). Pure Ruby: the CLI uses it to
+  # print names without loading the extension.
   module OutputPaths
     PROFILE_EXTENSIONS = %w[.pb.gz .json.gz .pprof .json .pb .gz].freeze
+    # The modes one combined Firefox file holds (heap as its allocation table).
+    COMBINED_FIREFOX_MODES = %i[cpu wall gc heap].freeze
 
     module_function
+
+    # The modes that share one Firefox file for this run ([] when none do).
+    def combined_modes(modes, format)
+      return [] unless format.to_sym == :firefox
+
+      combined = modes.map(&:to_sym) & COMBINED_FIREFOX_MODES
+      combined.size >= 2 ? combined : []
+    end
 
     def extension(mode, format)
       %i[gc cpu wall].include?(mode.to_sym) && format.to_sym == :firefox ? ".json.gz" : ".pb.gz"
@@ -26,11 +46,25 @@ module Fathom
     # {mode => absolute path}, in the order of `modes`.
     def for_modes(out, modes, format: :pprof)
       modes = modes.map(&:to_sym)
-      return modes.to_h { |mode| [mode, File.expand_path(default(mode, format))] } if out.nil?
-      return { modes.first => File.expand_path(out) } if modes.size == 1
+      combined = combined_modes(modes, format)
+      paths =
+        if out.nil?
+          modes.to_h { |mode| [mode, File.expand_path(default(mode, format))] }
+        elsif modes.size == 1
+          { modes.first => File.expand_path(out) }
+        else
+          base = strip_extension(out)
+          modes.to_h { |mode| [mode, File.expand_path("#{base}.#{mode}#{extension(mode, format)}")] }
+        end
+      return paths if combined.empty?
 
-      base = strip_extension(out)
-      modes.to_h { |mode| [mode, File.expand_path("#{base}.#{mode}#{extension(mode, format)}")] }
+      shared =
+        if out.nil? then File.expand_path("fathom-#{combined.join("-")}.json.gz")
+        elsif combined.size == modes.size then File.expand_path(out)
+        else File.expand_path("#{strip_extension(out)}.json.gz")
+        end
+      combined.each { |mode| paths[mode] = shared }
+      paths
     end
 
     def default(mode, format)

@@ -33,12 +33,19 @@ module Fathom
       @profilers = @modes.to_h do |m|
         [m, Modes.new_profiler(m, **opts.slice(*Modes::DEFAULTS.fetch(m).keys))]
       end
+      @combined = OutputPaths.combined_modes(@modes, @format)
       @started = []
     end
+
+    # The modes that go into one Firefox Profiler file (format :firefox and
+    # two or more of cpu/wall, gc, heap), [] otherwise.
+    attr_reader :combined
 
     # Starts every profiler (a retention snapshot is taken at finish). If one
     # fails to start, those already started are stopped and the error raised.
     def start
+      # The combined file's allocation table needs each sample's time.
+      @profilers[:heap].keep_allocation_timeline! if @combined.include?(:heap)
       @profilers.each_value { |p| @started << p.start }
       self
     rescue StandardError
@@ -56,14 +63,38 @@ module Fathom
     # the snapshot explains the heap profile's top sites. A block, if given,
     # gets each mode's error instead of it being raised (autorun's way: one
     # failing profile must not cost the others).
+    #
+    # The modes of #combined all map to one Profile (the same object): a
+    # Firefox Profiler file with the CPU/wall tracks, the GC track and the
+    # heap allocations on one timeline; a block gets "cpu+gc+heap" as its mode.
     def finish
       heap = @profilers[:heap]
-      Modes.finish_order(@modes).each_with_object({}) do |mode, out|
+      out = {}
+      (Modes.finish_order(@modes) - @combined).each do |mode|
         out[mode] = finish_one(mode, heap)
       rescue StandardError => e
         raise unless block_given?
 
         yield mode, e
+      end
+      unless @combined.empty?
+        begin
+          profile = finish_combined
+          @combined.each { |mode| out[mode] = profile }
+        rescue StandardError => e
+          raise unless block_given?
+
+          yield @combined.join("+"), e
+        end
+      end
+      out
+    end
+
+    # [[label, profile, path], ...]: each file once (the combined modes share
+    # one), label naming its mode(s).
+    def outputs(profiles, paths)
+      profiles.group_by { |_mode, profile| profile.object_id }.map do |_id, pairs|
+        [pairs.map(&:first).join("+"), pairs.first.last, paths.fetch(pairs.first.first)]
       end
     end
 
@@ -75,6 +106,20 @@ module Fathom
     end
 
     private
+
+    # CPU first, then GC, then the heap, whose flush runs a GC (Fathom's own,
+    # so it is kept out of the GC track).
+    def finish_combined
+      parts = Native::FirefoxParts.new
+      stats = {}
+      order = %i[cpu wall gc heap] & @combined
+      order.each do |mode|
+        profiler = @profilers.fetch(mode)
+        stats[mode] = mode == :heap ? profiler.take_firefox_part(parts, gc: true) : profiler.take_firefox_part(parts)
+      end
+      kind = (@combined & Modes::CPU_MODES).empty? ? :gc : :cpu
+      Profile.new(parts.encode(true), { combined: stats }, kind: kind, format: :firefox)
+    end
 
     def finish_one(mode, heap)
       profiler = @profilers.fetch(mode)

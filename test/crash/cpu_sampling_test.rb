@@ -131,6 +131,22 @@ class CpuSamplingTest < Minitest::Test
     assert_equal :cpu, profiles[:cpu].kind
   end
 
+  # One Firefox file for all three (threads ending while sampled, a
+  # compaction moving the heap profiler's frames, C frames): the combined
+  # encode reads the CPU timeline, the GC periods and the heap's allocation
+  # events together.
+  def test_combined_firefox_file_with_threads_compaction_and_native_frames
+    profiles = Fathom.profile(mode: %i[cpu heap gc], format: :firefox, native: true, interval: "1ms") do
+      threads = 8.times.map { Thread.new { 100.times { |i| "s#{i}" * 10; burn(0.0003) } } }
+      GC.compact if GC.respond_to?(:compact)
+      threads.each(&:join)
+    end
+    assert_same profiles[:cpu], profiles[:heap]
+    json = profiles[:cpu].firefox_json
+    assert_operator json["threads"].size, :>=, 2
+    assert json["threads"].any? { |t| t.key?("jsAllocations") }
+  end
+
   def test_exit_while_sampling_is_clean
     script = <<~RUBY
       require "fathom"

@@ -37,6 +37,8 @@ module FirefoxFormat
   NUMBER_FORMATS = %w[duration time seconds milliseconds microseconds nanoseconds
                       bytes percentage integer decimal].freeze
   WEIGHT_TYPES = %w[samples tracing-ms bytes].freeze
+  # v48's ThreadCPUDeltaUnit.
+  CPU_DELTA_UNITS = ["ns", "\u00b5s", "variable CPU cycles"].freeze
 
   def self.check!(profile)
     errors = Checker.new.check(profile)
@@ -198,6 +200,14 @@ module FirefoxFormat
       end
     end
 
+    def non_negative_column(t, p, col, nullable)
+      each_cell(t, p, col) do |v, _|
+        next nil if (nullable && v.nil?) || (v.is_a?(Numeric) && v >= 0)
+
+        nullable ? "must be a number >= 0 or null" : "must be a number >= 0"
+      end
+    end
+
     def bool_column(t, p, col)
       each_cell(t, p, col) { |v, _| "must be a boolean" unless v == true || v == false }
     end
@@ -235,6 +245,19 @@ module FirefoxFormat
       error("#{p}.stackwalk", "must be 0 or 1") if v && v != 0 && v != 1
       %w[endTime profilingStartTime profilingEndTime].each { |k| number(meta, p, k) if meta.key?(k) }
       bool(meta, p, "symbolicated") if meta.key?("symbolicated")
+      # sampleUnits (optional): the unit of samples.threadCPUDelta.
+      if meta.key?("sampleUnits") && (su = object(meta, p, "sampleUnits"))
+        sp = "#{p}.sampleUnits"
+        (t = string(su, sp, "time")) && t != "ms" && error("#{sp}.time", "must be \"ms\" (v48)")
+        (e = string(su, sp, "eventDelay")) && e != "ms" && error("#{sp}.eventDelay", "must be \"ms\"")
+        if (u = string(su, sp, "threadCPUDelta"))
+          if CPU_DELTA_UNITS.include?(u)
+            @cpu_delta_unit = true
+          else
+            error("#{sp}.threadCPUDelta", "\"#{u}\" is not ns, \u00b5s or variable CPU cycles")
+          end
+        end
+      end
 
       if (cats = array(meta, p, "categories"))
         grey = false
@@ -431,6 +454,35 @@ module FirefoxFormat
           (1...time.size).each do |i|
             if time[i].is_a?(Numeric) && time[i - 1].is_a?(Numeric) && time[i] < time[i - 1]
               error("#{smp}.time[#{i}]", "goes back in time (samples must be sorted)")
+            end
+          end
+        end
+        # threadCPUDelta (optional): a CPU delta >= 0 or null per sample, in
+        # the unit meta.sampleUnits gives (required with the column).
+        if sm.key?("threadCPUDelta") && (d = array(sm, smp, "threadCPUDelta"))
+          error("#{smp}.threadCPUDelta", "has #{d.size} entries but length is #{n}") if n && d.size != n
+          non_negative_column(sm, smp, "threadCPUDelta", true)
+          error("#{smp}.threadCPUDelta", "needs meta.sampleUnits.threadCPUDelta (its unit)") unless @cpu_delta_unit
+        end
+      end
+
+      # jsAllocations (optional): v48's JsAllocationsTable.
+      if t.key?("jsAllocations") && (ja = object(t, p, "jsAllocations"))
+        jp = "#{p}.jsAllocations"
+        n = table(ja, jp, %w[time className typeName coarseType weight inNursery stack])
+        (wt = string(ja, jp, "weightType")) && wt != "bytes" && error("#{jp}.weightType", "must be \"bytes\"")
+        if n
+          number_column(ja, jp, "time", false)
+          %w[className typeName coarseType].each do |col|
+            each_cell(ja, jp, col) { |v, _| "must be a string" unless v.is_a?(String) }
+          end
+          non_negative_column(ja, jp, "weight", false)
+          bool_column(ja, jp, "inNursery")
+          index_column(ja, jp, "stack", nstacks, true, "stackTable") if nstacks
+          time = ja["time"]
+          (1...time.size).each do |i|
+            if time[i].is_a?(Numeric) && time[i - 1].is_a?(Numeric) && time[i] < time[i - 1]
+              error("#{jp}.time[#{i}]", "goes back in time (allocations must be sorted)")
             end
           end
         end

@@ -27,6 +27,7 @@
 #include "cpu/cpu_profile.h"
 #include "cpu/sample_ring.h"
 #include "cpu_sampler.h"
+#include "firefox_parts.h"
 #include "frame_symbolizer.h"
 #include "native/native_capture.h"
 #include "native/native_stack_resolver.h"
@@ -315,49 +316,57 @@ void ReclassifyWaits(CpuProfileData* d) {
 // path. Native frames become symbols named "deflate" (or "<libz.so.1>" for
 // an unnamed function) with the object as file name, one per distinct
 // name and object.
-void WeaveNativeFrames(CpuCollector* c, const std::vector<uint32_t>& native_ids, CpuProfileData* d) {
-  NativeStackResolver resolver(reinterpret_cast<uintptr_t>(&rb_hash_aref));
-  std::map<std::pair<std::string, std::string>, uint32_t> native_symbols;
-  for (size_t r = 0; r < d->rows.size(); r++) {
-    const std::vector<uintptr_t>& pcs = c->agg.native(native_ids[r]);
-    CpuProfileData::Row& row = d->rows[r];
-    if (pcs.empty() || row.frames.empty()) continue;
+// Weaves the C frames of pcs into one Ruby stack (frames and lines, leaf
+// first, indices into d->symbols), adding a symbol per distinct C function.
+class NativeWeaver {
+ public:
+  NativeWeaver() : resolver_(reinterpret_cast<uintptr_t>(&rb_hash_aref)) {}
+
+  void Weave(const std::vector<uintptr_t>& pcs, std::vector<uint32_t>* row_frames, std::vector<int32_t>* row_lines,
+             CpuProfileData* d) {
+    if (pcs.empty() || row_frames->empty()) return;
     // Rows are leaf first; the weaver wants outermost first.
-    std::vector<bool> is_cfunc(row.frames.size());
-    for (size_t i = 0; i < row.frames.size(); i++) {
-      const std::string& file = d->symbols[row.frames[i]].filename;
-      is_cfunc[row.frames.size() - 1 - i] = file.empty() || file == "<cfunc>";
+    size_t n = row_frames->size();
+    std::vector<bool> is_cfunc(n);
+    for (size_t i = 0; i < n; i++) {
+      const std::string& file = d->symbols[(*row_frames)[i]].filename;
+      is_cfunc[n - 1 - i] = file.empty() || file == "<cfunc>";
     }
-    std::vector<WovenFrame> woven = resolver.Weave(is_cfunc, pcs.data(), pcs.size());
+    std::vector<WovenFrame> woven = resolver_.Weave(is_cfunc, pcs.data(), pcs.size());
     std::vector<uint32_t> frames;
     std::vector<int32_t> lines;
     frames.reserve(woven.size());
     lines.reserve(woven.size());
     for (auto it = woven.rbegin(); it != woven.rend(); ++it) {  // back to leaf first
       if (!it->native) {
-        size_t leaf_index = row.frames.size() - 1 - it->index;
-        frames.push_back(row.frames[leaf_index]);
-        lines.push_back(leaf_index < row.lines.size() ? row.lines[leaf_index] : 0);
+        size_t leaf_index = n - 1 - it->index;
+        frames.push_back((*row_frames)[leaf_index]);
+        lines.push_back(leaf_index < row_lines->size() ? (*row_lines)[leaf_index] : 0);
         continue;
       }
-      const NativeFrame& f = resolver.Frame(pcs[it->index]).frame;
+      const NativeFrame& f = resolver_.Frame(pcs[it->index]).frame;
       auto key = std::make_pair(f.DisplayName(), f.object);
-      auto found = native_symbols.find(key);
-      if (found == native_symbols.end()) {
+      auto found = symbols_.find(key);
+      if (found == symbols_.end()) {
         FrameSymbol sym;
         sym.name = key.first;
         sym.filename = key.second;
         sym.resolved = true;
-        found = native_symbols.emplace(key, static_cast<uint32_t>(d->symbols.size())).first;
+        sym.native = true;
+        found = symbols_.emplace(key, static_cast<uint32_t>(d->symbols.size())).first;
         d->symbols.push_back(std::move(sym));
       }
       frames.push_back(found->second);
       lines.push_back(0);
     }
-    row.frames = std::move(frames);
-    row.lines = std::move(lines);
+    *row_frames = std::move(frames);
+    *row_lines = std::move(lines);
   }
-}
+
+ private:
+  NativeStackResolver resolver_;
+  std::map<std::pair<std::string, std::string>, uint32_t> symbols_;
+};
 
 CpuProfileData TakeData(CpuCollector* c) {
   Drain(c);
@@ -398,17 +407,19 @@ CpuProfileData TakeData(CpuCollector* c) {
     d.rows.push_back(std::move(row));
   });
   if (!c->agg.timeline().empty()) {
-    std::unordered_map<uint32_t, uint32_t> local_stacks;  // stack id -> index in d.timeline_stacks
+    // (stack id, native id) -> index in d.timeline_stacks
+    std::map<std::pair<uint32_t, uint32_t>, uint32_t> local_stacks;
     d.timeline.reserve(c->agg.timeline().size());
     for (CpuTimelineSample t : c->agg.timeline()) {
       // An empty stack (taken during GC) stays "no stack".
       if (stacks.frames(t.stack_id).empty()) {
         t.stack_id = UINT32_MAX;
       } else {
-        auto it = local_stacks.find(t.stack_id);
+        auto key = std::make_pair(t.stack_id, t.native_id);
+        auto it = local_stacks.find(key);
         if (it == local_stacks.end()) {
-          it = local_stacks.emplace(t.stack_id, static_cast<uint32_t>(d.timeline_stacks.size())).first;
-          d.timeline_stacks.push_back({local_frames(t.stack_id), stacks.lines(t.stack_id)});
+          it = local_stacks.emplace(key, static_cast<uint32_t>(d.timeline_stacks.size())).first;
+          d.timeline_stacks.push_back({local_frames(t.stack_id), stacks.lines(t.stack_id), t.native_id});
         }
         t.stack_id = it->second;
       }
@@ -418,8 +429,15 @@ CpuProfileData TakeData(CpuCollector* c) {
   d.start_monotonic_ns = c->start_monotonic_ns;
   d.pid = static_cast<int64_t>(getpid());
   if (std::string(d.state_source) == "gvl-flag") ReclassifyWaits(&d);  // on Ruby frames only
-  // pprof rows only: the Firefox timeline keeps the Ruby frames.
-  if (c->config.native) WeaveNativeFrames(c, native_ids, &d);
+  // After the relabelling, which reads the innermost *Ruby* frame. Both the
+  // pprof rows and the Firefox timeline's stacks get the C frames.
+  if (c->config.native) {
+    NativeWeaver weaver;
+    for (size_t r = 0; r < d.rows.size(); r++)
+      weaver.Weave(c->agg.native(native_ids[r]), &d.rows[r].frames, &d.rows[r].lines, &d);
+    for (CpuProfileData::TimelineStack& st : d.timeline_stacks)
+      weaver.Weave(c->agg.native(st.native_id), &st.frames, &st.lines, &d);
+  }
   d.thread_names = c->ended_names;
   LiveThreadNames(&d.thread_names);
   // The next encode covers what happens from now on.
@@ -461,6 +479,19 @@ VALUE CollectorEncode(VALUE self, VALUE format, VALUE gzip) {
     EncodeJob* j = job.get();
     Protect([j] { EncodeOffGvl(j); });
     return j->result;
+  });
+}
+
+// take_firefox_part(parts): this window's data into a FirefoxParts for one
+// combined Firefox file (needs timeline: true); starts a new window.
+VALUE CollectorTakeFirefoxPart(VALUE self, VALUE parts) {
+  CpuCollector* c = Unwrap(self);
+  FirefoxParts* p = UnwrapFirefoxParts(parts);
+  return RubyMethod([&] {
+    if (!c->agg.keep_timeline())
+      ThrowArgumentError("fathom: the CPU profiler keeps a timeline only with format :firefox");
+    p->cpu = std::make_unique<CpuProfileData>(TakeData(Initialized(c)));
+    return Qnil;
   });
 }
 
@@ -516,6 +547,7 @@ void InitCpuCollector(VALUE mNative) {
   rb_define_method(klass, "encode", RUBY_METHOD_FUNC(CollectorEncode), 2);
   rb_define_method(klass, "after_fork_child", RUBY_METHOD_FUNC(CollectorAfterForkChild), 0);
   rb_define_method(klass, "stats", RUBY_METHOD_FUNC(CollectorStats), 0);
+  rb_define_method(klass, "take_firefox_part", RUBY_METHOD_FUNC(CollectorTakeFirefoxPart), 1);
 }
 
 }  // namespace fathom

@@ -5,6 +5,7 @@
 
 #include "boundary.h"
 #include "cpu_collector.h"
+#include "firefox_parts.h"
 #include "gc_collector.h"
 #include "retention_snapshot.h"
 #include "heap_collector.h"
@@ -46,6 +47,7 @@ extern "C" __attribute__((visibility("default"))) void Init_fathom_ext(void) {
   fathom::InitHeapCollector(mNative);
   fathom::InitGcCollector(mNative);
   fathom::InitCpuCollector(mNative);
+  fathom::InitFirefoxParts(mNative);
   fathom::InitRetentionSnapshot(mNative);
   fathom::InitNewFile(mNative);
   fathom::InitMallocTrim(mNative);

@@ -43,6 +43,7 @@
 #include "gc/gc_tracker.h"
 #include "gc/firefox_gc_track.h"
 #include "boundary.h"
+#include "firefox_parts.h"
 #include "postponed_job.h"
 #include "ractor_guard.h"
 
@@ -395,6 +396,17 @@ VALUE CollectorEncode(VALUE self, VALUE format, VALUE gzip) {
   });
 }
 
+// take_firefox_part(parts): this window's GC periods into a FirefoxParts
+// for one combined Firefox file; starts a new window.
+VALUE CollectorTakeFirefoxPart(VALUE self, VALUE parts) {
+  GcCollector* c = Unwrap(self);
+  FirefoxParts* p = UnwrapFirefoxParts(parts);
+  return RubyMethod([&] {
+    p->gc = std::make_unique<GcProfileData>(TakeData(Initialized(c)));
+    return Qnil;
+  });
+}
+
 VALUE CollectorStats(VALUE self) {
   GcCollector* c = Unwrap(self);
   return RubyMethod([&] {
@@ -461,6 +473,7 @@ void InitGcCollector(VALUE mNative) {
   rb_define_method(klass, "stop", RUBY_METHOD_FUNC(CollectorStop), 0);
   rb_define_method(klass, "running?", RUBY_METHOD_FUNC(CollectorRunningP), 0);
   rb_define_method(klass, "encode", RUBY_METHOD_FUNC(CollectorEncode), 2);
+  rb_define_method(klass, "take_firefox_part", RUBY_METHOD_FUNC(CollectorTakeFirefoxPart), 1);
   rb_define_method(klass, "after_fork_child", RUBY_METHOD_FUNC(CollectorAfterForkChild), 0);
   rb_define_method(klass, "stats", RUBY_METHOD_FUNC(CollectorStats), 0);
 }

@@ -167,7 +167,10 @@ inline const char* LivenessName(const Collector& c) {
 
 // ---- heap_flush.cc
 // flush(gc) -> [bytes, stats]; the body of HeapCollector#flush.
-VALUE FlushHeapProfile(Collector* c, bool gc);
+// With parts (flush_into): the rows and their sampled allocations go into
+// parts->heap for a combined Firefox file, and bytes is "".
+struct FirefoxParts;
+VALUE FlushHeapProfile(Collector* c, bool gc, FirefoxParts* parts = nullptr);
 void ResetWindow(Collector* c);
 
 // ---- heap_collector_binding.cc

@@ -12,6 +12,7 @@
 #include "base/clock.h"
 #include "boundary.h"
 #include "frame_symbolizer.h"
+#include "firefox_parts.h"
 #include "heap_collector.h"
 #include "sample_timer.h"
 
@@ -220,6 +221,27 @@ VALUE CollectorFlush(VALUE self, VALUE gc) {
   return result;
 }
 
+// flush_into(parts, gc) -> ["", stats]: the flush, with the rows and their
+// sampled allocations moved into a FirefoxParts instead of encoded.
+VALUE CollectorFlushInto(VALUE self, VALUE parts, VALUE gc) {
+  Collector* c = GetCollector(self);
+  FirefoxParts* p = UnwrapFirefoxParts(parts);
+  VALUE result = RubyMethod([&] { return FlushHeapProfile(c, RTEST(gc), p); });
+  RB_GC_GUARD(self);
+  RB_GC_GUARD(parts);
+  return result;
+}
+
+// keep_alloc_events = bool: keep each sampled allocation's time and thread
+// (~40 bytes a sample until the flush) for flush_into's Firefox timeline.
+VALUE CollectorSetKeepAllocEvents(VALUE self, VALUE keep) {
+  Collector* c = GetCollector(self);
+  return RubyMethod([&] {
+    c->store.set_keep_alloc_events(RTEST(keep));
+    return keep;
+  });
+}
+
 // ---------------------------------------------------------------- live_objects
 
 // The allocation site of a stack: "String#* ← Foo#bar foo.rb:12" (the leaf
@@ -352,6 +374,8 @@ void InitHeapCollector(VALUE mNative) {
   rb_define_method(klass, "running?", RUBY_METHOD_FUNC(CollectorRunningP), 0);
   rb_define_method(klass, "release_liveness_hook", RUBY_METHOD_FUNC(CollectorReleaseLivenessHook), 0);
   rb_define_method(klass, "flush", RUBY_METHOD_FUNC(CollectorFlush), 1);
+  rb_define_method(klass, "flush_into", RUBY_METHOD_FUNC(CollectorFlushInto), 2);
+  rb_define_method(klass, "keep_alloc_events=", RUBY_METHOD_FUNC(CollectorSetKeepAllocEvents), 1);
   rb_define_method(klass, "after_fork_child", RUBY_METHOD_FUNC(CollectorAfterForkChild), 0);
   rb_define_method(klass, "stats", RUBY_METHOD_FUNC(CollectorStats), 0);
   rb_define_method(klass, "live_objects", RUBY_METHOD_FUNC(CollectorLiveObjects), 1);

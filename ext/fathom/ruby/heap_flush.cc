@@ -18,7 +18,10 @@
 #include "boundary.h"
 #include "frame_symbolizer.h"
 #include "heap/heap_profile.h"
+#include "firefox_parts.h"
 #include "heap_collector.h"
+
+#include <unistd.h>
 
 namespace fathom {
 namespace {
@@ -29,6 +32,7 @@ constexpr int64_t kMaxGvlHoldNs = 2000000;  // 2 ms
 struct FlushState {
   Collector* c = nullptr;
   bool gc = false;
+  FirefoxParts* parts = nullptr;  // flush_into: rows go here, not encoded
   std::unique_ptr<HeapAggregator> aggregator;
   std::vector<uint32_t> frames_to_symbolize;
   std::unique_ptr<HeapProfileRowsBuilder> rows_builder;  // copies rows in batches, yielding between
@@ -133,6 +137,8 @@ VALUE StatsHash(const FlushState& f, VALUE bytes) {
 
 void DescribeWindow(Collector* c, HeapProfileRows* rows) {
   rows->time_nanos = c->window_start_realtime_ns;
+  rows->start_monotonic_ns = c->window_start_mono_ns;
+  rows->pid = static_cast<int64_t>(getpid());
   rows->duration_nanos = RealtimeNs() - c->window_start_realtime_ns;
   rows->sample_period = c->exact ? 1 : static_cast<int64_t>(c->interval_ns);
   rows->period_type = c->exact ? ValueType{"allocations", "count"} : ValueType{"sample_interval", "nanoseconds"};
@@ -177,10 +183,15 @@ void FlushBody(FlushState* f) {
   c->drained_since_flush = 0;
   f->aggregator->AddFreedTotals(c->store.TakeFreedTotals());
   WalkRecords(f);
+  // Taken every flush (a pprof flush has no use for them) so none outlive
+  // the stacks their keys name.
+  std::vector<AllocEvent> events = c->store.TakeAllocEvents();
   int64_t t1 = MonotonicNs();
   SymbolizeFrames(f);
   f->rows_builder = std::make_unique<HeapProfileRowsBuilder>(c->store, *f->aggregator);
   while (!f->rows_builder->Step(2048)) MaybeYield(f);
+  if (f->parts) f->rows_builder->AddAllocEvents(events);
+  std::vector<AllocEvent>().swap(events);
   f->rows = f->rows_builder->Take();
   f->aggregator->ReleaseStacks();
   int64_t t2 = MonotonicNs();
@@ -198,6 +209,15 @@ void FlushBody(FlushState* f) {
 
   EndHold(f);
   int64_t t3 = MonotonicNs();
+  if (f->parts) {
+    f->hold_started_ns = MonotonicNs();
+    f->parts->heap = std::make_unique<HeapProfileRows>(std::move(f->rows));
+    c->flushes++;
+    VALUE none = rb_str_new(nullptr, 0);
+    EndHold(f);
+    f->result = rb_ary_new_from_args(2, none, StatsHash(*f, none));
+    return;
+  }
   WithoutGvl([f] {
     FATHOM_FAULT_POINT("heap_flush_encode");
     f->bytes = EncodeHeapProfile(f->rows);
@@ -240,12 +260,13 @@ void ResetWindow(Collector* c) {
   c->window_start_mono_ns = MonotonicNs();
 }
 
-VALUE FlushHeapProfile(Collector* c, bool gc) {
+VALUE FlushHeapProfile(Collector* c, bool gc, FirefoxParts* parts) {
   if (c->max_depth == 0) ThrowFathomError("fathom: collector was not initialized");
   if (c->flushing) ThrowFathomError("fathom: a flush of this profiler is already in progress");
   auto f = std::make_unique<FlushState>();
   f->c = c;
   f->gc = gc;
+  f->parts = parts;
   FlushScope scope(c);
   FlushState* state = f.get();
   Protect([state] { FlushBody(state); });

@@ -4,6 +4,7 @@
 // its size, and (SampleStore::Commit) its liveness token.
 #include <string>
 
+#include "base/clock.h"
 #include "boundary.h"
 #include "heap_collector.h"
 #include "ruby_private_api.h"
@@ -152,6 +153,7 @@ void CommitPending(Collector* c) {
     info.class_label = ClassLabel(c, obj, &trackable);
     info.thread_label = ThreadLabel(c, thread);
     info.alloc_bytes = MemsizeOf(obj);
+    info.time_ns = MonotonicNs();
     // Tracking may call Ruby (WeakMap#[]=): the loop above holds no reference.
     if (!c->exact && trackable) info.liveness_token = c->tokens.Track(obj);
     if (!c->store.Commit(index, info)) c->untracked++;

@@ -87,7 +87,8 @@ module Fathom
     # file: per thread (track), the summed sample weights (CPU or wall ms)
     # by state category. The timeline itself is for profiler.firefox.com.
     class CpuFirefoxSummary
-      PRODUCT = /\AFathom (cpu|wall) profile/
+      # "Fathom cpu profile", or a combined file: "Fathom cpu+gc+heap profile".
+      PRODUCT = /\AFathom (cpu|wall)(?:\+[a-z]+)* profile/
 
       def self.cpu_firefox?(json)
         Hash === json && Hash === json["meta"] && PRODUCT.match?(json["meta"]["product"].to_s)

@@ -41,7 +41,8 @@ void CpuAggregate::Add(const SampleHeader& header, const uint64_t* frames, const
   }
   if (keep_timeline_) {
     stacks_.Retain(stack);
-    timeline_.push_back(CpuTimelineSample{header.time_ns, header.thread_id, stack, header.state, v.cpu_ns, v.wall_ns});
+    timeline_.push_back(
+        CpuTimelineSample{header.time_ns, header.thread_id, stack, header.state, v.cpu_ns, v.wall_ns, native_id});
   }
   size_t s = static_cast<size_t>(header.state);
   if (s >= kThreadStateCount) s = static_cast<size_t>(ThreadState::kUnknown);

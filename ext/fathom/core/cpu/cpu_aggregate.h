@@ -51,12 +51,14 @@ struct CpuTimelineSample {
   uint32_t stack_id;
   ThreadState state;
   int64_t cpu_ns, wall_ns;
+  uint32_t native_id = 0;  // native PCs (CpuAggregate::native), 0 = none
 };
 
 class CpuAggregate {
  public:
   // Also keep every sample in order (each holds a stack reference).
   void set_keep_timeline(bool keep) { keep_timeline_ = keep; }
+  bool keep_timeline() const { return keep_timeline_; }
   const std::vector<CpuTimelineSample>& timeline() const { return timeline_; }
 
   // One drained sample (frames leaf first, header.depth of them).

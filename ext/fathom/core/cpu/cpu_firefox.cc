@@ -12,12 +12,9 @@ namespace {
 double Ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 }  // namespace
 
-std::string EncodeCpuFirefox(const CpuProfileData& data, bool gzip) {
+std::map<int32_t, firefox::Thread*> AddCpuTracks(firefox::Profile& profile, const CpuProfileData& data,
+                                                 double offset_ms) {
   bool wall = data.mode == CpuMode::kWall;
-  firefox::Profile profile(std::string("Fathom ") + CpuModeName(data.mode) + " profile (pid " +
-                               std::to_string(data.pid) + ")",
-                           Ms(data.start_realtime_ns), data.interval_ns > 0 ? Ms(data.interval_ns) : 10.0);
-  profile.AddCategory({"Other", "grey", {}});
   // Indexed by ThreadState.
   uint32_t categories[kThreadStateCount];
   categories[static_cast<int>(ThreadState::kRunning)] = profile.AddCategory({"Ruby (running)", "blue", {}});
@@ -25,6 +22,13 @@ std::string EncodeCpuFirefox(const CpuProfileData& data, bool gzip) {
   categories[static_cast<int>(ThreadState::kBlocked)] = profile.AddCategory({"Blocked / sleeping", "transparent", {}});
   categories[static_cast<int>(ThreadState::kGc)] = profile.AddCategory({"GC", "orange", {}});
   categories[static_cast<int>(ThreadState::kUnknown)] = profile.AddCategory({"Unknown", "darkgray", {}});
+  // C frames found by native unwinding (native: true) get their own
+  // category whatever the state: a C extension often runs them with the
+  // GVL released (zlib's deflate under rb_nogvl is "blocked"), and they
+  // must still read as C code. The state stays visible in the ThreadState
+  // markers, and the activity graph's height follows threadCPUDelta, so a
+  // thread sleeping in a C wait stays flat.
+  uint32_t native_category = profile.AddCategory({"Native (C)", "magenta", {}});
   firefox::MarkerSchema schema;
   schema.name = "ThreadState";
   schema.tooltip_label = "{marker.name} ({marker.data.samples} samples)";
@@ -43,11 +47,13 @@ std::string EncodeCpuFirefox(const CpuProfileData& data, bool gzip) {
   for (const CpuTimelineSample& s : data.timeline) by_thread[s.thread_id].push_back(&s);
   if (by_thread.empty()) by_thread[static_cast<int32_t>(data.pid)];  // the profiler needs one thread
 
+  std::map<int32_t, firefox::Thread*> tracks;
   for (auto& [tid, samples] : by_thread) {
     auto name = data.thread_names.find(tid);
     std::string thread_name = name != data.thread_names.end() && !name->second.empty() ? name->second
                                                                                         : "thread " + std::to_string(tid);
     firefox::Thread& thread = profile.AddThread(thread_name, data.pid, tid, tid == data.pid, "ruby");
+    tracks[tid] = &thread;
     thread.SetWeightType(firefox::WeightType::kTracingMs);
     std::stable_sort(samples.begin(), samples.end(),
                      [](const CpuTimelineSample* a, const CpuTimelineSample* b) { return a->time_ns < b->time_ns; });
@@ -66,25 +72,36 @@ std::string EncodeCpuFirefox(const CpuProfileData& data, bool gzip) {
       run_samples = 0;
     };
     for (const CpuTimelineSample* s : samples) {
-      double t = Ms(s->time_ns - data.start_monotonic_ns);
+      double t = offset_ms + Ms(s->time_ns - data.start_monotonic_ns);
       if (t < 0) t = 0;
-      uint32_t category = categories[static_cast<int>(s->state) < kThreadStateCount ? static_cast<int>(s->state)
-                                                                                      : kThreadStateCount - 1];
+      int state_index = static_cast<int>(s->state) < kThreadStateCount ? static_cast<int>(s->state) : kThreadStateCount - 1;
+      uint32_t category = categories[state_index];
       std::optional<uint32_t> stack;
       if (s->stack_id < data.timeline_stacks.size()) {
         const CpuProfileData::TimelineStack& st = data.timeline_stacks[s->stack_id];
         for (size_t i = st.frames.size(); i-- > 0;) {  // root first
           const FrameSymbol& sym = data.symbols[st.frames[i]];
-          bool ruby = !sym.filename.empty();
-          uint32_t func = thread.InternFunc(sym.name, sym.filename, sym.first_line, ruby, !ruby);
-          stack = thread.InternStack(stack, thread.InternFrame(func, i < st.lines.size() ? st.lines[i] : 0, category));
+          uint32_t func, frame;
+          if (sym.native) {
+            // isJS false, relevantForJS false: the call tree's "JavaScript
+            // only" filter hides them, like Gecko's native frames.
+            func = thread.InternFunc(sym.name, sym.filename, 0, false, false);
+            frame = thread.InternFrame(func, 0, native_category);
+          } else {
+            bool ruby = !sym.filename.empty() && sym.filename != "<cfunc>";
+            func = thread.InternFunc(sym.name, sym.filename, sym.first_line, ruby, !ruby);
+            frame = thread.InternFrame(func, i < st.lines.size() ? st.lines[i] : 0, category);
+          }
+          stack = thread.InternStack(stack, frame);
         }
       }
       if (!stack) {
         const char* label = s->state == ThreadState::kGc ? kCpuGcFrameName : kCpuNoStackFrameName;
         stack = thread.InternStack(std::nullopt, thread.InternFrame(thread.InternFunc(label, "", 0, false), 0, category));
       }
-      thread.AddSample(t, stack, Ms(wall ? s->wall_ns : s->cpu_ns));
+      // threadCPUDelta: the thread's own CPU clock since its previous sample
+      // (both modes measure it).
+      thread.AddSample(t, stack, Ms(wall ? s->wall_ns : s->cpu_ns), s->cpu_ns);
       double begin = std::max(0.0, t - Ms(s->wall_ns));
       if (run_samples > 0 && s->state == run_state) {
         run_end = t;
@@ -99,6 +116,15 @@ std::string EncodeCpuFirefox(const CpuProfileData& data, bool gzip) {
     }
     close_run();
   }
+  return tracks;
+}
+
+std::string EncodeCpuFirefox(const CpuProfileData& data, bool gzip) {
+  firefox::Profile profile(std::string("Fathom ") + CpuModeName(data.mode) + " profile (pid " +
+                               std::to_string(data.pid) + ")",
+                           Ms(data.start_realtime_ns), data.interval_ns > 0 ? Ms(data.interval_ns) : 10.0);
+  profile.AddCategory({"Other", "grey", {}});
+  AddCpuTracks(profile, data, 0);
   profile.SetProfilingRange(0, Ms(data.duration_ns));
   std::string json = profile.ToJson();
   return gzip ? GzipCompress(json) : json;

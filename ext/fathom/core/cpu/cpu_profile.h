@@ -13,6 +13,11 @@
 
 namespace fathom {
 
+namespace firefox {
+class Profile;
+class Thread;
+}  // namespace firefox
+
 // Frames of samples without a Ruby stack (taken while a GC ran).
 inline constexpr const char* kCpuGcFrameName = "Garbage Collection";
 inline constexpr const char* kCpuNoStackFrameName = "(stack not read: GC running)";
@@ -34,6 +39,7 @@ struct CpuProfileData {
   struct TimelineStack {
     std::vector<uint32_t> frames;  // indices into symbols, leaf first
     std::vector<int32_t> lines;
+    uint32_t native_id = 0;  // the aggregate's native stack (woven in by the Ruby layer)
   };
   std::vector<TimelineStack> timeline_stacks;
   std::vector<CpuTimelineSample> timeline;  // stack_id indexes timeline_stacks
@@ -65,5 +71,12 @@ std::string EncodeCpuPprof(const CpuProfileData& data);
 // (wall mode) in ms, its frames in the category of its state; an interval
 // marker per run of gvl-wait, blocked or gc samples. JSON, gzipped when gzip.
 std::string EncodeCpuFirefox(const CpuProfileData& data, bool gzip);
+
+// The same tracks added to an existing profile (the combined cpu+gc+heap
+// file), with times shifted by offset_ms (this data's start after the
+// profile's). Adds its categories and the ThreadState schema. Returns the
+// track of each thread id.
+std::map<int32_t, firefox::Thread*> AddCpuTracks(firefox::Profile& profile, const CpuProfileData& data,
+                                                 double offset_ms);
 
 }  // namespace fathom

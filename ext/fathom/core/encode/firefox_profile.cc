@@ -205,13 +205,30 @@ uint32_t Thread::InternStack(std::optional<uint32_t> prefix, uint32_t frame) {
   return it->second;
 }
 
-void Thread::AddSample(double time_ms, std::optional<uint32_t> stack, double weight) {
+void Thread::AddSample(double time_ms, std::optional<uint32_t> stack, double weight,
+                       std::optional<int64_t> cpu_delta_ns) {
   RequireFinite(time_ms, "a sample's time");
   RequireFinite(weight, "a sample's weight");
   if (stack && *stack >= stacks_.size())
     throw std::invalid_argument("firefox profile: AddSample: stack " + std::to_string(*stack) +
                                 " was not returned by InternStack on thread \"" + name_ + "\"");
-  samples_.push_back(Sample{time_ms, stack ? *stack : kNone, weight});
+  if (cpu_delta_ns && *cpu_delta_ns < 0)
+    throw std::invalid_argument("firefox profile: AddSample: a CPU delta must be >= 0");
+  if (cpu_delta_ns) has_cpu_delta_ = true;
+  samples_.push_back(Sample{time_ms, stack ? *stack : kNone, weight, cpu_delta_ns ? *cpu_delta_ns : kNoDelta});
+}
+
+void Thread::AddJsAllocation(double time_ms, std::string_view class_name, std::string_view type_name,
+                             std::string_view coarse_type, double bytes, bool in_nursery,
+                             std::optional<uint32_t> stack) {
+  RequireFinite(time_ms, "an allocation's time");
+  RequireFinite(bytes, "an allocation's bytes");
+  if (bytes < 0) throw std::invalid_argument("firefox profile: AddJsAllocation: bytes must be >= 0");
+  if (stack && *stack >= stacks_.size())
+    throw std::invalid_argument("firefox profile: AddJsAllocation: stack " + std::to_string(*stack) +
+                                " was not returned by InternStack on thread \"" + name_ + "\"");
+  allocations_.push_back(Allocation{time_ms, std::string(class_name), std::string(type_name),
+                                    std::string(coarse_type), bytes, in_nursery, stack ? *stack : kNone});
 }
 
 void Thread::AddMarker(std::string_view name, double start, double end, uint8_t phase, uint32_t category,
@@ -301,8 +318,37 @@ void Thread::Write(JsonWriter& w) const {
     Column(w, "weight", order, [&](uint32_t i) { w.Double(samples_[i].weight); });
   }
   w.KeyString("weightType", WeightTypeName(weight_type_));
+  if (has_cpu_delta_) {
+    Column(w, "threadCPUDelta", order, [&](uint32_t i) {
+      if (samples_[i].cpu_delta == kNoDelta)
+        w.Null();
+      else
+        w.Int(samples_[i].cpu_delta);
+    });
+  }
   w.KeyInt("length", static_cast<int64_t>(samples_.size()));
   w.EndObject();
+
+  // jsAllocations (only when there are some: the profiler offers the
+  // allocation views for a thread that has the table), in time order.
+  if (!allocations_.empty()) {
+    std::vector<uint32_t> aorder(allocations_.size());
+    std::iota(aorder.begin(), aorder.end(), 0u);
+    std::stable_sort(aorder.begin(), aorder.end(),
+                     [this](uint32_t a, uint32_t b) { return allocations_[a].time < allocations_[b].time; });
+    w.Key("jsAllocations");
+    w.BeginObject();
+    Column(w, "time", aorder, [&](uint32_t i) { w.Double(allocations_[i].time); });
+    Column(w, "className", aorder, [&](uint32_t i) { w.String(allocations_[i].class_name); });
+    Column(w, "typeName", aorder, [&](uint32_t i) { w.String(allocations_[i].type_name); });
+    Column(w, "coarseType", aorder, [&](uint32_t i) { w.String(allocations_[i].coarse_type); });
+    Column(w, "weight", aorder, [&](uint32_t i) { w.Double(allocations_[i].bytes); });
+    w.KeyString("weightType", "bytes");
+    Column(w, "inNursery", aorder, [&](uint32_t i) { w.Bool(allocations_[i].in_nursery); });
+    Column(w, "stack", aorder, [&](uint32_t i) { WriteIndexOrNull(w, allocations_[i].stack, kNone); });
+    w.KeyInt("length", static_cast<int64_t>(allocations_.size()));
+    w.EndObject();
+  }
 
   // markers
   w.Key("markers");
@@ -422,6 +468,7 @@ Profile::Profile(Profile&&) noexcept = default;
 Profile& Profile::operator=(Profile&&) noexcept = default;
 
 size_t Profile::category_count() const { return shared_->categories.size(); }
+double Profile::start_time_unix_ms() const { return shared_->start_time_unix_ms; }
 
 uint32_t Profile::AddCategory(Category c) {
   if (c.name.empty()) throw std::invalid_argument("firefox profile: a category needs a name");
@@ -433,6 +480,13 @@ uint32_t Profile::AddCategory(Category c) {
                                 "\": subcategory 0 must be \"Other\" (it stands for the category itself)");
   if (c.subcategories.size() > 255)
     throw std::invalid_argument("firefox profile: category \"" + c.name + "\" has more than 255 subcategories");
+  // Tracks added by different writers to one profile (the combined file)
+  // may each ask for the same category: it is listed once.
+  for (size_t i = 0; i < shared_->categories.size(); i++) {
+    const Category& have = shared_->categories[i];
+    if (have.name == c.name && have.color == c.color && have.subcategories == c.subcategories)
+      return static_cast<uint32_t>(i);
+  }
   if (shared_->categories.size() >= 255) throw std::invalid_argument("firefox profile: more than 255 categories");
   shared_->categories.push_back(std::move(c));
   return static_cast<uint32_t>(shared_->categories.size() - 1);
@@ -511,6 +565,16 @@ std::string Profile::ToJson() const {
   w.KeyBool("symbolicated", true);
   // File names are Ruby paths, not Firefox sources on searchfox.org.
   w.KeyBool("sourceCodeIsNotOnSearchfox", true);
+  // The unit of threadCPUDelta (v48 accepts "ns", "µs" or "variable CPU
+  // cycles"): our deltas are the thread CPU clock's, in ns.
+  if (std::any_of(threads_.begin(), threads_.end(), [](const auto& t) { return t->has_cpu_delta_; })) {
+    w.Key("sampleUnits");
+    w.BeginObject();
+    w.KeyString("time", "ms");
+    w.KeyString("eventDelay", "ms");
+    w.KeyString("threadCPUDelta", "ns");
+    w.EndObject();
+  }
   w.Key("categories");
   w.BeginArray();
   for (const Category& c : categories) {

@@ -172,8 +172,26 @@ class Thread {
   uint32_t InternStack(std::optional<uint32_t> prefix, uint32_t frame);
 
   // A sample at time_ms on stack (std::nullopt: no stack, e.g. idle), with
-  // the given weight in this thread's WeightType.
-  void AddSample(double time_ms, std::optional<uint32_t> stack, double weight = 1);
+  // the given weight in this thread's WeightType. cpu_delta_ns: the thread's
+  // CPU time since its previous sample, in ns (the samples table's
+  // threadCPUDelta column, unit meta.sampleUnits.threadCPUDelta = "ns").
+  // The column is written when any sample of the thread has a delta (null for
+  // the others); the profiler ignores the first sample's value and uses the
+  // rest for the CPU-usage height of the activity graph.
+  void AddSample(double time_ms, std::optional<uint32_t> stack, double weight = 1,
+                 std::optional<int64_t> cpu_delta_ns = std::nullopt);
+
+  // An allocation in the thread's jsAllocations table (v48 JsAllocationsTable:
+  // time, className, typeName, coarseType, weight in bytes, inNursery,
+  // stack). The profiler's call tree offers "JavaScript allocations" once a
+  // thread has any: the allocating stacks summed by bytes. Ruby objects are
+  // managed-heap objects named by class, which is what this table models
+  // (nativeAllocations models malloc/free and has no class name).
+  // type_name and coarse_type are free text (Gecko writes "JSObject" and
+  // "Object"); bytes must be finite and >= 0.
+  void AddJsAllocation(double time_ms, std::string_view class_name, std::string_view type_name,
+                       std::string_view coarse_type, double bytes, bool in_nursery, std::optional<uint32_t> stack);
+  size_t js_allocation_count() const { return allocations_.size(); }
 
   // Markers. schema is the MarkerSchema name (written as data.type); it
   // must have been added to the Profile first. schema "" means a marker with
@@ -232,6 +250,15 @@ class Thread {
     double time;
     uint32_t stack;  // kNone = null
     double weight;
+    int64_t cpu_delta;  // kNoDelta = null
+  };
+  static constexpr int64_t kNoDelta = INT64_MIN;
+  struct Allocation {
+    double time;
+    std::string class_name, type_name, coarse_type;
+    double bytes;
+    bool in_nursery;
+    uint32_t stack;  // kNone = null
   };
   struct Marker {
     uint32_t name;  // string index
@@ -269,6 +296,8 @@ class Thread {
   std::vector<Stack> stacks_;
   std::unordered_map<Stack, uint32_t, Hash> stack_ids_;
   std::vector<Sample> samples_;
+  bool has_cpu_delta_ = false;
+  std::vector<Allocation> allocations_;
   std::vector<Marker> markers_;
 };
 
@@ -286,7 +315,8 @@ class Profile {
   Profile& operator=(const Profile&) = delete;
 
   // Returns the category's index (at most 255 categories, each with at most
-  // 255 subcategories: the profiler keeps them in byte arrays).
+  // 255 subcategories: the profiler keeps them in byte arrays). A category
+  // equal to one already added (name, colour, subcategories) gets its index.
   uint32_t AddCategory(Category c);
   // Schema names must be distinct; see MarkerSchema for the checks.
   void AddMarkerSchema(MarkerSchema s);
@@ -306,6 +336,8 @@ class Profile {
   void SetSelectedThread(size_t thread_index);
 
   size_t thread_count() const { return threads_.size(); }
+  // meta.startTime (Unix ms): every time in the profile counts from it.
+  double start_time_unix_ms() const;
   size_t category_count() const;
   Thread& thread(size_t index) { return *threads_.at(index); }
 

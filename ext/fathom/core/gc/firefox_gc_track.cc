@@ -22,11 +22,7 @@ double Ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 //    frame, weighted by the GC wall time in ms (weight type tracing-ms), so
 //    the call tree and flame graph total GC time like the pprof does, and a
 //    weight-0 "Idle" sample at its end.
-std::string EncodeGcFirefox(const GcProfileData& data, bool gzip) {
-  double interval_ms = data.flush_interval_ns > 0 ? Ms(data.flush_interval_ns) : 1.0;
-  firefox::Profile profile("Fathom GC profile (pid " + std::to_string(data.pid) + ")",
-                           Ms(data.start_realtime_ns), interval_ms);
-  profile.AddCategory({"Other", "grey", {}});
+firefox::Thread& AddGcTrack(firefox::Profile& profile, const GcProfileData& data, double offset_ms) {
   uint32_t gc_category = profile.AddCategory({"GC", "orange", {}});
   uint32_t idle_category = profile.AddCategory({"Idle", "transparent", {}});
   firefox::MarkerSchema schema;
@@ -56,7 +52,10 @@ std::string EncodeGcFirefox(const GcProfileData& data, bool gzip) {
             "The marker spans the first step's start to the last step's end; 'Time in GC' is the steps' sum.";
   profile.AddMarkerSchema(schema);
 
-  firefox::Thread& thread = profile.AddThread("Garbage Collection", data.pid, 0, true, "ruby");
+  // tid 0. isMainThread only when it is the file's first track (the GC
+  // profile alone: it heads the "ruby" process group); in the combined file
+  // it is one more track beside the threads' tracks.
+  firefox::Thread& thread = profile.AddThread("Garbage Collection", data.pid, 0, profile.thread_count() == 0, "ruby");
   thread.SetWeightType(firefox::WeightType::kTracingMs);
   uint32_t func = thread.InternFunc(kGcFrameName, "", 0, false, true);
   uint32_t frame = thread.InternFrame(func, 0, gc_category);
@@ -68,8 +67,8 @@ std::string EncodeGcFirefox(const GcProfileData& data, bool gzip) {
       std::nullopt, thread.InternFrame(thread.InternFunc("Idle", "", 0, false), 0, idle_category));
 
   for (const GcPeriod& p : data.periods) {
-    double start = Ms(p.start_ns - data.start_monotonic_ns);
-    double end = Ms(p.end_ns - data.start_monotonic_ns);
+    double start = offset_ms + Ms(p.start_ns - data.start_monotonic_ns);
+    double end = offset_ms + Ms(p.end_ns - data.start_monotonic_ns);
     if (end < start) end = start;
     std::vector<firefox::MarkerDatum> fields = {
         firefox::MarkerDatum::String("gc_type", GcTypeName(p.type)),
@@ -89,6 +88,15 @@ std::string EncodeGcFirefox(const GcProfileData& data, bool gzip) {
     thread.AddSample(start, stack, Ms(p.wall_ns));
     thread.AddSample(end, idle, 0);
   }
+  return thread;
+}
+
+std::string EncodeGcFirefox(const GcProfileData& data, bool gzip) {
+  double interval_ms = data.flush_interval_ns > 0 ? Ms(data.flush_interval_ns) : 1.0;
+  firefox::Profile profile("Fathom GC profile (pid " + std::to_string(data.pid) + ")",
+                           Ms(data.start_realtime_ns), interval_ms);
+  profile.AddCategory({"Other", "grey", {}});
+  AddGcTrack(profile, data, 0);
   profile.SetProfilingRange(0, Ms(data.end_monotonic_ns - data.start_monotonic_ns));
   std::string json = profile.ToJson();
   return gzip ? GzipCompress(json) : json;

@@ -13,4 +13,14 @@ namespace fathom {
 // The whole profile as JSON text, gzipped when gzip is true.
 std::string EncodeGcFirefox(const GcProfileData& data, bool gzip);
 
+namespace firefox {
+class Profile;
+class Thread;
+}  // namespace firefox
+
+// The same track added to an existing profile (the combined cpu+gc+heap
+// file), times shifted by offset_ms (this data's start after the profile's).
+// Adds the GC and Idle categories and the GC schema.
+firefox::Thread& AddGcTrack(firefox::Profile& profile, const GcProfileData& data, double offset_ms);
+
 }  // namespace fathom

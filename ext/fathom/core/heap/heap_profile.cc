@@ -1,5 +1,7 @@
 #include "heap/heap_profile.h"
 
+#include <algorithm>
+
 #include "encode/pprof_builder.h"
 
 namespace fathom {
@@ -62,6 +64,20 @@ bool HeapProfileRowsBuilder::Step(size_t max_rows) {
     out_.rows.push_back(HeapProfileRows::Row{it->second, key.class_label, key.thread_label, values});
   }
   return next_ == end_;
+}
+
+void HeapProfileRowsBuilder::AddAllocEvents(const std::vector<AllocEvent>& events) {
+  out_.allocations.reserve(out_.allocations.size() + events.size());
+  for (const AllocEvent& e : events) {
+    auto it = stack_map_.find(e.key.stack_id);
+    if (it == stack_map_.end()) continue;
+    out_.allocations.push_back(
+        HeapProfileRows::Allocation{e.time_ns, it->second, e.key.class_label, e.key.thread_label, e.objects, e.bytes});
+  }
+  std::stable_sort(out_.allocations.begin(), out_.allocations.end(),
+                   [](const HeapProfileRows::Allocation& a, const HeapProfileRows::Allocation& b) {
+                     return a.time_ns < b.time_ns;
+                   });
 }
 
 std::string SampleCountComment(const HeapProfileRows& profile) {

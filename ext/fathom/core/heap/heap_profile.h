@@ -54,6 +54,17 @@ struct HeapProfileRows {
   std::vector<bool> truncated;
   std::vector<std::string> labels;  // by label id
   std::vector<Row> rows;
+  // Sampled allocations in time order (only when the store kept
+  // AllocEvents: the Firefox timeline). stack indexes stacks.
+  struct Allocation {
+    int64_t time_ns;  // monotonic
+    uint32_t stack;
+    uint32_t class_label, thread_label;
+    int64_t objects, bytes;
+  };
+  std::vector<Allocation> allocations;
+  int64_t start_monotonic_ns = 0;  // the window's start (allocation times count from it)
+  int64_t pid = 0;
   int64_t time_nanos = 0;
   int64_t duration_nanos = 0;
   ValueType period_type{"allocations", "count"};
@@ -72,6 +83,10 @@ class HeapProfileRowsBuilder {
   HeapProfileRowsBuilder(const SampleStore& store, const HeapAggregator& aggregator);
   // Copies up to max_rows more rows; returns true once every row is copied.
   bool Step(size_t max_rows);
+  // After the last Step: the events whose stacks were copied (an event
+  // whose key has no row, such as a record recycled during a yield after
+  // the freed totals were taken, is dropped), sorted by time.
+  void AddAllocEvents(const std::vector<AllocEvent>& events);
   HeapProfileRows Take() { return std::move(out_); }
 
  private:

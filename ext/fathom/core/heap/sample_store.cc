@@ -14,6 +14,7 @@ bool SampleStore::Commit(uint32_t index, const CommitInfo& info) {
   r.class_label = info.class_label;
   r.thread_label = info.thread_label;
   r.alloc_bytes = info.alloc_bytes;
+  r.alloc_time_ns = info.time_ns;
   r.thread = 0;
   r.state = RecordState::kLive;
   if (liveness_ == LivenessSource::kFreeobjHook) {
@@ -55,6 +56,9 @@ size_t SampleStore::DrainFreed(size_t limit) {
       last_totals->objects += static_cast<int64_t>(r.weight);
       last_totals->bytes += static_cast<int64_t>(r.weight * r.alloc_bytes);
       last_totals->samples++;
+      if (keep_alloc_events_)
+        alloc_events_.push_back(AllocEvent{r.alloc_time_ns, key, static_cast<int64_t>(r.weight),
+                                           static_cast<int64_t>(r.weight * r.alloc_bytes)});
     }
     Recycle(index);
     drained++;
@@ -71,6 +75,9 @@ HeapValues SampleStore::Report(uint32_t index, bool alive, uint64_t inuse_size, 
     v.alloc_space = weight * static_cast<int64_t>(r.alloc_bytes);
     v.alloc_samples = 1;
     r.alloc_reported = true;
+    if (keep_alloc_events_)
+      alloc_events_.push_back(
+          AllocEvent{r.alloc_time_ns, SampleKey{r.stack_id, r.class_label, r.thread_label}, v.alloc_objects, v.alloc_space});
   }
   if (alive) {
     v.inuse_objects = weight;
@@ -134,6 +141,7 @@ void SampleStore::Clear() {
   records_.clear();
   free_slots_.clear();
   pending_.clear();
+  alloc_events_.clear();
   in_use_ = 0;
   // Labels are kept: they are few and the ids stay valid.
 }

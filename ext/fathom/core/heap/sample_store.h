@@ -44,6 +44,7 @@ struct SampleRecord {
   uint64_t thread = 0;       // allocating thread's handle, valid while pending
   uint64_t weight = 0;       // allocations this sample stands for (1 in exact mode)
   uint64_t alloc_bytes = 0;  // size measured at commit, soon after allocation
+  int64_t alloc_time_ns = 0; // monotonic time of the commit (a safe point soon after allocation)
   uint32_t stack_id = StackTable::kNone;
   uint32_t class_label = 0;
   uint32_t thread_label = 0;
@@ -73,7 +74,9 @@ struct CommitInfo {
   uint32_t thread_label = 0;
   uint64_t alloc_bytes = 0;
   uint64_t liveness_token = 0;  // kToken: the token for this object (0 = untrackable)
+  int64_t time_ns = 0;          // monotonic time of the commit
 };
+
 
 // What a profile row is keyed by.
 struct SampleKey {
@@ -84,6 +87,15 @@ struct SampleKey {
 };
 struct SampleKeyHash {
   size_t operator()(const SampleKey& k) const;
+};
+
+// One sampled allocation with its time, kept when asked for
+// (set_keep_alloc_events: the Firefox timeline). Its key is also a row of
+// the flush's aggregator (or of the freed totals), which keeps its stack.
+struct AllocEvent {
+  int64_t time_ns;
+  SampleKey key;
+  int64_t objects, bytes;  // weighted, as alloc_objects / alloc_space
 };
 
 // Allocation totals of records already recycled, waiting for the next flush.
@@ -107,6 +119,13 @@ class SampleStore {
   // Adds a pending record; takes over one reference to record.stack_id.
   // Returns its index.
   uint32_t AddPending(const SampleRecord& record);
+  // Keep an AllocEvent per record when its allocation is first counted
+  // (Report or DrainFreed): 40 bytes a record, so off unless a timeline is
+  // wanted.
+  void set_keep_alloc_events(bool keep) { keep_alloc_events_ = keep; }
+  bool keep_alloc_events() const { return keep_alloc_events_; }
+  std::vector<AllocEvent> TakeAllocEvents() { return std::move(alloc_events_); }
+
   // Indices of records waiting for commit, in allocation order. Commit them
   // by index (the hooks may append while the committer calls Ruby), then
   // ClearPending.
@@ -184,6 +203,8 @@ class SampleStore {
   uint32_t freed_head_ = UINT32_MAX;
   std::unordered_map<SampleKey, AllocTotals, SampleKeyHash> freed_totals_;
   size_t in_use_ = 0;
+  bool keep_alloc_events_ = false;
+  std::vector<AllocEvent> alloc_events_;
 };
 
 }  // namespace fathom

@@ -29,6 +29,7 @@ struct FrameSymbol {
   std::string filename;  // source path, "" for C functions
   int64_t first_line = 0;
   bool resolved = false;
+  bool native = false;  // a C function found by native unwinding (filename: its object)
 };
 
 class StackTable {

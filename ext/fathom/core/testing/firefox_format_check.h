@@ -61,6 +61,7 @@ class FirefoxFormatChecker {
 
   std::vector<std::string> errors_;
   std::vector<CategoryInfo> categories_;
+  bool has_cpu_delta_unit_ = false;  // meta.sampleUnits.threadCPUDelta is valid
   std::vector<std::pair<std::string, SchemaInfo>> schemas_;
 
   void Error(const std::string& path, const std::string& what) {
@@ -185,6 +186,13 @@ class FirefoxFormatChecker {
     });
   }
 
+  void NonNegativeColumn(const Value& t, const std::string& p, std::string_view col, bool nullable) {
+    EachCell(t, p, col, [&](const Value& v, size_t) -> std::string {
+      if ((nullable && v.is_null()) || (v.is_number() && v.as_double() >= 0)) return "";
+      return nullable ? "must be a number >= 0 or null" : "must be a number >= 0";
+    });
+  }
+
   void BoolColumn(const Value& t, const std::string& p, std::string_view col) {
     EachCell(t, p, col, [&](const Value& v, size_t) { return v.is_bool() ? "" : "must be a boolean"; });
   }
@@ -246,6 +254,23 @@ class FirefoxFormatChecker {
     for (const char* opt : {"endTime", "profilingStartTime", "profilingEndTime"})
       if (meta.find(opt) != nullptr) Number(meta, p, opt);
     if (meta.find("symbolicated") != nullptr) Bool(meta, p, "symbolicated");
+    // sampleUnits (optional): the unit of samples.threadCPUDelta.
+    if (meta.find("sampleUnits") != nullptr) {
+      if (const Value* su = Object(meta, p, "sampleUnits")) {
+        const std::string sp = p + ".sampleUnits";
+        if (const Value* t = String(*su, sp, "time"); t != nullptr && t->as_string() != "ms")
+          Error(sp + ".time", "must be \"ms\" (v48)");
+        if (const Value* e = String(*su, sp, "eventDelay"); e != nullptr && e->as_string() != "ms")
+          Error(sp + ".eventDelay", "must be \"ms\"");
+        if (const Value* d = String(*su, sp, "threadCPUDelta")) {
+          const std::string& u = d->as_string();
+          if (u != "ns" && u != "\u00b5s" && u != "\xc2\xb5s" && u != "variable CPU cycles")
+            Error(sp + ".threadCPUDelta", "\"" + u + "\" is not ns, \u00b5s or variable CPU cycles");
+          else
+            has_cpu_delta_unit_ = true;
+        }
+      }
+    }
 
     if (const Value* cats = Array(meta, p, "categories")) {
       bool grey = false;
@@ -472,6 +497,40 @@ class FirefoxFormatChecker {
         for (size_t i = 1; i < time.size(); i++)
           if (time[i].is_number() && time[i - 1].is_number() && time[i].as_double() < time[i - 1].as_double())
             Error(smp + ".time[" + std::to_string(i) + "]", "goes back in time (samples must be sorted)");
+      }
+      // threadCPUDelta (optional): a CPU delta >= 0 or null per sample, in
+      // the unit meta.sampleUnits gives (required with the column).
+      if (sm->find("threadCPUDelta") != nullptr) {
+        if (const Value* d = Array(*sm, smp, "threadCPUDelta")) {
+          if (n >= 0 && static_cast<int64_t>(d->size()) != n)
+            Error(smp + ".threadCPUDelta", "has " + std::to_string(d->size()) + " entries but length is " +
+                                               std::to_string(n));
+          NonNegativeColumn(*sm, smp, "threadCPUDelta", true);
+          if (!has_cpu_delta_unit_)
+            Error(smp + ".threadCPUDelta", "needs meta.sampleUnits.threadCPUDelta (its unit)");
+        }
+      }
+    }
+
+    // jsAllocations (optional): v48's JsAllocationsTable.
+    if (t.find("jsAllocations") != nullptr) {
+      if (const Value* ja = Object(t, p, "jsAllocations")) {
+        const std::string jp = p + ".jsAllocations";
+        int64_t n = Table(*ja, jp, {"time", "className", "typeName", "coarseType", "weight", "inNursery", "stack"});
+        if (const Value* wt = String(*ja, jp, "weightType"); wt != nullptr && wt->as_string() != "bytes")
+          Error(jp + ".weightType", "must be \"bytes\"");
+        if (n >= 0) {
+          NumberColumn(*ja, jp, "time", false);
+          for (const char* col : {"className", "typeName", "coarseType"})
+            EachCell(*ja, jp, col, [](const Value& v, size_t) { return v.is_string() ? "" : "must be a string"; });
+          NonNegativeColumn(*ja, jp, "weight", false);
+          BoolColumn(*ja, jp, "inNursery");
+          if (nstacks >= 0) IndexColumn(*ja, jp, "stack", nstacks, true, "stackTable");
+          const Value& time = (*ja)["time"];
+          for (size_t i = 1; i < time.size(); i++)
+            if (time[i].is_number() && time[i - 1].is_number() && time[i].as_double() < time[i - 1].as_double())
+              Error(jp + ".time[" + std::to_string(i) + "]", "goes back in time (allocations must be sorted)");
+        }
       }
     }
 

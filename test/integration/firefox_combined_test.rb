@@ -1,0 +1,136 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "json"
+require "zlib"
+
+# `fathom run --mode cpu,gc,heap --format firefox` end to end: a real
+# threaded program (examples/threaded_app.rb) in its own process, the one
+# file it writes read back: the v48 structural check, a track per thread,
+# the GC track with its markers, allocations on the threads that made them
+# with stacks naming the allocating method, threadCPUDelta summing to each
+# thread's own CPU clock, and (--native) C frames from libz.
+class FirefoxCombinedTest < Minitest::Test
+  APP = File.join(TestHelper::ROOT, "examples/threaded_app.rb")
+
+  def setup
+    require_native!
+    require "support/firefox_format"
+    @dir = Dir.mktmpdir("fathom-ffx")
+  end
+
+  def teardown
+    FileUtils.rm_rf(@dir)
+  end
+
+  def run_app(*fathom_args, seconds: 1.0)
+    out = File.join(@dir, "app.json.gz")
+    truth = File.join(@dir, "truth.json")
+    env = TestHelper::PLAIN_ENV.merge("THREADED_APP_TRUTH" => truth, "THREADED_APP_SECONDS" => seconds.to_s)
+    _o, err, status = Open3.capture3(env, RbConfig.ruby, "-I#{TestHelper::LIB}", TestHelper::EXE, "run", *fathom_args,
+                                     "-o", out, "--", RbConfig.ruby, APP)
+    assert status.success?, "fathom run failed: #{err}"
+    [out, JSON.parse(Zlib.gunzip(File.binread(out))), JSON.parse(File.read(truth)), err]
+  end
+
+  def track(json, name)
+    json["threads"].find { |t| t["name"] == name } or flunk("no track #{name}: #{json["threads"].map { |t| t["name"] }}")
+  end
+
+  def func_name(t, frame)
+    t["stringArray"][t["funcTable"]["name"][t["frameTable"]["func"][frame]]]
+  end
+
+  # Function names of a stack, leaf first.
+  def stack_names(t, stack)
+    names = []
+    while stack
+      names << func_name(t, t["stackTable"]["frame"][stack])
+      stack = t["stackTable"]["prefix"][stack]
+    end
+    names
+  end
+
+  def test_one_file_holds_cpu_tracks_gc_markers_and_allocations
+    path, json, truth, err = run_app("--mode", "cpu,gc,heap", "--format", "firefox", "--native")
+    assert_equal [File.basename(path)], Dir.children(@dir) - ["truth.json"], "one file, not one per mode"
+    assert_match(/wrote cpu\+gc\+heap profile to #{Regexp.escape(path)}/, err)
+    FirefoxFormat.check!(json)
+    assert_equal "ns", json["meta"]["sampleUnits"]["threadCPUDelta"]
+
+    # GC track with markers.
+    gc = track(json, "Garbage Collection")
+    gc_markers = gc["markers"]["name"].map { |i| gc["stringArray"][i] }
+    assert gc_markers.any? { |n| n.end_with?("GC") }, "GC markers: #{gc_markers.uniq}"
+
+    %w[web-1 web-2 compressor].each do |name|
+      t = track(json, name)
+      assert_equal truth[name]["tid"], t["tid"]
+      # threadCPUDelta sums to the thread's own CPU clock (the last
+      # interval before the thread ends is not sampled: a few ticks).
+      cpu = t["samples"]["threadCPUDelta"].compact.sum / 1e9
+      assert_in_delta truth[name]["cpu"], cpu, [0.15 * truth[name]["cpu"], 0.05].max,
+                      "#{name}: threadCPUDelta #{cpu.round(3)}s vs its CPU clock #{truth[name]["cpu"].round(3)}s"
+    end
+
+    # Allocations on the web threads that made them, with their stacks.
+    %w[web-1 web-2].each do |name|
+      t = track(json, name)
+      allocs = t["jsAllocations"] or flunk("#{name} has no jsAllocations")
+      assert_operator allocs["length"], :>, 10
+      assert allocs["weight"].all? { |w| w >= 0 }
+      assert_includes allocs["className"], "String"
+      stacks = allocs["stack"].compact.map { |s| stack_names(t, s) }
+      assert stacks.any? { |names| names.include?("PageRenderer#render") }, "#{name}: no allocation under PageRenderer#render"
+      assert stacks.any? { |names| names.include?("Object#serve") }
+    end
+    # The sleeper burns no CPU (no track in CPU mode) and allocates nothing.
+    refute json["threads"].any? { |t| t["name"] == "sleeper" && t.key?("jsAllocations") }
+
+    # C frames from libz under the compressor's Zlib::Deflate.deflate, not JS.
+    comp = track(json, "compressor")
+    natives = comp["frameTable"]["category"].each_index.select do |f|
+      json["meta"]["categories"][comp["frameTable"]["category"][f]]["name"] == "Native (C)"
+    end
+    names = natives.map { |f| func_name(comp, f) }
+    assert names.any? { |n| n.match?(/deflate|adler32|crc32|longest_match/) }, "native frames: #{names.uniq.first(20)}"
+    natives.each { |f| refute comp["funcTable"]["isJS"][comp["frameTable"]["func"][f]] }
+
+    loaded = Fathom::Profile.load(path)
+    assert_equal :cpu, loaded.kind
+    assert_match(/web-1/, loaded.report)
+  end
+
+  def test_single_mode_and_pprof_keep_their_own_files
+    out = File.join(@dir, "run")
+    env = TestHelper::PLAIN_ENV.merge("THREADED_APP_SECONDS" => "0.2")
+    _o, err, status = Open3.capture3(env, RbConfig.ruby, "-I#{TestHelper::LIB}", TestHelper::EXE, "run", "--mode", "cpu,gc",
+                                     "-o", out, "--", RbConfig.ruby, APP)
+    assert status.success?, err
+    assert_equal %w[run.cpu.pb.gz run.gc.pb.gz], Dir.children(@dir).sort
+  end
+
+  def test_ruby_api_returns_one_profile_for_the_combined_modes
+    path = File.join(@dir, "api.json.gz")
+    profiles = Fathom.profile(mode: %i[wall gc heap retention], format: :firefox, out: path) do
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 0.3
+      Array.new(2) do |i|
+        Thread.new do
+          Thread.current.name = "t#{i}"
+          Array.new(1000) { |j| "x#{j}" } while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+        end
+      end.each(&:join)
+    end
+    assert_same profiles[:wall], profiles[:gc]
+    assert_same profiles[:wall], profiles[:heap]
+    assert_equal :pprof, profiles[:retention].format
+    assert_equal %w[api.json.gz api.retention.pb.gz], Dir.children(@dir).sort
+    json = profiles[:wall].firefox_json
+    FirefoxFormat.check!(json)
+    t0 = track(json, "t0")
+    assert_operator t0.dig("jsAllocations", "length").to_i, :>, 0
+    assert_equal 1, json["threads"].count { |t| t["name"] == "Garbage Collection" }
+    # Wall mode carries CPU deltas too.
+    assert t0["samples"]["threadCPUDelta"].compact.any?
+  end
+end
