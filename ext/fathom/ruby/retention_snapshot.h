@@ -2,7 +2,8 @@
 // process, for "why is this still alive" (retention) analysis. Three files,
 // one per phase:
 //
-//  1. retention_walk.cc (GVL held throughout, GC disabled). Roots come from
+//  1. retention_walk.cc (GVL held throughout, GC disabled: the only phase
+//     that runs with GC off, and it never lets another thread run). Roots come from
 //     rb_objspace_reachable_objects_from_root with Ruby's own category names
 //     ("vm", "machine_context", "global_tbl", ...); each object's children
 //     from rb_objspace_reachable_objects_from, breadth-first, into the core's
@@ -12,7 +13,8 @@
 //     stack names only what no constant, ivar or global holds. Both functions are exported by
 //     libruby but declared in no installed header: our own prototypes in
 //     ruby_private_api.h, behind have_func.
-//  2. edge_names.cc (GVL). Only the edge that discovered each object (its
+//  2. edge_names.cc (GVL, GC enabled: naming calls Ruby methods, and
+//     another thread may run at their interrupt checks). Only the edge that discovered each object (its
 //     BFS tree edge, on a shortest path from the roots) needs a name, since
 //     those are the edges the reports print. For each referrer, its named
 //     slots are listed once through C-level lookups and the *original*
@@ -24,9 +26,9 @@
 //     without the GVL.
 //
 // Safety. During phases 1-2 the graph holds raw VALUEs that nothing else
-// keeps alive or in place. GC is disabled, but GC.start and GC.compact run
-// even then, and naming calls Ruby methods at whose interrupt checks another
-// thread could call them. So while the graph holds raw VALUEs, the snapshot
+// keeps alive or in place. GC is disabled during the walk, but GC.start and
+// GC.compact run even then, GC runs normally during naming, and naming calls
+// Ruby methods at whose interrupt checks another thread could call them. So while the graph holds raw VALUEs, the snapshot
 // object's mark function marks (and so pins) every one of them.
 // rb_objspace_reachable_objects_from must never be called during GC; it is
 // only called from here, with the GVL, outside GC.
@@ -59,6 +61,8 @@ struct Snapshot {
   HeapGraph graph;
   bool graph_pins = false;
   bool taken = false;
+  // take disabled GC (it was enabled before): EnableGcAgain undoes it, once.
+  bool gc_disabled_here = false;
 
   std::vector<uint32_t> idom;
   std::vector<uint64_t> retained;
@@ -92,6 +96,14 @@ struct Snapshot {
   bool walk_failed = false;
   char walk_error[256] = {};
 };
+
+// Ends the GC-disabled window of take (only if take opened it). Also
+// around anything in the walk that may let another thread run.
+inline void EnableGcAgain(Snapshot* s) {
+  if (!s->gc_disabled_here) return;
+  s->gc_disabled_here = false;
+  rb_gc_enable();
+}
 
 // ---- retention_walk.cc
 // Whether this Ruby exports what the walk needs.

@@ -108,11 +108,11 @@ VALUE FocusPaths(Snapshot* s) {
   return paths;
 }
 
-// Everything between disabling and re-enabling GC. Runs under Protect: all
+// Everything from disabling GC on. Runs under Protect: all
 // state lives in *s (owned by the Ruby object), so a Ruby exception (an
 // interrupt, NoMemoryError) leaves nothing behind but what the caller's
 // cleanup resets.
-VALUE TakeBody(Snapshot* s, VALUE focus, VALUE gc_was_disabled) {
+VALUE TakeBody(Snapshot* s, VALUE focus) {
   s->builder = std::make_unique<HeapGraphBuilder>();
   s->builder->Reserve(ExpectedObjects(), 0);
   int64_t t0 = MonotonicNs();
@@ -137,22 +137,27 @@ VALUE TakeBody(Snapshot* s, VALUE focus, VALUE gc_was_disabled) {
                                                                  : s->graph.RootCategoriesHolding(node));
   int64_t t1 = MonotonicNs();
   s->walk_ns = t1 - t0;
+  // GC runs again from here on. Naming calls Ruby methods (Thread#keys,
+  // Binding#local_variables... through rb_funcall, whose return checks
+  // interrupts): at each call the timer may hand the GVL to another thread.
+  // With GC still disabled, a puma server's 8 threads allocated for the
+  // whole naming phase without collecting (heap pages x2-x9, RSS +16% that
+  // stayed). The walk makes no such call (measured: another thread never
+  // runs during it), so it alone keeps GC off. Naming needs no frozen
+  // heap, only the graph's VALUEs alive and in place: graph_pins makes the
+  // mark function mark (and so pin, against GC.compact) every one of them.
+  EnableGcAgain(s);
   NameEdges(s);
   s->name_ns = MonotonicNs() - t1;
   // From here on the graph is plain numbers: no VALUE is dereferenced again.
   s->graph_pins = false;
-  // So GC may run again before Analyze releases the GVL: with GC still
-  // disabled, other threads would allocate without collecting for the whole
-  // analysis (seen in a puma server under load: +680 heap pages, ~11 MB of
-  // RSS that stayed, per snapshot served over HTTP).
-  if (!RTEST(gc_was_disabled)) rb_gc_enable();
   Analyze(s);
   return FocusPaths(s);
 }
 
 // Undoes what take set up, whether it succeeded or not.
-void EndTake(Snapshot* s, VALUE gc_was_disabled) {
-  if (!RTEST(gc_was_disabled)) rb_gc_enable();
+void EndTake(Snapshot* s) {
+  EnableGcAgain(s);
   s->builder.reset();
   s->graph_pins = false;
   s->skip_children_of = Qnil;
@@ -200,15 +205,16 @@ VALUE SnapshotTake(VALUE self, VALUE gc, VALUE progress, VALUE focus) {
     s->skip_children_of = focus;
     s->started_ns = MonotonicNs();
     s->time_nanos = RealtimeNs();
-    VALUE was_disabled = rb_gc_disable();
+    // A GC.disable of the caller's stays in force.
+    s->gc_disabled_here = !RTEST(rb_gc_disable());
     VALUE paths = Qnil;
     try {
-      Protect([s, focus, was_disabled, &paths] { paths = TakeBody(s, focus, was_disabled); });
+      Protect([s, focus, &paths] { paths = TakeBody(s, focus); });
     } catch (...) {
-      EndTake(s, was_disabled);
+      EndTake(s);
       throw;
     }
-    EndTake(s, was_disabled);
+    EndTake(s);
     if (s->progress_shown) Progress(s, "done", s->graph.node_count());
     s->progress = Qnil;
     return paths;

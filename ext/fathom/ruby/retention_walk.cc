@@ -192,8 +192,15 @@ void Progress(Snapshot* s, const char* phase, uint32_t done) {
   snprintf(line, sizeof line, "fathom: retention snapshot: %s, %u objects, %.1fs (GVL held)\n", phase, done,
            static_cast<double>(elapsed) / 1e9);
   VALUE io = s->progress;
+  // IO#write may release the GVL (and rb_funcall checks interrupts): other
+  // threads may run, so not with GC disabled (they would allocate without
+  // collecting). A GC here is safe: the builder's VALUEs are marked (pinned)
+  // by the snapshot, and no rb_objspace_reachable_objects_from is running.
+  bool walking = s->gc_disabled_here;
+  EnableGcAgain(s);
   // A closed or failing IO must not fail the snapshot: no more progress then.
   if (!TryProtect([io, &line] { rb_funcall(io, id_write, 1, rb_str_new_cstr(line)); })) s->progress = Qnil;
+  if (walking) s->gc_disabled_here = !RTEST(rb_gc_disable());
 }
 
 void InitRetentionWalk() {
