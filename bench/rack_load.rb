@@ -13,8 +13,8 @@
 # Reports wrk's failed requests (non-2xx, socket errors), the fetches by
 # status (200 served, 429 refused by the one-at-a-time rule, anything else a
 # failure), puma's RSS after each run (fetching vs baseline), and the p99
-# latency of a probe (sequential GET / every 10 ms) while a heap fetch is in
-# flight vs the baseline's.
+# latency of a probe (sequential GET / every 10 ms) while a heap fetch (or a
+# retention fetch) is in flight vs the baseline's.
 require "net/http"
 require "socket"
 require "optparse"
@@ -68,15 +68,22 @@ def run(label, seconds, connections, fetch:)
   system("wrk", "-t2", "-c#{connections}", "-d3s", "http://127.0.0.1:#{port}/churn", out: File::NULL)
   stop_at = now + seconds
   heap_in_flight = 0
+  retention_in_flight = 0
   lock = Mutex.new
-  probe = { during_heap: [], other: [] }
+  probe = { during_heap: [], during_retention: [], other: [] }
   prober = Thread.new do
     Net::HTTP.start("127.0.0.1", port) do |http|
       while now < stop_at
         t = now
         http.get("/")
         ms = (now - t) * 1000
-        lock.synchronize { (heap_in_flight.positive? ? probe[:during_heap] : probe[:other]) << ms }
+        lock.synchronize do
+          key = if heap_in_flight.positive? then :during_heap
+                elsif retention_in_flight.positive? then :during_retention
+                else :other
+                end
+          probe[key] << ms
+        end
         sleep 0.01
       end
     end
@@ -91,11 +98,14 @@ def run(label, seconds, connections, fetch:)
         path = paths[i % paths.size]
         i += 1
         heap = path.start_with?("heap")
+        retention = path.start_with?("retention")
         lock.synchronize { heap_in_flight += 1 } if heap
+        lock.synchronize { retention_in_flight += 1 } if retention
         t = now
         code = (Net::HTTP.start("127.0.0.1", port, read_timeout: 60) { |h| h.get("/debug/fathom/#{path}") }.code rescue "error")
         heap_ms << (now - t) * 1000 if heap && code == "200"
         lock.synchronize { heap_in_flight -= 1 } if heap
+        lock.synchronize { retention_in_flight -= 1 } if retention
         lock.synchronize { statuses["#{path[/\A\w+/]} #{code}"] += 1 }
         sleep 0.2
       end
@@ -116,7 +126,8 @@ def run(label, seconds, connections, fetch:)
   { label: label, requests: requests, rps: wrk[/Requests\/sec:\s+([\d.]+)/, 1].to_f, non2xx: non2xx,
     socket_errors: socket || "none", wrk_p99: wrk[/99%\s+(\S+)/, 1], rss_kb: rss, statuses: statuses,
     probe_p99_heap: percentile(probe[:during_heap], 0.99), probe_p99_other: percentile(probe[:other], 0.99),
-    probe_n_heap: probe[:during_heap].size, heap_fetch_ms: percentile(heap_ms, 0.5), files: files, temps: temps }
+    probe_n_heap: probe[:during_heap].size, probe_p99_retention: percentile(probe[:during_retention], 0.99),
+    probe_n_retention: probe[:during_retention].size, heap_fetch_ms: percentile(heap_ms, 0.5), files: files, temps: temps }
 end
 
 puts "wrk -c #{connections} -d #{seconds}s on GET /churn, puma 8 threads, always-on heap profiling, Ruby #{RUBY_VERSION}"
@@ -133,3 +144,6 @@ puts format("RSS fetching / baseline: %.3f", fetching[:rss_kb].to_f / base[:rss_
 puts format("probe p99 GET /: %.1f ms during heap fetches (%d probes; heap fetch median %.0f ms), %.1f ms otherwise, %.1f ms baseline",
             fetching[:probe_p99_heap] || Float::NAN, fetching[:probe_n_heap], fetching[:heap_fetch_ms] || Float::NAN,
             fetching[:probe_p99_other] || Float::NAN, base[:probe_p99_other] || Float::NAN)
+if fetching[:probe_n_retention].positive?
+  puts format("probe p99 GET /: %.1f ms during retention fetches (%d probes)", fetching[:probe_p99_retention], fetching[:probe_n_retention])
+end
