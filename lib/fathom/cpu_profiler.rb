@@ -5,6 +5,7 @@ require_relative "modes"
 require_relative "native"
 require_relative "profile"
 require_relative "collector_lifecycle"
+require_relative "internal_thread"
 
 module Fathom
   # CPU and wall-time profiler: the Ruby face of Fathom::Native::CpuCollector.
@@ -89,26 +90,20 @@ module Fathom
     # A sleeping Ruby thread drains the ring every DRAIN_INTERVAL. The
     # signal handler also asks for a postponed job when the ring fills, but
     # on Ruby < 3.3 only the GVL holder can register one that runs soon,
-    # and when every thread sleeps nobody does. The thread takes itself out
-    # of the sampling first.
+    # and when every thread sleeps nobody does. The thread is not sampled
+    # (InternalThread).
     def start_drainer
       return unless running?
       return if @drainer&.alive?
 
       collector = @collector
       lock = @lock
-      ready = Queue.new
-      @drainer = Thread.new do
-        collector.exclude_current_thread
-        ready << true
+      @drainer = InternalThread.start("fathom-cpu-drain") do
         loop do
           sleep(DRAIN_INTERVAL)
           lock.synchronize { collector.drain }
         end
       end
-      @drainer.name = "fathom-cpu-drain"
-      @drainer.report_on_exception = false
-      ready.pop
     end
 
     def stop_drainer

@@ -4,6 +4,7 @@ require_relative "options"
 require_relative "modes"
 require_relative "native"
 require_relative "profile"
+require_relative "internal_thread"
 require_relative "collector_lifecycle"
 
 module Fathom
@@ -119,16 +120,12 @@ module Fathom
       interval = @coalesce_ns / 1e9
       collector = @collector
       lock = @lock
-      @poller = Thread.new do
+      @poller = InternalThread.start("fathom-gc-poll") do
         loop do
           sleep(interval)
           lock.synchronize { collector.poll }
         end
       end
-      @poller.name = "fathom-gc-poll"
-      # Never report an exception from this thread: poll raises only if the
-      # collector was not initialized, which cannot happen here.
-      @poller.report_on_exception = false
     end
 
     def stop_poller

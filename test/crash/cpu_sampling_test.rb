@@ -147,6 +147,30 @@ class CpuSamplingTest < Minitest::Test
     assert json["threads"].any? { |t| t.key?("jsAllocations") }
   end
 
+  # Fathom's own sleeping threads (the GC counters poller, the CPU drainer)
+  # get no track in a wall profile, whichever started first; and once the
+  # poller has ended, a program thread that Ruby 3.1 may put on its native
+  # thread (same tid) is sampled again.
+  def test_fathoms_own_threads_are_not_sampled
+    gc = Fathom::GcProfiler.new(gc_source: :counters, coalesce: "10ms").start
+    cpu = Fathom::CpuProfiler.new(mode: :wall, interval: "1ms").start
+    own = Thread.list.select { |t| t.name.to_s.start_with?("fathom-") }
+    assert_equal %w[fathom-cpu-drain fathom-gc-poll], own.map(&:name).sort
+    own_tids = own.map(&:native_thread_id)
+    sleep 0.1
+    gc.stop
+    gc.flush
+    after = 3.times.map { |i| Thread.new { Thread.current.name = "after-#{i}"; sleep 0.05 } }
+    after.each(&:join)
+    cpu.stop
+    threads = cpu.flush.decode.samples.map { |s| [s.labels["thread name"].to_s, Array(s.labels["thread id"]).first] }.uniq
+    names = threads.map(&:first)
+    refute names.any? { |n| n.start_with?("fathom-") }, "Fathom's threads sampled: #{threads}"
+    # Only after-0..2 (which may reuse the poller's tid on 3.1) may carry one of those tids.
+    threads.each { |name, tid| refute_includes own_tids, tid, "#{name} has the tid of one of Fathom's threads" unless name.start_with?("after-") }
+    3.times { |i| assert_includes names, "after-#{i}" }
+  end
+
   def test_exit_while_sampling_is_clean
     script = <<~RUBY
       require "fathom"

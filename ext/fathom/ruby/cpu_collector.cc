@@ -243,12 +243,12 @@ VALUE CollectorDrain(VALUE self) {
   });
 }
 
-// Called by lib/'s drain thread on itself: Fathom's own thread is not sampled.
-VALUE CollectorExcludeCurrentThread(VALUE self) {
-  CpuCollector* c = Unwrap(self);
+// Fathom::Native.internal_thread(bool), called by lib/'s helper threads on
+// themselves (Fathom::InternalThread): Fathom's own sleeping threads are
+// not sampled by any CPU/wall profile.
+VALUE NativeInternalThread(VALUE, VALUE internal) {
   return RubyMethod([&] {
-    Initialized(c);
-    if (c->running) CpuSampler::ExcludeCurrentThread();
+    CpuSampler::SetCurrentThreadInternal(RTEST(internal));
     return Qnil;
   });
 }
@@ -535,6 +535,7 @@ void InitCpuCollector(VALUE mNative) {
   id_main = rb_intern("main");
   rb_gc_register_address(&g_active_self);
 
+  rb_define_module_function(mNative, "internal_thread", RUBY_METHOD_FUNC(NativeInternalThread), 1);
   VALUE klass = rb_define_class_under(mNative, "CpuCollector", rb_cObject);
   rb_gc_register_mark_object(klass);
   rb_define_alloc_func(klass, CollectorAlloc);
@@ -543,7 +544,6 @@ void InitCpuCollector(VALUE mNative) {
   rb_define_method(klass, "stop", RUBY_METHOD_FUNC(CollectorStop), 0);
   rb_define_method(klass, "running?", RUBY_METHOD_FUNC(CollectorRunningP), 0);
   rb_define_method(klass, "drain", RUBY_METHOD_FUNC(CollectorDrain), 0);
-  rb_define_method(klass, "exclude_current_thread", RUBY_METHOD_FUNC(CollectorExcludeCurrentThread), 0);
   rb_define_method(klass, "encode", RUBY_METHOD_FUNC(CollectorEncode), 2);
   rb_define_method(klass, "after_fork_child", RUBY_METHOD_FUNC(CollectorAfterForkChild), 0);
   rb_define_method(klass, "stats", RUBY_METHOD_FUNC(CollectorStats), 0);

@@ -51,6 +51,20 @@ struct ThreadSlot {
 ThreadSlot g_slots[kMaxThreads];
 std::atomic<int> g_slot_high{0};  // slots [0, high) may be in use
 
+// Fathom's own sleeping helper threads (the CPU drainer, the GC counters
+// poller), by native thread id: never given a slot, by a profiler started
+// before or after they marked themselves. A thread unmarks itself when it
+// ends, because Ruby 3.1 hands a finished thread's native thread (same
+// tid) to the next Ruby thread. Read and written only with the GVL held.
+constexpr int kMaxInternalThreads = 8;
+pid_t g_internal_tids[kMaxInternalThreads];
+
+bool IsInternalThread(pid_t tid) {
+  for (pid_t t : g_internal_tids)
+    if (t == tid) return true;
+  return false;
+}
+
 std::atomic<bool> g_enabled{false};
 SampleRing* g_ring = nullptr;  // set before g_enabled, cleared after every slot is quiet
 CpuSampler::Config g_config;
@@ -162,7 +176,7 @@ ThreadSlot* FindSlot(int32_t tid) {
 
 // GVL held. Creates the thread's timer and arms it.
 void AddThread(pid_t tid) {
-  if (tid <= 0) return;
+  if (tid <= 0 || IsInternalThread(tid)) return;
   if (ThreadSlot* known = FindSlot(tid)) {
     // A native thread Ruby 3.1 took from its thread cache for a new Ruby
     // thread: its timer stopped re-arming while it had no Ruby thread
@@ -420,6 +434,8 @@ void CpuSampler::Stop(bool account_blocked) {
 bool CpuSampler::running() { return g_running; }
 
 void CpuSampler::AfterForkChild() {
+  // The parent's helper threads do not exist here (their tids may be reused).
+  for (pid_t& t : g_internal_tids) t = 0;
   if (!g_running) return;
   // The parent's timers are not inherited and its other threads are gone:
   // forget every slot without touching their timers (none exist here).
@@ -433,9 +449,18 @@ void CpuSampler::AfterForkChild() {
   AddThread(CurrentTid());
 }
 
-void CpuSampler::ExcludeCurrentThread() {
-  ThreadSlot* s = FindSlot(CurrentTid());
-  if (s) RemoveSlot(s);
+void CpuSampler::SetCurrentThreadInternal(bool internal) {
+  pid_t tid = CurrentTid();
+  for (pid_t& t : g_internal_tids)
+    if (t == tid) t = 0;
+  if (!internal) return;
+  for (pid_t& t : g_internal_tids) {
+    if (t == 0) {
+      t = tid;
+      break;
+    }
+  }
+  if (ThreadSlot* s = FindSlot(tid)) RemoveSlot(s);
 }
 
 void CpuSampler::OnSignal(int index, const void* ucontext) {

@@ -58,8 +58,10 @@ class CpuSampler {
   // In a forked child (timers are not inherited; only the forking thread
   // exists): samples that thread alone.
   static void AfterForkChild();
-  // The calling thread is not sampled (Fathom's own drain thread).
-  static void ExcludeCurrentThread();
+  // internal: the calling thread (one of Fathom's own helper threads) is
+  // not sampled by this or any later start, until it calls this with false
+  // as it ends. GVL held.
+  static void SetCurrentThreadInternal(bool internal);
 
   // From the SIGPROF dispatcher (sigprof.h). Async-signal-safe.
   // ucontext: the handler's third argument (C frames start there).

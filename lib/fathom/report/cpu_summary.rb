@@ -98,25 +98,46 @@ module Fathom
         raise Fathom::Error, "fathom: not a Fathom CPU/wall Firefox profile" unless self.class.cpu_firefox?(json)
 
         @json = json
-        @mode = json["meta"]["product"][PRODUCT, 1]
         @categories = Array(json["meta"]["categories"]).map { |c| c["name"].to_s }
       end
 
+      # One row per track: samples and summed weights by category (only the
+      # categories some track has time in), then, in a combined file, the
+      # heap samples on that track (jsAllocations: count and bytes, each a
+      # sampled allocation standing for the allocations of its period) and
+      # its marker count (GC periods on the GC track).
       def to_s
-        out = +"#{@mode} profile (Firefox Profiler JSON; open it at https://profiler.firefox.com)\n"
-        names = @categories.drop(1)
-        out << format("  %-20s %8s %s\n", "thread", "samples", names.map { |n| format("%20s", n) }.join)
-        Array(@json["threads"]).each do |t|
-          samples = t["samples"] || {}
-          stacks = samples["stack"] || []
-          weights = samples["weight"] || Array.new(stacks.size, 1)
-          cats = t.dig("stackTable", "category") || []
-          sums = Hash.new(0.0)
-          stacks.each_with_index { |st, i| sums[@categories[cats[st]] || "Other"] += weights[i].to_f unless st.nil? }
-          out << format("  %-20s %8d %s\n", t["name"], stacks.size,
-                        names.map { |n| format("%20s", Units.format_value((sums[n] * 1e6).round, "nanoseconds")) }.join)
+        rows = Array(@json["threads"]).map { |t| row(t) }
+        names = @categories.drop(1).select { |n| rows.any? { |r| r[:sums][n].positive? } }
+        allocs = rows.any? { |r| r[:allocs] }
+        kinds = @json["meta"]["product"][/\AFathom ([a-z+]+) profile/, 1]
+        out = +"#{kinds} profile (Firefox Profiler JSON; open it at https://profiler.firefox.com)\n"
+        head = format("  %-20s %8s", "thread", "samples") + names.map { |n| format(" %18s", n) }.join
+        head << format(" %12s %12s", "heap samples", "heap bytes") if allocs
+        out << head << format(" %8s\n", "markers")
+        rows.each do |r|
+          line = format("  %-20s %8d", r[:name], r[:samples])
+          line << names.map { |n| format(" %18s", Units.format_value((r[:sums][n] * 1e6).round, "nanoseconds")) }.join
+          line << format(" %12d %12s", r[:allocs].to_i, Units.format_value(r[:alloc_bytes].to_i, "bytes")) if allocs
+          out << line << format(" %8d\n", r[:markers])
         end
         out
+      end
+
+      private
+
+      def row(thread)
+        samples = thread["samples"] || {}
+        stacks = samples["stack"] || []
+        weights = samples["weight"] || Array.new(stacks.size, 1)
+        cats = thread.dig("stackTable", "category") || []
+        sums = Hash.new(0.0)
+        stacks.each_with_index { |st, i| sums[@categories[cats[st]] || "Other"] += weights[i].to_f unless st.nil? }
+        allocations = thread["jsAllocations"]
+        { name: thread["name"].to_s, samples: stacks.size, sums: sums,
+          allocs: allocations && allocations["length"].to_i,
+          alloc_bytes: allocations && Array(allocations["weight"]).sum(&:to_i),
+          markers: thread.dig("markers", "length").to_i }
       end
     end
   end
