@@ -1,7 +1,7 @@
 // The heap collector's allocation hooks: NEWOBJ takes a sample (the hook's
 // half of a record: stack, object, thread, weight), FREEOBJ (exact mode)
-// retires a record whose object died. Sampled mode arms NEWOBJ for one
-// allocation per timer tick (ArmJob). See heap_collector.h for the life of
+// retires a record whose object died. Sampled mode arms NEWOBJ for a burst
+// of candidates per timer tick (ArmJob), thinned later at commit. See heap_collector.h for the life of
 // a sample.
 #include <ruby.h>
 #include <ruby/debug.h>

@@ -16,7 +16,8 @@
 //     Exact mode: the NEWOBJ and FREEOBJ hooks are installed for the whole run.
 //  2. NewobjHook (inside Ruby's allocator: must not allocate Ruby objects,
 //     raise, or look inside the half-built object). Sampled mode skips a
-//     small random number of allocations, then takes one and removes itself.
+//     random number of allocations, then takes a burst of candidates (each
+//     after a short random skip) and removes itself.
 //     It captures the stack with rb_profile_frames into preallocated
 //     buffers, interns it (plain C++ memory), records the object, thread and
 //     weight as a *pending* record and triggers the commit job.
