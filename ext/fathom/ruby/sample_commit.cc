@@ -108,7 +108,7 @@ struct CommittingScope {
 bool ThinCandidate(Collector* c, uint32_t index, uint64_t bytes) {
   double p = c->thinning.KeepProbability(bytes);
   if (p < 1.0) {
-    // 53 random bits would be overkill: minstd_rand gives 31.
+    // minstd_rand's 31 random bits are plenty for a keep probability.
     auto uniform = [c] { return static_cast<double>(c->rng() - c->rng.min()) / (c->rng.max() - c->rng.min() + 1.0); };
     if (uniform() >= p) {
       c->store.DropPending(index);
