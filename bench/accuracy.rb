@@ -17,7 +17,9 @@
 # sampler that favours small short-lived objects shows here. The "report"
 # column says what `fathom report` shows of each site's live bytes: "few"
 # (marked ?, under 10 samples), "in" / "OUT" (the true live bytes inside /
-# outside the report's 95% interval).
+# outside the report's 95% interval). Each run's line also gives the
+# sampler's candidates, how many it kept after thinning by bytes, and the
+# thinning threshold it settled on (IMPLEMENTATION.md "Thinning by bytes").
 #
 #   ruby -Ilib bench/accuracy.rb [--runs 10] [--seconds 5.5] [--verbose]
 #                                [--interval 10ms]   (default: the profiler's)
@@ -91,6 +93,7 @@ def child(seconds, interval)
       end
     end
   end
+  sampler = profiler.stats # candidates looked at, thinned, the thinning threshold
   profiler.stop
   profile = profiler.flush(gc: true)
   live_bytes = kept.map { |objs| objs.sum { |o| ObjectSpace.memsize_of(o) } }
@@ -118,7 +121,7 @@ def child(seconds, interval)
     puts [name, alloc_bytes[i], live_bytes[i], est_alloc[name], est_live[name], alloc_count[i],
           alloc_samples[name], live_samples[name]].join(" ")
   end
-  puts "stats #{profile.stats[:samples_taken] || profile.stats[:samples]}"
+  puts "stats #{sampler[:samples_taken].to_i} #{sampler[:samples_thinned].to_i} #{sampler[:thin_threshold].to_i}"
   keep = kept # the kept objects must stay reachable until here
   keep.size
 end
@@ -157,6 +160,7 @@ runs.times do |r|
   raise "run #{r + 1} failed" unless $?.success?
 
   rows = out.lines.grep(/\Asite_/).map(&:split)
+  candidates, thinned, threshold = out[/^stats (.*)$/, 1].split.map(&:to_i)
   names = rows.map(&:first)
   alloc_t, live_t, alloc_e, live_e, counts, asamples, lsamples = (1..7).map { |c| rows.map { |row| Integer(row[c]) } }
   at, lt, ae, le = [alloc_t, live_t, alloc_e, live_e].map { |v| shares(v) }
@@ -187,7 +191,8 @@ runs.times do |r|
                   le[i], lt[i], live_err[i], asamples[i], lsamples[i], verdict[i])
     end
   end
-  puts format("run %2d: worst error alloc %5.2f pp, live %5.2f pp", r + 1, alloc_err.max, live_err.max)
+  puts format("run %2d: worst error alloc %5.2f pp, live %5.2f pp  (%d candidates, %d kept, threshold %d B)", r + 1,
+              alloc_err.max, live_err.max, candidates, candidates - thinned, threshold)
 end
 within = worst.count { |a, l| a <= 3.0 && l <= 3.0 }
 puts

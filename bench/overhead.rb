@@ -9,13 +9,19 @@
 #
 #   ruby -Ilib bench/overhead.rb [--rounds 7] [--workload alloc_loop,rmp_like]
 #                                [--modes baseline,sampled,exact,gc,gc_hooks,gc_counters,gc_every]
-#                                [--cpu N]
+#                                [--cpu N] [--other-lib DIR]
 #
 # --cpu N runs every child on CPU N only (taskset). On this project's 2-vCPU
 # VMs one vCPU has been seen running the same loop 1.75x slower than the
 # other, steadily: unpinned, each run lands on either, and the medians mix
 # two machines. Pin to the faster one (compare `taskset -c 0` and `-c 1` on
 # a baseline child) when reporting figures.
+#
+# --other-lib DIR adds the mode `other`: the default heap profiler (as
+# `sampled`) loaded from another checkout's lib/ (built for this Ruby), to
+# compare two builds of the sampler in one interleaved invocation, e.g.
+# main's against a branch's: `git archive main | tar -x -C /tmp/main`,
+# build it there, then `--modes baseline,sampled,other --other-lib /tmp/main/lib`.
 #
 # Modes: sampled / exact = the heap profiler; gc = the GC profiler as shipped
 # (gc_source: :auto, i.e. Ruby's GC counters on Ruby < 3.3 and the hooks on
@@ -60,6 +66,7 @@ WORKLOADS = {
 PROFILERS = {
   "baseline" => nil,
   "sampled" => -> { Fathom::HeapProfiler.new },
+  "other" => -> { Fathom::HeapProfiler.new }, # from --other-lib
   "exact" => -> { Fathom::HeapProfiler.new(exact: true) },
   "gc" => -> { Fathom::GcProfiler.new },
   "gc_hooks" => -> { Fathom::GcProfiler.new(gc_source: :hooks) },
@@ -67,8 +74,8 @@ PROFILERS = {
   "gc_every" => -> { Fathom::GcProfiler.new(coalesce: 0) },
 }.freeze
 
-def child(mode, workload)
-  $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
+def child(mode, workload, lib)
+  $LOAD_PATH.unshift(lib)
   # Loaded in every mode, baseline included: what is measured is the cost of
   # profiling, not of a larger heap with the gem's code in it.
   require "fathom"
@@ -91,7 +98,7 @@ def child(mode, workload)
 end
 
 if ARGV[0] == "--child"
-  child(ARGV[1], ARGV[2])
+  child(ARGV[1], ARGV[2], ARGV[3])
   exit
 end
 
@@ -99,16 +106,20 @@ rounds = 7
 workloads = WORKLOADS.keys
 modes = %w[baseline sampled exact]
 pin_cpu = nil
+other_lib = nil
 OptionParser.new do |o|
   o.on("--rounds N", Integer) { |n| rounds = n }
   o.on("--workload LIST", Array) { |l| workloads = l }
   o.on("--modes LIST", Array) { |l| modes = l }
   o.on("--cpu N", Integer, "pin the children to this CPU (taskset)") { |n| pin_cpu = n }
+  o.on("--other-lib DIR", "lib/ of another checkout, for the mode other") { |d| other_lib = File.expand_path(d) }
 end.parse!
 modes.unshift("baseline") unless modes.include?("baseline")
 unknown = modes - PROFILERS.keys
 abort "unknown mode(s) #{unknown.join(", ")}; known: #{PROFILERS.keys.join(", ")}" unless unknown.empty?
+abort "the mode other needs --other-lib DIR" if modes.include?("other") && !other_lib
 MODES = modes.freeze
+OWN_LIB = File.expand_path("../lib", __dir__)
 
 def median(xs) = xs.sort[xs.size / 2]
 
@@ -120,7 +131,8 @@ workloads.each do |workload|
     order = r.even? ? MODES : MODES.reverse
     order.each do |mode|
       pin = pin_cpu ? ["taskset", "-c", pin_cpu.to_s] : []
-      out = IO.popen([*pin, RbConfig.ruby, __FILE__, "--child", mode, workload], &:read)
+      lib = mode == "other" ? other_lib : OWN_LIB
+      out = IO.popen([*pin, RbConfig.ruby, __FILE__, "--child", mode, workload, lib], &:read)
       raise "child #{mode}/#{workload} failed" unless $?.success?
       run_s, _flush_s, cpu_s = out.split.map(&:to_f)
       times[mode] << run_s

@@ -26,14 +26,15 @@ class HeapProfileTest < Minitest::Test
     # Sampled mode: repeat the workload until the sampler has taken enough
     # samples for the tolerances below (~3 sigma at 400 independent
     # samples), however loaded the machine is; the proportions stay the
-    # same. A tick takes a burst of 16 samples within ~150 consecutive
+    # same. A tick takes a burst of 64 candidates within ~130 consecutive
     # allocations, all from the same Keeper or Dropper round, so it counts
-    # as one draw here: 400 ticks, 6400 samples.
+    # as one draw here: 400 ticks, 25,600 candidates (samples_taken counts
+    # candidates, before thinning at commit).
     profile = Fathom.profile(mode: :heap, out: path, **opts) do |profiler|
       loop do
         KeepAndDrop.run
         @repeats += 1
-        break if opts[:exact] || @repeats >= 60 || profiler.stats[:samples_taken] >= 400 * 16
+        break if opts[:exact] || @repeats >= 60 || profiler.stats[:samples_taken] >= 400 * 64
       end
     end
     [profile, PprofRaw.read(path)]

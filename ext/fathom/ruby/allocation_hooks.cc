@@ -1,7 +1,7 @@
 // The heap collector's allocation hooks: NEWOBJ takes a sample (the hook's
 // half of a record: stack, object, thread, weight), FREEOBJ (exact mode)
-// retires a record whose object died. Sampled mode arms NEWOBJ for one
-// allocation per timer tick (ArmJob). See heap_collector.h for the life of
+// retires a record whose object died. Sampled mode arms NEWOBJ for a burst
+// of candidates per timer tick (ArmJob), thinned later at commit. See heap_collector.h for the life of
 // a sample.
 #include <ruby.h>
 #include <ruby/debug.h>
@@ -28,16 +28,25 @@ namespace {
 // skip 0..128 read -4%. Costs on average 64 hook calls per tick.
 constexpr uint32_t kMaxRandomSkip = 128;
 
-// Then the tick takes kBurstSamples samples in all, each after a random
-// 0..2*kBurstMeanSkip allocations, and disarms the hook. One sample per
-// tick left the in-use profile resting on a handful of live samples
+// Then the tick takes kBurstCandidates candidates in all, each after a
+// random 0..2*kBurstMeanSkip allocations, and disarms the hook. One sample
+// per tick left the in-use profile resting on a handful of live samples
 // (bench/accuracy.rb: 5-10 live samples a run, live shares off by 50 pp);
 // a tick's fixed cost (the timer, the postponed job, arming the hook, the
 // first skip) is most of the cost of a sample, so further samples in the
 // same tick are cheap: each costs its skipped hook calls (~0.3us each) and
 // one stack capture. The random skips keep the burst from locking onto a
 // loop's period; see IMPLEMENTATION.md "Bursts" for the estimator.
-constexpr uint32_t kBurstMeanSkip = 8;
+//
+// 64 candidates with skips of 0..2, not 16 with skips of 0..16: the rare big
+// survivors are only found by looking at more allocations, and a candidate
+// is looked at for about the price of the skips it replaces. What made 64
+// *samples* too dear (the liveness token and check, paid per kept sample)
+// is cut by thinning at commit (sample_commit.cc, heap/byte_thinning.h):
+// about a quarter are kept, by bytes, so a tick keeps ~16 as before and
+// every big object among the 64. Measured in IMPLEMENTATION.md "Thinning
+// by bytes".
+constexpr uint32_t kBurstMeanSkip = 1;
 
 VALUE sym_total_allocated_objects = Qnil;
 
@@ -79,8 +88,8 @@ void TakeSample(Collector* c, VALUE obj, VALUE thread) {
     if (c->store.pending().size() >= kExactCommitBatch) g_commit_job.Trigger();
     return;
   }
-  c->burst.push_back(index);  // capacity kBurstSamples, reserved at start
-  if (c->burst.size() >= kBurstSamples) return EndBurst(c);
+  c->burst.push_back(index);  // capacity kBurstCandidates, reserved at start
+  if (c->burst.size() >= kBurstCandidates) return EndBurst(c);
   c->skip_countdown = BurstSkip(c);
 }
 
@@ -138,7 +147,7 @@ void ArmJob(void*) {
 }  // namespace
 
 PostponedJob g_arm_job(ArmJob);
-const size_t kBurstSamples = 16;
+const size_t kBurstCandidates = 64;
 
 void EndBurst(Collector* c) {
   if (c->exact) return;

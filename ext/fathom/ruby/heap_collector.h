@@ -16,13 +16,16 @@
 //     Exact mode: the NEWOBJ and FREEOBJ hooks are installed for the whole run.
 //  2. NewobjHook (inside Ruby's allocator: must not allocate Ruby objects,
 //     raise, or look inside the half-built object). Sampled mode skips a
-//     small random number of allocations, then takes one and removes itself.
+//     random number of allocations, then takes a burst of candidates (each
+//     after a short random skip) and removes itself.
 //     It captures the stack with rb_profile_frames into preallocated
 //     buffers, interns it (plain C++ memory), records the object, thread and
 //     weight as a *pending* record and triggers the commit job.
 //  3. CommitPending (postponed job: GVL held, allocation allowed, the object
 //     is built by now). Pending objects are kept alive and pinned by our mark
 //     function until this point. It measures the size (rb_obj_memsize_of),
+//     thins sampled-mode candidates by bytes (heap/byte_thinning.h: most
+//     small objects are dropped here, the kept ones weigh 1/p more),
 //     names the class and thread, and SampleStore::Commit attaches the
 //     liveness token: exact mode indexes the object for FreeobjHook; sampled
 //     mode takes a token from LivenessTokens (object_id, or a key in an
@@ -40,6 +43,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "heap/byte_thinning.h"
 #include "heap/sample_store.h"
 #include "liveness_tokens.h"
 #include "postponed_job.h"
@@ -78,6 +82,14 @@ struct Collector {
   // at start so the hook never grows it.
   std::vector<uint32_t> burst;
   std::minstd_rand rng;
+  // Sampled mode thins a burst's candidates by bytes at commit
+  // (heap/byte_thinning.h): it keeps a quarter of them on average, i.e. the
+  // 16 samples a tick kept before candidates were thinned, and every object
+  // of at least the threshold, which starts at 1 KB and adapts to the
+  // process's sizes between one slot (40 B: below that all are kept
+  // anyway) and 1 MB. Kept across start/stop, like the store.
+  ByteThinning thinning{0.25, 40, 1 << 20, 1024};
+  uint64_t thinned = 0;  // candidates dropped at commit
 
   // The thread doing profiler work (commit, flush): its allocations are the
   // profiler's own and are not sampled.
@@ -142,8 +154,8 @@ extern PostponedJob g_arm_job;  // the SampleTimer's job: arms the NEWOBJ hook
 void InitAllocationHooks();
 // GC.stat(:total_allocated_objects), without allocating.
 size_t TotalAllocatedObjects();
-// Samples a timer tick takes in sampled mode.
-extern const size_t kBurstSamples;
+// Candidates a timer tick takes in sampled mode (before thinning at commit).
+extern const size_t kBurstCandidates;
 // Ends the burst in progress, if any: spreads its weight, disarms the hook
 // and has its records committed. Stop, flush and fork call it.
 void EndBurst(Collector* c);

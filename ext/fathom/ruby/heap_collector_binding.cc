@@ -137,7 +137,7 @@ VALUE CollectorStart(VALUE self) {
     c->lines.assign(static_cast<size_t>(c->max_depth) + 1, 0);
     c->handles.assign(static_cast<size_t>(c->max_depth) + 1, 0);
     c->burst.clear();
-    c->burst.reserve(kBurstSamples);
+    c->burst.reserve(kBurstCandidates);
     if (c->store.live_count() == 0) ResetWindow(c);
     SeedRng(c);
     c->liveness_lost = false;
@@ -334,6 +334,8 @@ VALUE CollectorStats(VALUE self) {
     set("samples_taken", c->samples_taken);
     set("commits", c->commits);
     set("untracked_samples", c->untracked);
+    set("samples_thinned", c->thinned);
+    set("thin_threshold", static_cast<unsigned long long>(c->thinning.threshold()));
     set("records", c->store.live_count());
     set("stacks", c->store.stacks().stack_count());
     set("frames", c->store.stacks().frame_count());

@@ -103,6 +103,23 @@ struct CommittingScope {
   Collector* c_;
 };
 
+// Keeps the candidate with probability min(1, bytes / threshold), scaling
+// its weight by 1/p (Horvitz-Thompson: unbiased), or drops it.
+bool ThinCandidate(Collector* c, uint32_t index, uint64_t bytes) {
+  double p = c->thinning.KeepProbability(bytes);
+  if (p < 1.0) {
+    // minstd_rand's 31 random bits are plenty for a keep probability.
+    auto uniform = [c] { return static_cast<double>(c->rng() - c->rng.min()) / (c->rng.max() - c->rng.min() + 1.0); };
+    if (uniform() >= p) {
+      c->store.DropPending(index);
+      c->thinned++;
+      return false;
+    }
+    c->store.SetWeight(index, ByteThinning::ScaledWeight(c->store.at(index).weight, p, uniform()));
+  }
+  return true;
+}
+
 void CommitJob(void*) {
   NoThrow("commit job", [] {
     if (g_active) CommitPending(g_active);
@@ -149,10 +166,13 @@ void CommitPending(Collector* c) {
     VALUE obj = static_cast<VALUE>(c->store.at(index).object);
     VALUE thread = static_cast<VALUE>(c->store.at(index).thread);
     CommitInfo info;
+    info.alloc_bytes = MemsizeOf(obj);
+    // Thinning by bytes: decided before anything that calls Ruby, and
+    // before the liveness token, the cost it exists to save.
+    if (!c->exact && !ThinCandidate(c, index, info.alloc_bytes)) continue;
     bool trackable;
     info.class_label = ClassLabel(c, obj, &trackable);
     info.thread_label = ThreadLabel(c, thread);
-    info.alloc_bytes = MemsizeOf(obj);
     info.time_ns = MonotonicNs();
     // Tracking may call Ruby (WeakMap#[]=): the loop above holds no reference.
     if (!c->exact && trackable) info.liveness_token = c->tokens.Track(obj);

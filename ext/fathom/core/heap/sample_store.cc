@@ -115,6 +115,13 @@ uint32_t SampleStore::AddPending(const SampleRecord& record) {
   return index;
 }
 
+void SampleStore::DropPending(uint32_t index) {
+  // Stays in pending_ until ClearPending; the committer and the mark
+  // function skip it (no longer kPending), and a slot reused meanwhile by
+  // AddPending is pushed to pending_ again.
+  if (records_[index].state == RecordState::kPending) Recycle(index);
+}
+
 void SampleStore::SpreadWeight(const uint32_t* indices, size_t n) {
   if (n < 2) return;
   uint64_t total = 0;

@@ -137,6 +137,13 @@ class SampleStore {
   // Returns false if the record cannot be followed (sampled mode, no id).
   bool Commit(uint32_t index, const CommitInfo& info);
 
+  // ---- thinning at commit (sampled mode, see heap/byte_thinning.h): a
+  // pending candidate that is not kept is dropped (its stack released, its
+  // slot recycled; it is reported nowhere), a kept one gets its weight
+  // scaled by 1/p. Both before Commit.
+  void DropPending(uint32_t index);
+  void SetWeight(uint32_t index, uint64_t weight) { records_[index].weight = weight; }
+
   // ---- free (exact mode, FREEOBJ hook during GC sweep): if `object` is a
   // live record's, marks it freed. Never allocates or frees: the record is
   // linked into a list through itself and the map only gets a tombstone.
