@@ -64,8 +64,8 @@ struct Snapshot {
   // take disabled GC (it was enabled before): EnableGcAgain undoes it, once.
   bool gc_disabled_here = false;
 
-  std::vector<uint32_t> idom;
-  std::vector<uint64_t> retained;
+  MappedVector<uint32_t> idom;
+  MappedVector<uint64_t> retained;
 
   // Walk state.
   std::vector<std::pair<const char*, VALUE>> roots;
@@ -78,7 +78,7 @@ struct Snapshot {
   bool has_focus = false;
   // Per focus node: the root categories that hold it themselves (e.g.
   // machine_context), computed while the graph still has its edges.
-  std::vector<std::vector<uint32_t>> focus_roots;
+  std::vector<MappedVector<uint32_t>> focus_roots;
   VALUE skip_children_of = Qnil;  // the focus array: not a real retainer
   VALUE progress = Qnil;          // an IO for progress lines, or nil
 
