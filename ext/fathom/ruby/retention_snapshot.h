@@ -78,7 +78,7 @@ struct Snapshot {
   bool has_focus = false;
   // Per focus node: the root categories that hold it themselves (e.g.
   // machine_context), computed while the graph still has its edges.
-  std::vector<MappedVector<uint32_t>> focus_roots;
+  std::vector<std::vector<uint32_t>> focus_roots;
   VALUE skip_children_of = Qnil;  // the focus array: not a real retainer
   VALUE progress = Qnil;          // an IO for progress lines, or nil
 

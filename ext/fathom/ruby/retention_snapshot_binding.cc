@@ -133,7 +133,7 @@ VALUE TakeBody(Snapshot* s, VALUE focus) {
   // Which roots hold each focus object themselves: needs the root edges,
   // which Analyze frees. Scans only the roots' edge lists.
   for (uint32_t node : s->focus_nodes)
-    s->focus_roots.push_back(node == HeapGraphBuilder::kNotFound ? MappedVector<uint32_t>{}
+    s->focus_roots.push_back(node == HeapGraphBuilder::kNotFound ? std::vector<uint32_t>{}
                                                                  : s->graph.RootCategoriesHolding(node));
   int64_t t1 = MonotonicNs();
   s->walk_ns = t1 - t0;

@@ -278,7 +278,7 @@ DumpDiff DiffDumps(const std::vector<std::string>& paths, const DumpAnalysisOpti
     auto it = path_of.find(holder);
     if (it == path_of.end()) {
       std::string key;
-      MappedVector<uint32_t> path = DominatorPath(idom, holder);  // leaf first
+      std::vector<uint32_t> path = DominatorPath(idom, holder);  // leaf first
       for (auto pi = path.rbegin(); pi != path.rend(); ++pi) {
         uint32_t p = *pi;
         if (p == HeapGraph::kSuperRoot) continue;

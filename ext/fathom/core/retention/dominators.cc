@@ -213,7 +213,7 @@ MappedVector<uint64_t> SumDominatorSubtrees(const MappedVector<uint32_t>& idom, 
 
 }  // namespace
 
-MappedVector<uint64_t> RetainedSizes(const MappedVector<uint32_t>& idom, const MappedVector<uint64_t>& self_sizes) {
+MappedVector<uint64_t> RetainedSizes(const MappedVector<uint32_t>& idom, const std::vector<uint64_t>& self_sizes) {
   if (self_sizes.size() != idom.size()) throw std::invalid_argument("RetainedSizes: size mismatch");
   return SumDominatorSubtrees(idom, [&](uint32_t v) { return self_sizes[v]; });
 }
@@ -223,8 +223,8 @@ MappedVector<uint64_t> RetainedSizes(const HeapGraph& g, const MappedVector<uint
   return SumDominatorSubtrees(idom, [&](uint32_t v) { return g.self_size(v); });
 }
 
-MappedVector<uint32_t> DominatorPath(const MappedVector<uint32_t>& idom, uint32_t node) {
-  MappedVector<uint32_t> path;
+std::vector<uint32_t> DominatorPath(const MappedVector<uint32_t>& idom, uint32_t node) {
+  std::vector<uint32_t> path;
   if (node >= idom.size() || idom[node] == kUnreachable) return path;
   path.push_back(node);
   // Bounded by the node count, in case idom is not a tree.

@@ -62,11 +62,11 @@ MappedVector<uint32_t> ComputeDominators(const HeapGraph& g, DominatorStats* sta
 // HeapGraph: see heap_graph.h) this is one backward pass with no extra
 // memory; otherwise the tree is summed children-first with 8 bytes/node of
 // scratch.
-MappedVector<uint64_t> RetainedSizes(const MappedVector<uint32_t>& idom, const MappedVector<uint64_t>& self_sizes);
+MappedVector<uint64_t> RetainedSizes(const MappedVector<uint32_t>& idom, const std::vector<uint64_t>& self_sizes);
 MappedVector<uint64_t> RetainedSizes(const HeapGraph& g, const MappedVector<uint32_t>& idom);
 
 // The dominator-tree path from node up to the root: node, idom(node),
 // idom(idom(node)), ..., root. Empty for an unreachable node.
-MappedVector<uint32_t> DominatorPath(const MappedVector<uint32_t>& idom, uint32_t node);
+std::vector<uint32_t> DominatorPath(const MappedVector<uint32_t>& idom, uint32_t node);
 
 }  // namespace fathom

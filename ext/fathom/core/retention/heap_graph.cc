@@ -37,10 +37,10 @@ void HeapGraph::SetEdgeName(uint32_t node, uint32_t name_id) {
   edge_name_[node] = name_id;
 }
 
-MappedVector<uint32_t> HeapGraph::RootCategoriesHolding(uint32_t node) const {
+std::vector<uint32_t> HeapGraph::RootCategoriesHolding(uint32_t node) const {
   if (node >= node_count()) throw std::out_of_range("HeapGraph::RootCategoriesHolding: unknown node " + std::to_string(node));
   if (!has_edges()) throw std::logic_error("HeapGraph::RootCategoriesHolding: edges released");
-  MappedVector<uint32_t> holders;
+  std::vector<uint32_t> holders;
   for (uint32_t c = 1; c <= category_count_; c++) {
     for (uint32_t e = edge_begin(c); e < edge_end(c); e++) {
       if (edge_target(e) == node) {

@@ -127,7 +127,7 @@ class HeapGraph {
   // it. Scans the categories' edge lists (the roots, not the heap). Needs
   // the edges (std::logic_error after ReleaseEdges), std::out_of_range for
   // an unknown node.
-  MappedVector<uint32_t> RootCategoriesHolding(uint32_t node) const;
+  std::vector<uint32_t> RootCategoriesHolding(uint32_t node) const;
 
   // Frees the edge arrays (4 bytes per node + 4 per edge) once nothing
   // needs them: dominators are computed and edges named. Retention profiles
