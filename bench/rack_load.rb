@@ -71,6 +71,15 @@ def save_malloc_stats(pid, label, dir)
   log = File.read(File.join(dir, "puma.log"))
   File.write(File.join(MALLOC_STATS_DIR, "#{label}.malloc_stats"), log[/^Arena 0:.*/m] || "no malloc_stats output\n")
   File.write(File.join(MALLOC_STATS_DIR, "#{label}.smaps"), File.read("/proc/#{pid}/smaps"))
+  # glibc's current (dynamic) mmap threshold, probed: a block the main
+  # thread mallocs below it comes from the brk heap, above it is mmapped.
+  sizes = [128, 256, 512, 1024, 2048, 4096, 8192, 16_384].map { |k| k * 1024 }
+  probe = IO.popen(["gdb", "-p", pid.to_s, "-batch", *sizes.flat_map { |n| ["-ex", "print (void*)malloc(#{n})"] }],
+                   err: File::NULL, &:read)
+  heap = File.read("/proc/#{pid}/maps")[/^(\h+)-(\h+) .*\[heap\]/] && ($1.hex..$2.hex)
+  where = probe.scan(/= \(void \*\) (0x\h+)/).flatten.map(&:hex)
+  File.write(File.join(MALLOC_STATS_DIR, "#{label}.mmap_threshold"),
+             sizes.zip(where).map { |n, a| "#{n / 1024}K:#{a && heap&.cover?(a) ? "heap" : "mmap"}" }.join(" ") + "\n")
 end
 
 def percentile(values, p)
