@@ -86,8 +86,11 @@ struct Namer {
 };
 
 std::string IdName(ID id) {
+  // rb_id2str gives 0 (not nil) for an ID without a name (Ruby's internal
+  // ivars); reading it as a String crashed a snapshot (seen once in
+  // test/integration/retention_test.rb). RTEST covers 0 and nil.
   VALUE str = rb_id2str(id);
-  return NIL_P(str) ? std::string() : std::string(RSTRING_PTR(str), static_cast<size_t>(RSTRING_LEN(str)));
+  return !RTEST(str) ? std::string() : std::string(RSTRING_PTR(str), static_cast<size_t>(RSTRING_LEN(str)));
 }
 
 std::string StrOf(VALUE str) { return std::string(RSTRING_PTR(str), static_cast<size_t>(RSTRING_LEN(str))); }
