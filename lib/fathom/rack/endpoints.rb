@@ -65,7 +65,7 @@ module Fathom
       def retention(params)
         params.format(%i[pprof])
         force = params.flag("force")
-        profile = @guard.exclusive(1) do
+        @guard.exclusive(1) do
           objects = GC.stat(:heap_live_slots)
           if objects > @config.retention_max_objects && !force
             raise Refusal.new(413, "the heap holds #{objects} objects, above retention_max_objects " \
@@ -75,10 +75,9 @@ module Fathom
           on_own_thread do
             snapshot = Fathom.retention_snapshot(progress: nil)
             GC.start # frees the snapshot's native graph now, for the trim in #reply
-            snapshot
+            reply(snapshot, params, "retention")
           end
         end
-        reply(profile, params, "retention")
       end
 
       def profile(params)
@@ -116,11 +115,14 @@ module Fathom
       # Runs the block on a thread of its own and returns its value (or
       # raises its exception). A snapshot's many small native allocations
       # (names, hash tables; its large arrays are mapped, see
-      # core/base/mapped_vector.h) go to the arena of the thread that makes
+      # core/base/mapped_vector.h) and the reply's (gunzip + gzip of the
+      # profile, zlib's state) go to the arena of the thread that makes
       # them, and glibc never gives back the top of a thread's arena below
       # its trim threshold, malloc_trim included: served from any of a
-      # server's threads, each thread's arena kept a snapshot's worth
-      # (RSS x1.2-1.3 after 10-30 snapshots under load). A new thread gets
+      # server's threads, each thread's arena grew (measured with
+      # bench/rack_load.rb --malloc-stats: worker arenas 2.7-4.7 MB each
+      # after 13 snapshots, 0.5-0.9 MB with the snapshot and its reply
+      # here, as in a run without fetches). A new thread gets
       # the arena of the last thread that ended (glibc's free list; Ruby
       # 3.1 also reuses the ended thread's native thread), so every
       # snapshot reuses the same arena and the residue is one snapshot's,
