@@ -87,7 +87,7 @@ class RackEndpointsTest < Minitest::Test
     assert_operator body.bytesize, :>, 0
     refute_nil taken_on
     refute_same Thread.current, taken_on
-    assert_equal "fathom-retention", taken_on.name
+    assert_equal "fathom-profile", taken_on.name
 
     failing = ->(**) { raise Fathom::Error, "walk failed at 0xdeadbeef" }
     status, _, error_body = nil

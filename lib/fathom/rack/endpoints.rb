@@ -25,8 +25,11 @@ module Fathom
         @guard = guard
       end
 
+      # Every profile is made, and its reply built, on a thread of its own
+      # (#on_own_thread: one glibc arena for all of them, not one per
+      # server thread).
       def call(name, params)
-        send(name, params)
+        on_own_thread { send(name, params) }
       end
 
       def index(_params)
@@ -72,11 +75,9 @@ module Fathom
                                    "(#{@config.retention_max_objects}); a snapshot stops the world for about " \
                                    "#{(objects * 0.6e-6).round(1)}s. Add ?force=1 to take it anyway")
           end
-          on_own_thread do
-            snapshot = Fathom.retention_snapshot(progress: nil)
-            GC.start # frees the snapshot's native graph now, for the trim in #reply
-            reply(snapshot, params, "retention")
-          end
+          snapshot = Fathom.retention_snapshot(progress: nil)
+          GC.start # frees the snapshot's native graph now, for the trim in #reply
+          reply(snapshot, params, "retention")
         end
       end
 
@@ -130,7 +131,7 @@ module Fathom
       # serving").
       def on_own_thread(&block)
         thread = Thread.new(&block)
-        thread.name = "fathom-retention"
+        thread.name = "fathom-profile"
         thread.report_on_exception = false
         thread.value
       end
