@@ -75,9 +75,7 @@ module Fathom
                                    "(#{@config.retention_max_objects}); a snapshot stops the world for about " \
                                    "#{(objects * 0.6e-6).round(1)}s. Add ?force=1 to take it anyway")
           end
-          snapshot = Fathom.retention_snapshot(progress: nil)
-          GC.start # frees the snapshot's native graph now, for the trim in #reply
-          reply(snapshot, params, "retention")
+          reply(Fathom.retention_snapshot(progress: nil), params, "retention", gc: true)
         end
       end
 
@@ -148,7 +146,11 @@ module Fathom
 
       # The profile as pprof with who/when comments, or its text report
       # (?debug=1). capped: say that ?seconds= was lowered.
-      def reply(profile, params, name, default_sample_type: nil, capped: false)
+      # gc: run a GC before the trim, so that what the profile was made of
+      # (a snapshot's native graph, which lives in its Ruby object) and the
+      # reply's own garbage are freed, and given back, now rather than at a
+      # later GC, after which no trim would run.
+      def reply(profile, params, name, default_sample_type: nil, capped: false, gc: false)
         headers = capped ? { "x-fathom-seconds-capped" => @config.max_seconds.to_s } : {}
         if params.debug?
           text = profile.report(sample_index: default_sample_type)
@@ -157,6 +159,7 @@ module Fathom
         end
 
         response = Response.profile(ProcessComments.annotate(profile, default_sample_type: default_sample_type), name, headers)
+        GC.start if gc
         give_back_memory
         response
       end
