@@ -112,21 +112,20 @@ module Fathom
       end
 
       # Runs the block on a thread of its own and returns its value (or
-      # raises its exception). A snapshot's many small native allocations
-      # (names, hash tables; its large arrays are mapped, see
-      # core/base/mapped_vector.h) and the reply's (gunzip + gzip of the
-      # profile, zlib's state) go to the arena of the thread that makes
-      # them, and glibc never gives back the top of a thread's arena below
-      # its trim threshold, malloc_trim included: served from any of a
-      # server's threads, each thread's arena grew (measured with
-      # bench/rack_load.rb --malloc-stats: worker arenas 2.7-4.7 MB each
-      # after 13 snapshots, 0.5-0.9 MB with the snapshot and its reply
-      # here, as in a run without fetches). A new thread gets
-      # the arena of the last thread that ended (glibc's free list; Ruby
-      # 3.1 also reuses the ended thread's native thread), so every
-      # snapshot reuses the same arena and the residue is one snapshot's,
-      # not one per server thread (IMPLEMENTATION.md, "Memory after
-      # serving").
+      # raises its exception; a Refusal stays a Refusal). A profile's many
+      # small native allocations (a snapshot's names and hash tables, the
+      # flush's tables; the large arrays are mapped, see
+      # core/base/mapped_vector.h) and its reply's (gunzip + gzip of the
+      # profile) go to the glibc arena of the thread that makes them, and
+      # malloc_trim does not shrink the top of a thread's arena: served
+      # from any of a server's threads, each thread's arena grew
+      # (bench/rack_load.rb --malloc-stats: worker arenas 2.7-4.7 MB each
+      # after 13 snapshots, 0.5-0.9 MB with the profile made here, as in a
+      # run without fetches). A new thread gets the arena of the last
+      # thread that ended (glibc's free list; Ruby 3.1 also reuses the
+      # ended thread's native thread), so every profile reuses one arena
+      # (IMPLEMENTATION.md, "Memory after serving"). The server thread
+      # only waits; the guard's Mutex is taken and released in here.
       def on_own_thread(&block)
         thread = Thread.new(&block)
         thread.name = "fathom-profile"
