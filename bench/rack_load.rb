@@ -25,9 +25,17 @@ APP_DIR = File.join(ROOT, "test/fixtures/rack_app")
 seconds = 20
 connections = 50
 PATHS = %w[heap allocs gc?seconds=2 retention?force=1] # rubocop:disable Style/MutableConstant -- --paths replaces it
+MALLOC_STATS_DIR = +""
+SETTLE = +""
+PUMA_ENV = {} # rubocop:disable Style/MutableConstant -- --puma-env fills it
 OptionParser.new do |o|
   o.on("--seconds N", Integer) { |v| seconds = v }
   o.on("--connections N", Integer) { |v| connections = v }
+  o.on("--malloc-stats DIR", "before stopping puma, save glibc's malloc_stats (gdb) and smaps there") { |v| MALLOC_STATS_DIR.replace(v) }
+  o.on("--puma-env NAME=VALUE", "an environment variable for puma, both runs (e.g. MALLOC_ARENA_MAX=2)") do |v|
+    PUMA_ENV.store(*v.split("=", 2))
+  end
+  o.on("--settle", "before reading RSS, in both runs: GET heap?gc=1 (GC.start + malloc_trim in puma)") { SETTLE.replace("1") }
   o.on("--paths LIST", "endpoints to fetch, comma-separated (default: #{PATHS.join(",")})") { |v| PATHS.replace(v.split(",")) }
 end.parse!
 
@@ -38,7 +46,7 @@ def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 def start_puma(dir)
   port = TCPServer.new("127.0.0.1", 0).then { |s| s.addr[1].tap { s.close } }
   env = { "RUBYOPT" => "-I#{ROOT}/lib -rfathom/setup", "BUNDLE_GEMFILE" => nil, "FATHOM_MODE" => "heap",
-          "FATHOM_DIR" => dir, "FATHOM_EVERY" => "10s", "FATHOM_KEEP" => "10" }
+          "FATHOM_DIR" => dir, "FATHOM_EVERY" => "10s", "FATHOM_KEEP" => "10" }.merge(PUMA_ENV)
   pid = Process.spawn(env, "puma", "-b", "tcp://127.0.0.1:#{port}", "-t", "8:8", "config.ru",
                       chdir: APP_DIR, out: File::NULL, err: File.join(dir, "puma.log"))
   200.times do
@@ -51,6 +59,27 @@ end
 
 def rss_kb(pid)
   File.read("/proc/#{pid}/status")[/VmRSS:\s+(\d+)/, 1].to_i
+end
+
+# Where puma's memory is, for diagnosis: glibc's per-arena totals
+# (malloc_stats() called through gdb: in use vs held by each arena) and the
+# mappings' RSS (/proc/PID/smaps).
+# malloc_stats writes to puma's stderr, its log in `dir`.
+def save_malloc_stats(pid, label, dir)
+  FileUtils.mkdir_p(MALLOC_STATS_DIR)
+  system("gdb", "-p", pid.to_s, "-batch", "-ex", "call (void)malloc_stats()", out: File::NULL, err: File::NULL)
+  log = File.read(File.join(dir, "puma.log"))
+  File.write(File.join(MALLOC_STATS_DIR, "#{label}.malloc_stats"), log[/^Arena 0:.*/m] || "no malloc_stats output\n")
+  File.write(File.join(MALLOC_STATS_DIR, "#{label}.smaps"), File.read("/proc/#{pid}/smaps"))
+  # glibc's current (dynamic) mmap threshold, probed: a block the main
+  # thread mallocs below it comes from the brk heap, above it is mmapped.
+  sizes = [128, 256, 512, 1024, 2048, 4096, 8192, 16_384].map { |k| k * 1024 }
+  probe = IO.popen(["gdb", "-p", pid.to_s, "-batch", *sizes.flat_map { |n| ["-ex", "print (void*)malloc(#{n})"] }],
+                   err: File::NULL, &:read)
+  heap = File.read("/proc/#{pid}/maps")[/^(\h+)-(\h+) .*\[heap\]/] && ($1.hex..$2.hex)
+  where = probe.scan(/= \(void \*\) (0x\h+)/).flatten.map(&:hex)
+  File.write(File.join(MALLOC_STATS_DIR, "#{label}.mmap_threshold"),
+             sizes.zip(where).map { |n, a| "#{n / 1024}K:#{a && heap&.cover?(a) ? "heap" : "mmap"}" }.join(" ") + "\n")
 end
 
 def percentile(values, p)
@@ -114,7 +143,11 @@ def run(label, seconds, connections, fetch:)
   wrk = IO.popen(["wrk", "-t2", "-c#{connections}", "-d#{seconds}s", "--latency", "http://127.0.0.1:#{port}/churn"], &:read)
   [prober, *fetchers].each(&:join)
   sleep 1
+  # --settle: what is left once garbage is collected and trimmed (in both
+  # runs alike), to tell memory still in use from garbage not yet swept.
+  Net::HTTP.get_response("127.0.0.1", "/debug/fathom/heap?gc=1", port) unless SETTLE.empty?
   rss = rss_kb(pid)
+  save_malloc_stats(pid, label, dir) unless MALLOC_STATS_DIR.empty?
   Process.kill("TERM", pid)
   Process.wait(pid)
   files = Dir.glob(File.join(dir, "*.pb.gz")).size

@@ -3,6 +3,7 @@
 require "test_helper"
 require "fathom/rack"
 require "support/pprof_raw"
+require "minitest/mock"
 
 # What the endpoints and the per-request middleware serve, read back with
 # Fathom's pprof reader and `go tool pprof`.
@@ -67,6 +68,32 @@ class RackEndpointsTest < Minitest::Test
     File.binwrite(path, body)
     skip_unless_go!
     assert_match(/Type: alloc_space/, go_pprof("-top", "-symbolize=none", path))
+  end
+
+  # The snapshot and its reply are made on a thread of their own, so that
+  # their native allocations land in one glibc arena rather than one per
+  # server thread (IMPLEMENTATION.md, "Memory after serving"); the caller
+  # still gets the profile, and an error raised there reaches it.
+  def test_retention_snapshot_is_taken_on_a_thread_of_its_own
+    app = Fathom::Rack::App.new(enabled: true, retention_max_objects: 1 << 30)
+    taken_on = nil
+    original = Fathom.method(:retention_snapshot)
+    spy = lambda do |**opts|
+      taken_on = Thread.current
+      original.call(**opts)
+    end
+    headers, body = Fathom.stub(:retention_snapshot, spy) { fetch(app, "/debug/fathom/retention") }
+    assert_equal "application/octet-stream", headers["content-type"]
+    assert_operator body.bytesize, :>, 0
+    refute_nil taken_on
+    refute_same Thread.current, taken_on
+    assert_equal "fathom-profile", taken_on.name
+
+    failing = ->(**) { raise Fathom::Error, "walk failed at 0xdeadbeef" }
+    status, _, error_body = nil
+    capture_io { status, _, error_body = Fathom.stub(:retention_snapshot, failing) { app.call(env("/debug/fathom/retention")) } }
+    assert_equal 500, status
+    refute_match(/walk failed|0xdeadbeef/, error_body.join) # error bodies leak nothing
   end
 
   def test_debug_1_is_the_text_report

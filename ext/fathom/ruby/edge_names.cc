@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/mapped_vector.h"
 #include "base/utf8.h"
 #include "boundary.h"
 #include "retention_snapshot.h"
@@ -39,7 +40,7 @@ class ChildIndex {
     });
     // Not clear(): it walks every bucket, and after a 200k-entry hash that
     // would cost 200k steps for every later referrer.
-    if (!map_.empty()) std::unordered_map<VALUE, uint32_t>().swap(map_);
+    if (!map_.empty()) ChildMap().swap(map_);
     if (items_.size() > 16)
       for (auto& it : items_) map_.emplace(it.first, it.second);
   }
@@ -54,11 +55,18 @@ class ChildIndex {
       if (it.first == obj) return it.second;
     return UINT32_MAX;
   }
-  const std::vector<std::pair<VALUE, uint32_t>>& items() const { return items_; }
+  const MappedVector<std::pair<VALUE, uint32_t>>& items() const { return items_; }
 
  private:
-  std::vector<std::pair<VALUE, uint32_t>> items_;
-  std::unordered_map<VALUE, uint32_t> map_;
+  // Mapped (core/base/mapped_vector.h): for a 250k-element array these are
+  // MBs, and a glibc block that size, once freed, raised glibc's mmap
+  // threshold so far that the arenas kept tens of MB (IMPLEMENTATION.md,
+  // "Memory after serving"). Only the bucket array is that big; the nodes
+  // are small and come from operator new.
+  using ChildMap = std::unordered_map<VALUE, uint32_t, std::hash<VALUE>, std::equal_to<VALUE>,
+                                      MappedAllocator<std::pair<const VALUE, uint32_t>>>;
+  MappedVector<std::pair<VALUE, uint32_t>> items_;
+  ChildMap map_;
 };
 
 struct Namer {
@@ -78,8 +86,11 @@ struct Namer {
 };
 
 std::string IdName(ID id) {
+  // rb_id2str gives 0 (not nil) for an ID without a name (Ruby's internal
+  // ivars); reading it as a String crashed a snapshot (seen once in
+  // test/integration/retention_test.rb). RTEST covers 0 and nil.
   VALUE str = rb_id2str(id);
-  return NIL_P(str) ? std::string() : std::string(RSTRING_PTR(str), static_cast<size_t>(RSTRING_LEN(str)));
+  return !RTEST(str) ? std::string() : std::string(RSTRING_PTR(str), static_cast<size_t>(RSTRING_LEN(str)));
 }
 
 std::string StrOf(VALUE str) { return std::string(RSTRING_PTR(str), static_cast<size_t>(RSTRING_LEN(str))); }

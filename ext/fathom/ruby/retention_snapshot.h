@@ -64,8 +64,8 @@ struct Snapshot {
   // take disabled GC (it was enabled before): EnableGcAgain undoes it, once.
   bool gc_disabled_here = false;
 
-  std::vector<uint32_t> idom;
-  std::vector<uint64_t> retained;
+  MappedVector<uint32_t> idom;
+  MappedVector<uint64_t> retained;
 
   // Walk state.
   std::vector<std::pair<const char*, VALUE>> roots;

@@ -25,8 +25,11 @@ module Fathom
         @guard = guard
       end
 
+      # Every profile is made, and its reply built, on a thread of its own
+      # (#on_own_thread: one glibc arena for all of them, not one per
+      # server thread).
       def call(name, params)
-        send(name, params)
+        on_own_thread { send(name, params) }
       end
 
       def index(_params)
@@ -65,18 +68,15 @@ module Fathom
       def retention(params)
         params.format(%i[pprof])
         force = params.flag("force")
-        profile = @guard.exclusive(1) do
+        @guard.exclusive(1) do
           objects = GC.stat(:heap_live_slots)
           if objects > @config.retention_max_objects && !force
             raise Refusal.new(413, "the heap holds #{objects} objects, above retention_max_objects " \
                                    "(#{@config.retention_max_objects}); a snapshot stops the world for about " \
                                    "#{(objects * 0.6e-6).round(1)}s. Add ?force=1 to take it anyway")
           end
-          snapshot = Fathom.retention_snapshot(progress: nil)
-          GC.start # frees the snapshot's native graph now, for the trim in #reply
-          snapshot
+          reply(Fathom.retention_snapshot(progress: nil), params, "retention", gc: true)
         end
-        reply(profile, params, "retention")
       end
 
       def profile(params)
@@ -111,6 +111,28 @@ module Fathom
         end
       end
 
+      # Runs the block on a thread of its own and returns its value (or
+      # raises its exception; a Refusal stays a Refusal). A profile's many
+      # small native allocations (a snapshot's names and hash tables, the
+      # flush's tables; the large arrays are mapped, see
+      # core/base/mapped_vector.h) and its reply's (gunzip + gzip of the
+      # profile) go to the glibc arena of the thread that makes them, and
+      # malloc_trim does not shrink the top of a thread's arena: served
+      # from any of a server's threads, each thread's arena grew
+      # (bench/rack_load.rb --malloc-stats: worker arenas 2.7-4.7 MB each
+      # after 13 snapshots, 0.5-0.9 MB with the profile made here, as in a
+      # run without fetches). A new thread gets the arena of the last
+      # thread that ended (glibc's free list; Ruby 3.1 also reuses the
+      # ended thread's native thread), so every profile reuses one arena
+      # (IMPLEMENTATION.md, "Memory after serving"). The server thread
+      # only waits; the guard's Mutex is taken and released in here.
+      def on_own_thread(&block)
+        thread = Thread.new(&block)
+        thread.name = "fathom-profile"
+        thread.report_on_exception = false
+        thread.value
+      end
+
       # What a profile needed (a snapshot's graph, the encoder's tables,
       # zlib's buffers) was malloc'ed by the thread serving the request, and
       # glibc keeps freed memory in that thread's arena: with a pool of
@@ -123,7 +145,11 @@ module Fathom
 
       # The profile as pprof with who/when comments, or its text report
       # (?debug=1). capped: say that ?seconds= was lowered.
-      def reply(profile, params, name, default_sample_type: nil, capped: false)
+      # gc: run a GC before the trim, so that what the profile was made of
+      # (a snapshot's native graph, which lives in its Ruby object) and the
+      # reply's own garbage are freed, and given back, now rather than at a
+      # later GC, after which no trim would run.
+      def reply(profile, params, name, default_sample_type: nil, capped: false, gc: false)
         headers = capped ? { "x-fathom-seconds-capped" => @config.max_seconds.to_s } : {}
         if params.debug?
           text = profile.report(sample_index: default_sample_type)
@@ -132,6 +158,7 @@ module Fathom
         end
 
         response = Response.profile(ProcessComments.annotate(profile, default_sample_type: default_sample_type), name, headers)
+        GC.start if gc
         give_back_memory
         response
       end

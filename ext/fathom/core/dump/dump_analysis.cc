@@ -173,10 +173,10 @@ DumpAnalysis AnalyzeDump(const std::string& path, const DumpAnalysisOptions& opt
 
   progress.Show("dominators", 0);
   DominatorStats ds;
-  std::vector<uint32_t> idom = ComputeDominators(g, &ds);
+  MappedVector<uint32_t> idom = ComputeDominators(g, &ds);
   r.peak_bytes = std::max(r.peak_bytes, g.MemoryBytes() + ds.peak_bytes);
   g.ReleaseEdges();
-  std::vector<uint64_t> retained = RetainedSizes(g, idom);
+  MappedVector<uint64_t> retained = RetainedSizes(g, idom);
   r.reachable_objects = g.node_count() - g.first_object_node();
   r.reachable_bytes = retained.empty() ? 0 : retained[HeapGraph::kSuperRoot];
   clock.End("dominators");
@@ -268,7 +268,7 @@ DumpDiff DiffDumps(const std::vector<std::string>& paths, const DumpAnalysisOpti
   progress.Show("graph", 0);
   HeapGraph g = BuildDumpGraph(last, nullptr);
   last = DumpHeap{};
-  std::vector<uint32_t> idom = ComputeDominators(g);
+  MappedVector<uint32_t> idom = ComputeDominators(g);
   g.ReleaseEdges();
   std::unordered_map<uint32_t, std::string> path_of;  // idom node -> its path
   std::unordered_map<std::string, DumpTally> by_path;

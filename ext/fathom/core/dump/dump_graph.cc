@@ -55,8 +55,8 @@ class AddressIndex {
   size_t mask_ = 0;
 };
 
-template <typename T>
-size_t CapacityBytes(const std::vector<T>& v) {
+template <typename T, typename A>
+size_t CapacityBytes(const std::vector<T, A>& v) {
   return v.capacity() * sizeof(T);
 }
 

@@ -66,8 +66,8 @@ TEST(DumpReader, GraphDominatorsAndNames) {
   EXPECT_EQ(gs.dangling_references, 1u);
   EXPECT_EQ(gs.first_dangling_address, 0xdead0u);
   EXPECT_EQ(gs.unreachable_objects, 2u);  // the Hash and String classes: no root refers to them here
-  std::vector<uint32_t> idom = ComputeDominators(g);
-  std::vector<uint64_t> retained = RetainedSizes(g, idom);
+  MappedVector<uint32_t> idom = ComputeDominators(g);
+  MappedVector<uint64_t> retained = RetainedSizes(g, idom);
   uint32_t hash = 0, obj = 0, payload = 0;
   for (uint32_t v = g.first_object_node(); v < g.node_count(); v++) {
     if (g.address(v) == 0x1010) hash = v;
@@ -127,7 +127,7 @@ TEST(DumpReader, FuzzedDumpsNeverCrash) {
     try {
       DumpHeap h = Read(s);
       HeapGraph g = BuildDumpGraph(h);
-      std::vector<uint32_t> idom = ComputeDominators(g);
+      MappedVector<uint32_t> idom = ComputeDominators(g);
       RetainedSizes(g, idom);
       ok++;
     } catch (const DumpError&) {

@@ -42,13 +42,13 @@ inline uint32_t Eval(uint32_t v, uint32_t last, uint32_t* anc, uint32_t* label, 
 }
 
 template <typename T>
-void Free(std::vector<T>& v) {
-  std::vector<T>().swap(v);
+void Free(MappedVector<T>& v) {
+  MappedVector<T>().swap(v);
 }
 
 }  // namespace
 
-std::vector<uint32_t> ComputeDominators(const CsrGraphView& g, uint32_t root, DominatorStats* stats) {
+MappedVector<uint32_t> ComputeDominators(const CsrGraphView& g, uint32_t root, DominatorStats* stats) {
   const uint32_t n = g.node_count;
   if (root >= n) throw std::invalid_argument("ComputeDominators: root " + std::to_string(root) + " out of range");
   const uint32_t* eb = g.edge_begin;
@@ -60,9 +60,9 @@ std::vector<uint32_t> ComputeDominators(const CsrGraphView& g, uint32_t root, Do
   // vertex[number] -> node, parent[number] -> DFS parent's number, and
   // cursor[number] -> next edge to look at. The DFS stack is implicit: the
   // current node's parent chain.
-  std::vector<uint32_t> result(n, kNone);
+  MappedVector<uint32_t> result(n, kNone);
   uint32_t* pre = result.data();
-  std::vector<uint32_t> vertex(n), parent(n), semi(n);
+  MappedVector<uint32_t> vertex(n), parent(n), semi(n);
   uint32_t* cursor = semi.data();  // becomes semi after the DFS
   uint32_t count = 1;
   pre[root] = 0;
@@ -96,7 +96,7 @@ std::vector<uint32_t> ComputeDominators(const CsrGraphView& g, uint32_t root, Do
   // edges into the root are dropped. Sources are scanned in preorder, so
   // every list is sorted.
   auto kept = [&](uint32_t i, uint32_t w) { return w != 0 && !(parent[w] <= i && i <= w); };
-  std::vector<uint32_t> pred_begin(reached + 1, 0);
+  MappedVector<uint32_t> pred_begin(reached + 1, 0);
   for (uint32_t i = 0; i < reached; i++) {
     uint32_t u = vertex[i];
     for (uint32_t e = eb[u]; e < eb[u + 1]; e++) {
@@ -105,7 +105,7 @@ std::vector<uint32_t> ComputeDominators(const CsrGraphView& g, uint32_t root, Do
     }
   }
   for (uint32_t w = 0; w < reached; w++) pred_begin[w + 1] += pred_begin[w];
-  std::vector<uint32_t> preds(pred_begin[reached]);
+  MappedVector<uint32_t> preds(pred_begin[reached]);
   for (uint32_t i = 0; i < reached; i++) {
     uint32_t u = vertex[i];
     for (uint32_t e = eb[u]; e < eb[u + 1]; e++) {
@@ -168,7 +168,7 @@ std::vector<uint32_t> ComputeDominators(const CsrGraphView& g, uint32_t root, Do
   return result;
 }
 
-std::vector<uint32_t> ComputeDominators(const HeapGraph& g, DominatorStats* stats) {
+MappedVector<uint32_t> ComputeDominators(const HeapGraph& g, DominatorStats* stats) {
   if (!g.has_edges()) throw std::logic_error("ComputeDominators: the graph's edges were released");
   return ComputeDominators(g.csr(), HeapGraph::kSuperRoot, stats);
 }
@@ -177,9 +177,9 @@ namespace {
 
 // Retained sizes with self sizes from size_of(node).
 template <typename SizeOf>
-std::vector<uint64_t> SumDominatorSubtrees(const std::vector<uint32_t>& idom, SizeOf size_of) {
+MappedVector<uint64_t> SumDominatorSubtrees(const MappedVector<uint32_t>& idom, SizeOf size_of) {
   const uint32_t n = static_cast<uint32_t>(idom.size());
-  std::vector<uint64_t> retained(n, 0);
+  MappedVector<uint64_t> retained(n, 0);
   bool parents_first = true;  // every idom numbered below its node
   for (uint32_t v = 0; v < n; v++) {
     uint32_t d = idom[v];
@@ -195,7 +195,7 @@ std::vector<uint64_t> SumDominatorSubtrees(const std::vector<uint32_t>& idom, Si
   }
   // General order: children first, by counting each node's children and
   // starting from the leaves (Kahn's algorithm on the tree).
-  std::vector<uint32_t> pending(n, 0), ready;
+  MappedVector<uint32_t> pending(n, 0), ready;
   for (uint32_t v = 0; v < n; v++)
     if (idom[v] != kUnreachable && idom[v] != v) pending[idom[v]]++;
   for (uint32_t v = 0; v < n; v++)
@@ -213,17 +213,17 @@ std::vector<uint64_t> SumDominatorSubtrees(const std::vector<uint32_t>& idom, Si
 
 }  // namespace
 
-std::vector<uint64_t> RetainedSizes(const std::vector<uint32_t>& idom, const std::vector<uint64_t>& self_sizes) {
+MappedVector<uint64_t> RetainedSizes(const MappedVector<uint32_t>& idom, const std::vector<uint64_t>& self_sizes) {
   if (self_sizes.size() != idom.size()) throw std::invalid_argument("RetainedSizes: size mismatch");
   return SumDominatorSubtrees(idom, [&](uint32_t v) { return self_sizes[v]; });
 }
 
-std::vector<uint64_t> RetainedSizes(const HeapGraph& g, const std::vector<uint32_t>& idom) {
+MappedVector<uint64_t> RetainedSizes(const HeapGraph& g, const MappedVector<uint32_t>& idom) {
   if (idom.size() != g.node_count()) throw std::invalid_argument("RetainedSizes: idom does not match the graph");
   return SumDominatorSubtrees(idom, [&](uint32_t v) { return g.self_size(v); });
 }
 
-std::vector<uint32_t> DominatorPath(const std::vector<uint32_t>& idom, uint32_t node) {
+std::vector<uint32_t> DominatorPath(const MappedVector<uint32_t>& idom, uint32_t node) {
   std::vector<uint32_t> path;
   if (node >= idom.size() || idom[node] == kUnreachable) return path;
   path.push_back(node);

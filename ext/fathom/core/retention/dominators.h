@@ -52,9 +52,9 @@ struct DominatorStats {
 // idom of every node of g: idom[root] == root, kUnreachable for nodes the
 // root does not reach. Throws std::invalid_argument if root >= node_count or
 // an edge points outside the graph.
-std::vector<uint32_t> ComputeDominators(const CsrGraphView& g, uint32_t root, DominatorStats* stats = nullptr);
+MappedVector<uint32_t> ComputeDominators(const CsrGraphView& g, uint32_t root, DominatorStats* stats = nullptr);
 // The same over a HeapGraph, rooted at the super-root (node 0).
-std::vector<uint32_t> ComputeDominators(const HeapGraph& g, DominatorStats* stats = nullptr);
+MappedVector<uint32_t> ComputeDominators(const HeapGraph& g, DominatorStats* stats = nullptr);
 
 // Retained size of every node: its self size plus that of every node it
 // dominates (0 for unreachable nodes). idom must come from ComputeDominators.
@@ -62,11 +62,11 @@ std::vector<uint32_t> ComputeDominators(const HeapGraph& g, DominatorStats* stat
 // HeapGraph: see heap_graph.h) this is one backward pass with no extra
 // memory; otherwise the tree is summed children-first with 8 bytes/node of
 // scratch.
-std::vector<uint64_t> RetainedSizes(const std::vector<uint32_t>& idom, const std::vector<uint64_t>& self_sizes);
-std::vector<uint64_t> RetainedSizes(const HeapGraph& g, const std::vector<uint32_t>& idom);
+MappedVector<uint64_t> RetainedSizes(const MappedVector<uint32_t>& idom, const std::vector<uint64_t>& self_sizes);
+MappedVector<uint64_t> RetainedSizes(const HeapGraph& g, const MappedVector<uint32_t>& idom);
 
 // The dominator-tree path from node up to the root: node, idom(node),
 // idom(idom(node)), ..., root. Empty for an unreachable node.
-std::vector<uint32_t> DominatorPath(const std::vector<uint32_t>& idom, uint32_t node);
+std::vector<uint32_t> DominatorPath(const MappedVector<uint32_t>& idom, uint32_t node);
 
 }  // namespace fathom

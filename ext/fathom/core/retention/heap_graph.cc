@@ -11,7 +11,7 @@ namespace fathom {
 namespace {
 
 template <typename T>
-size_t CapacityBytes(const std::vector<T>& v) {
+size_t CapacityBytes(const MappedVector<T>& v) {
   return v.capacity() * sizeof(T);
 }
 
@@ -19,13 +19,13 @@ size_t CapacityBytes(const std::vector<T>& v) {
 // and a walk that outgrows its Reserve estimate by a little should not
 // double the largest of them.
 template <typename T>
-void MakeRoom(std::vector<T>& v) {
+void MakeRoom(MappedVector<T>& v) {
   if (v.size() == v.capacity()) v.reserve(v.capacity() < 1024 ? 1024 : v.capacity() + v.capacity() / 2);
 }
 
 // Trims one array at a time, so the transient copy is one array's, not the graph's.
 template <typename T>
-void Trim(std::vector<T>& v) {
+void Trim(MappedVector<T>& v) {
   if (v.capacity() > v.size() + v.size() / 16) v.shrink_to_fit();
 }
 
@@ -53,8 +53,8 @@ std::vector<uint32_t> HeapGraph::RootCategoriesHolding(uint32_t node) const {
 }
 
 void HeapGraph::ReleaseEdges() {
-  std::vector<uint32_t>().swap(edge_begin_);
-  std::vector<uint32_t>().swap(edge_target_);
+  MappedVector<uint32_t>().swap(edge_begin_);
+  MappedVector<uint32_t>().swap(edge_target_);
 }
 
 size_t HeapGraph::MemoryBytes() const {
@@ -74,7 +74,7 @@ HeapGraph HeapGraph::FromParts(HeapGraphParts&& p) {
   if (p.edge_begin[0] != 0 || p.edge_begin[n] != p.edge_target.size() || p.edge_target.size() > UINT32_MAX)
     fail("edge_begin does not span the edges");
   const uint32_t names = static_cast<uint32_t>(p.names.size());
-  std::vector<bool> has_tree_edge(n, false);
+  MappedVector<bool> has_tree_edge(n, false);
   for (uint32_t v = 0; v < n; v++) {
     if (p.edge_begin[v + 1] < p.edge_begin[v]) fail("edge_begin not ascending at " + std::to_string(v));
     if (p.class_name[v] >= names || p.edge_name[v] >= names) fail("unknown name id at node " + std::to_string(v));
@@ -119,8 +119,8 @@ void HeapGraphBuilder::Reset() {
   graph_.tree_parent_.push_back(HeapGraph::kSuperRoot);
   graph_.edge_name_.push_back(0);
   graph_.edge_begin_.assign(1, 0);
-  std::vector<uint32_t>().swap(slots_);
-  std::vector<DeferredEdge>().swap(deferred_);
+  MappedVector<uint32_t>().swap(slots_);
+  MappedVector<DeferredEdge>().swap(deferred_);
   objects_ = 0;
   current_ = kNoCurrent;
 }
@@ -244,7 +244,7 @@ bool HeapGraphBuilder::DiscoverDeferred() {
     }
     deferred_.resize(kept);
   }
-  if (deferred_.empty()) std::vector<DeferredEdge>().swap(deferred_);
+  if (deferred_.empty()) MappedVector<DeferredEdge>().swap(deferred_);
   return graph_.node_count() > before;
 }
 
@@ -283,7 +283,7 @@ void HeapGraphBuilder::GrowTable(size_t min_slots) {
   size_t capacity = 1024;
   while (capacity < min_slots) capacity *= 2;
   if (capacity <= slots_.size()) return;
-  std::vector<uint32_t>().swap(slots_);  // free first: the keys live in address_, not here
+  MappedVector<uint32_t>().swap(slots_);  // free first: the keys live in address_, not here
   slots_.assign(capacity, kEmptySlot);
   size_t mask = capacity - 1;
   uint32_t n = graph_.node_count();
@@ -298,7 +298,7 @@ size_t HeapGraphBuilder::MemoryBytes() const { return graph_.MemoryBytes() + Cap
 
 HeapGraph HeapGraphBuilder::Finish() {
   if (!deferred_.empty()) throw std::logic_error("HeapGraphBuilder: Finish with deferred edges unresolved");
-  std::vector<uint32_t>().swap(slots_);
+  MappedVector<uint32_t>().swap(slots_);
   HeapGraph& g = graph_;
   uint32_t n = g.node_count();
   uint32_t here = static_cast<uint32_t>(g.edge_target_.size());

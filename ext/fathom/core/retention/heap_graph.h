@@ -47,6 +47,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/mapped_vector.h"
 #include "base/string_interner.h"
 
 namespace fathom {
@@ -162,15 +163,15 @@ class HeapGraph {
   static constexpr uint32_t kTargetMask = kTreeEdgeBit - 1;
   static constexpr uint32_t kLargeSize = UINT32_MAX;  // real size in large_sizes_
 
-  std::vector<uint64_t> address_;
-  std::vector<uint32_t> class_name_;
-  std::vector<uint8_t> type_;
-  std::vector<uint32_t> self_size_;
+  MappedVector<uint64_t> address_;
+  MappedVector<uint32_t> class_name_;
+  MappedVector<uint8_t> type_;
+  MappedVector<uint32_t> self_size_;
   std::unordered_map<uint32_t, uint64_t> large_sizes_;  // node -> size, for sizes >= kLargeSize
-  std::vector<uint32_t> tree_parent_;
-  std::vector<uint32_t> edge_name_;
-  std::vector<uint32_t> edge_begin_;   // node_count() + 1 entries once finished
-  std::vector<uint32_t> edge_target_;  // node index | kTreeEdgeBit on tree edges
+  MappedVector<uint32_t> tree_parent_;
+  MappedVector<uint32_t> edge_name_;
+  MappedVector<uint32_t> edge_begin_;   // node_count() + 1 entries once finished
+  MappedVector<uint32_t> edge_target_;  // node index | kTreeEdgeBit on tree edges
   uint32_t category_count_ = 0;
   StringInterner names_;
 };
@@ -180,14 +181,14 @@ class HeapGraph {
 struct HeapGraphParts {
   static constexpr uint32_t kTreeEdgeBit = 1u << 31;
   uint32_t category_count = 0;
-  std::vector<uint64_t> address;
-  std::vector<uint32_t> class_name;
-  std::vector<uint8_t> type;
-  std::vector<uint32_t> self_size;
-  std::vector<uint32_t> tree_parent;
-  std::vector<uint32_t> edge_name;
-  std::vector<uint32_t> edge_begin;  // node count + 1 entries
-  std::vector<uint32_t> edge_target;
+  MappedVector<uint64_t> address;
+  MappedVector<uint32_t> class_name;
+  MappedVector<uint8_t> type;
+  MappedVector<uint32_t> self_size;
+  MappedVector<uint32_t> tree_parent;
+  MappedVector<uint32_t> edge_name;
+  MappedVector<uint32_t> edge_begin;  // node count + 1 entries
+  MappedVector<uint32_t> edge_target;
   StringInterner names;
 };
 
@@ -304,7 +305,7 @@ class HeapGraphBuilder {
   // Open addressing over node indices; a slot's key is read from
   // graph_.address_, so a slot costs 4 bytes, not 12. Power-of-two size,
   // linear probing, load <= 0.6; never erased.
-  std::vector<uint32_t> slots_;
+  MappedVector<uint32_t> slots_;
   size_t objects_ = 0;             // nodes in slots_
   uint32_t current_ = kNoCurrent;  // node whose edges are being added
   // Edges added by AddDeferredEdgeTo and not yet resolved: where the edge
@@ -315,7 +316,7 @@ class HeapGraphBuilder {
     uint64_t address;
     uint8_t tier;
   };
-  std::vector<DeferredEdge> deferred_;
+  MappedVector<DeferredEdge> deferred_;
 };
 
 }  // namespace fathom

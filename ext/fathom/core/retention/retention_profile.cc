@@ -41,13 +41,13 @@ class ChunkedVector {
   }
   size_t MemoryBytes() const { return chunks_.size() * (kMask + 1) * sizeof(T) + chunks_.capacity() * sizeof(void*); }
   void Clear() {
-    std::vector<std::vector<T>>().swap(chunks_);
+    MappedVector<MappedVector<T>>().swap(chunks_);
     size_ = 0;
   }
 
  private:
   static constexpr size_t kShift = 16, kMask = (size_t{1} << kShift) - 1;
-  std::vector<std::vector<T>> chunks_;
+  MappedVector<MappedVector<T>> chunks_;
   size_t size_ = 0;
 };
 
@@ -85,7 +85,7 @@ class PairTable {
   size_t MemoryBytes() const { return keys_.MemoryBytes() + slots_.capacity() * sizeof(uint32_t); }
   void Clear() {
     keys_.Clear();
-    std::vector<uint32_t>().swap(slots_);
+    MappedVector<uint32_t>().swap(slots_);
   }
 
  private:
@@ -103,7 +103,7 @@ class PairTable {
   }
 
   ChunkedVector<uint64_t> keys_;  // id -> (a, b)
-  std::vector<uint32_t> slots_;  // open addressing over ids
+  MappedVector<uint32_t> slots_;  // open addressing over ids
 };
 
 // The hops naming an object's frame: the nodes of the BFS tree path from
@@ -160,13 +160,13 @@ std::string ElidedFrameName(uint32_t bucket) {
 }
 
 template <typename T>
-size_t CapacityBytes(const std::vector<T>& v) {
+size_t CapacityBytes(const MappedVector<T>& v) {
   return v.capacity() * sizeof(T);
 }
 
 template <typename T>
-void Free(std::vector<T>& v) {
-  std::vector<T>().swap(v);
+void Free(MappedVector<T>& v) {
+  MappedVector<T>().swap(v);
 }
 
 // Walks the dominator tree depth first, keeping how many objects of each
@@ -180,20 +180,20 @@ void Free(std::vector<T>& v) {
 // begin[u+1])); the DFS needs no recursion (a chain is as deep as the heap
 // is big). Returns its working memory in bytes.
 template <typename LocationOf, typename Charge>
-size_t ChargeOutermostRetained(const std::vector<uint32_t>& idom, const std::vector<uint64_t>& retained,
+size_t ChargeOutermostRetained(const MappedVector<uint32_t>& idom, const MappedVector<uint64_t>& retained,
                                size_t location_count, const HeapGraph& g, LocationOf location_of, Charge charge) {
   const uint32_t n = static_cast<uint32_t>(idom.size());
-  std::vector<uint32_t> begin(size_t{n} + 1, 0);
+  MappedVector<uint32_t> begin(size_t{n} + 1, 0);
   for (uint32_t v = 1; v < n; v++)
     if (idom[v] != kUnreachable) begin[idom[v] + 1]++;
   for (uint32_t u = 0; u < n; u++) begin[u + 1] += begin[u];
-  std::vector<uint32_t> cursor(begin.begin(), begin.end() - 1);
-  std::vector<uint32_t> children(begin[n]);
+  MappedVector<uint32_t> cursor(begin.begin(), begin.end() - 1);
+  MappedVector<uint32_t> children(begin[n]);
   for (uint32_t v = 1; v < n; v++)
     if (idom[v] != kUnreachable) children[cursor[idom[v]]++] = v;
   // cursor[u] now ends u's children: the DFS walks them backwards.
-  std::vector<uint32_t> open(location_count + 1, 0);  // location ids start at 1
-  std::vector<uint32_t> path{HeapGraph::kSuperRoot};
+  MappedVector<uint32_t> open(location_count + 1, 0);  // location ids start at 1
+  MappedVector<uint32_t> path{HeapGraph::kSuperRoot};
   size_t max_path = 1;
   while (!path.empty()) {
     uint32_t u = path.back();
@@ -215,7 +215,7 @@ size_t ChargeOutermostRetained(const std::vector<uint32_t>& idom, const std::vec
 
 }  // namespace
 
-std::string FrameName(const HeapGraph& g, const std::vector<uint32_t>& idom, uint32_t node) {
+std::string FrameName(const HeapGraph& g, const MappedVector<uint32_t>& idom, uint32_t node) {
   if (node >= g.node_count()) throw std::invalid_argument("FrameName: node out of range");
   if (node == HeapGraph::kSuperRoot) return "(roots)";
   if (g.is_category(node)) return CategoryFrameName(g, node);
@@ -244,8 +244,8 @@ std::string FrameName(const HeapGraph& g, const std::vector<uint32_t>& idom, uin
   return ObjectFrameName(g, std::move(path), g.class_name(node));
 }
 
-std::string EncodeRetentionProfile(const HeapGraph& g, const std::vector<uint32_t>& idom,
-                                   const std::vector<uint64_t>& retained, const RetentionProfileOptions& options,
+std::string EncodeRetentionProfile(const HeapGraph& g, const MappedVector<uint32_t>& idom,
+                                   const MappedVector<uint64_t>& retained, const RetentionProfileOptions& options,
                                    RetentionProfileStats* stats) {
   const uint32_t n = g.node_count();
   if (idom.size() != n) throw std::invalid_argument("EncodeRetentionProfile: idom does not match the graph");
@@ -278,13 +278,13 @@ std::string EncodeRetentionProfile(const HeapGraph& g, const std::vector<uint32_
   if (g.names().size() >= kPathTag) throw std::invalid_argument("EncodeRetentionProfile: too many names");
   PairTable paths;             // (previous path id or kPathStart, edge name id or kEllipsisHop) -> path id
   PairTable frames;            // (path key, class name id) -> frame id
-  std::vector<uint32_t> frame_location;  // frame id -> pprof location id
+  MappedVector<uint32_t> frame_location;  // frame id -> pprof location id
   std::unordered_map<uint32_t, uint32_t> elided_location;  // ElidedBucket -> location id
-  std::vector<uint32_t> category_location(g.category_count());
+  MappedVector<uint32_t> category_location(g.category_count());
   for (uint32_t c = 1; c <= g.category_count(); c++) category_location[c - 1] = new_location(CategoryFrameName(g, c));
 
   auto path_string = [&](uint32_t path_id) {
-    std::vector<uint32_t> hops;  // leaf first
+    MappedVector<uint32_t> hops;  // leaf first
     for (uint32_t p = path_id; p != kPathStart; p = paths.first(p)) hops.push_back(paths.second(p));
     std::string s;
     for (size_t i = hops.size(); i-- > 0;) {
@@ -357,7 +357,7 @@ std::string EncodeRetentionProfile(const HeapGraph& g, const std::vector<uint32_
     uint32_t depth = 0;
     uint32_t location = 0;
   };
-  std::vector<NodeState> node(n);
+  MappedVector<NodeState> node(n);
   node[HeapGraph::kSuperRoot].stack = kEmptyStack;
   size_t objects = 0;
   for (uint32_t v = 1; v < n; v++) {

@@ -101,13 +101,13 @@ inline constexpr const char* kRetentionDefaultSampleType = "inuse_space";
 // RetainedSizes on g. Throws std::invalid_argument on a bad max_depth or
 // arrays that do not match g. Deterministic: the same inputs give the same
 // bytes.
-std::string EncodeRetentionProfile(const HeapGraph& g, const std::vector<uint32_t>& idom,
-                                   const std::vector<uint64_t>& retained, const RetentionProfileOptions& options = {},
+std::string EncodeRetentionProfile(const HeapGraph& g, const MappedVector<uint32_t>& idom,
+                                   const MappedVector<uint64_t>& retained, const RetentionProfileOptions& options = {},
                                    RetentionProfileStats* stats = nullptr);
 
 // The frame name of node, as in the profile ("(roots)" for the
 // super-root). With DominatorPath (dominators.h) this prints what retains an
 // object: FrameName of each node of DominatorPath(idom, node).
-std::string FrameName(const HeapGraph& g, const std::vector<uint32_t>& idom, uint32_t node);
+std::string FrameName(const HeapGraph& g, const MappedVector<uint32_t>& idom, uint32_t node);
 
 }  // namespace fathom

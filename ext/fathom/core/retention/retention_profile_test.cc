@@ -177,8 +177,8 @@ class GoPprof {
 
 struct Analysis {
   HeapGraph g;
-  std::vector<uint32_t> idom;
-  std::vector<uint64_t> retained;
+  MappedVector<uint32_t> idom;
+  MappedVector<uint64_t> retained;
 
   explicit Analysis(HeapGraph graph) : g(std::move(graph)), idom(ComputeDominators(g)), retained(RetainedSizes(g, idom)) {}
 };
@@ -318,7 +318,7 @@ TEST(RetentionProfileTest, DeepStacksAreCappedKeepingRootsAndLeaf) {
   options.gzip_level = 10;
   EXPECT_THROW(EncodeRetentionProfile(a.g, a.idom, a.retained, options), std::invalid_argument);
   options.gzip_level = 6;
-  std::vector<uint32_t> bad = a.idom;
+  MappedVector<uint32_t> bad = a.idom;
   bad[5] = 7;  // a later node
   EXPECT_THROW(EncodeRetentionProfile(a.g, bad, a.retained, options), std::invalid_argument);
   EXPECT_THROW(EncodeRetentionProfile(a.g, a.idom, {}, options), std::invalid_argument);
@@ -458,8 +458,8 @@ TEST(RetentionProfileTest, MillionDeepListEncodesToFewSamples) {
   ASSERT_EQ(g.node_count(), n + 2);
   uint32_t next = g.InternName("@next");
   for (uint32_t v = g.first_object_node() + 1; v < g.node_count(); v++) g.SetEdgeName(v, next);
-  std::vector<uint32_t> idom = ComputeDominators(g);
-  std::vector<uint64_t> retained = RetainedSizes(g, idom);
+  MappedVector<uint32_t> idom = ComputeDominators(g);
+  MappedVector<uint64_t> retained = RetainedSizes(g, idom);
   EXPECT_EQ(retained[g.first_object_node()], uint64_t{n} * 40);
   RetentionProfileStats stats;
   std::string gz = EncodeRetentionProfile(g, idom, retained, {}, &stats);
@@ -527,9 +527,9 @@ TEST(RetentionProfileTest, MillionObjectHeapEndToEnd) {
     });
   auto t2 = Clock::now();
   DominatorStats dstats;
-  std::vector<uint32_t> idom = ComputeDominators(g, &dstats);
+  MappedVector<uint32_t> idom = ComputeDominators(g, &dstats);
   auto t3 = Clock::now();
-  std::vector<uint64_t> retained = RetainedSizes(g, idom);
+  MappedVector<uint64_t> retained = RetainedSizes(g, idom);
   auto t4 = Clock::now();
   size_t graph_bytes = g.MemoryBytes();
   g.ReleaseEdges();  // as the Ruby side can once edges are named and dominators known
