@@ -76,6 +76,7 @@ class RetentionTest < Minitest::Test
 
     # Each object charged once: inuse_space sums to what the profile says is reachable.
     inuse = raw.total("inuse_space")
+    require_relative "../fixtures/leak_fixture"  # its constants (the script ran it in its own process)
     cum = raw.cum("inuse_space", /LeakFixture::Registry::SESSIONS \(Hash\)/)
     assert_operator cum, :>=, 2100 * LeakFixture::PAYLOAD_BYTES
     assert_operator cum, :<, inuse
