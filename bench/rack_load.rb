@@ -157,7 +157,7 @@ def run(label, seconds, connections, fetch:)
   non2xx = wrk[/Non-2xx or 3xx responses: (\d+)/, 1].to_i
   socket = wrk[/Socket errors: (.*)/, 1]
   { label: label, requests: requests, rps: wrk[/Requests\/sec:\s+([\d.]+)/, 1].to_f, non2xx: non2xx,
-    socket_errors: socket || "none", wrk_p99: wrk[/99%\s+(\S+)/, 1], rss_kb: rss, statuses: statuses,
+    socket_errors: socket || "none", wrk_p99: wrk[/^\s*99%\s+(\S+)/, 1], rss_kb: rss, statuses: statuses,
     probe_p99_heap: percentile(probe[:during_heap], 0.99), probe_p99_other: percentile(probe[:other], 0.99),
     probe_n_heap: probe[:during_heap].size, probe_p99_retention: percentile(probe[:during_retention], 0.99),
     probe_n_retention: probe[:during_retention].size, heap_fetch_ms: percentile(heap_ms, 0.5), files: files, temps: temps }
