@@ -61,6 +61,18 @@ WORKLOADS = {
     200.times { recurse.call(60, 1_000) }
     retained.size
   end,
+  # A Rails-deep stack (~150 method frames) allocating small strings, none
+  # kept, for about a second: what a sample's stack capture costs when
+  # stacks are deep (each capture walks every frame).
+  "deep_alloc" => lambda do
+    deep = Object.new
+    def deep.down(depth, n)
+      return Array.new(n) { |k| "s#{k}" }.size if depth.zero?
+
+      down(depth - 1, n)
+    end
+    300.times { deep.down(150, 10_000) }
+  end,
 }.freeze
 
 PROFILERS = {
