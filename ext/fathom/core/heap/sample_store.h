@@ -77,7 +77,6 @@ struct CommitInfo {
   int64_t time_ns = 0;          // monotonic time of the commit
 };
 
-
 // What a profile row is keyed by.
 struct SampleKey {
   uint32_t stack_id, class_label, thread_label;

@@ -111,31 +111,24 @@ TEST(SampleStoreTest, SpreadWeightSharesTheBurstsAllocationsExactly) {
 // reference released, its slot free, skipped by the rest of the commit
 // loop and by the mark function); a kept one carries its scaled weight.
 TEST(SampleStoreTest, DropPendingForgetsTheCandidateAndSetWeightScalesAKeptOne) {
-  SampleStore store;
-  uint64_t h[] = {0x100};
-  int32_t l[] = {1};
-  SampleRecord r;
-  r.object = 0x4000;
-  r.weight = 3;
-  r.stack_id = store.stacks().Intern(h, l, 1, false);
-  uint32_t dropped = store.AddPending(r);
-  r.stack_id = store.stacks().Intern(h, l, 1, false);
-  uint32_t kept = store.AddPending(r);
-  store.DropPending(dropped);
-  EXPECT_EQ(store.at(dropped).state, RecordState::kFree);
-  EXPECT_EQ(store.live_count(), 1u);
-  store.DropPending(dropped);  // twice is harmless
-  EXPECT_EQ(store.live_count(), 1u);
-  store.SetWeight(kept, 75);
-  store.Commit(kept, CommitInfo{0, 0, 40, 16});
-  store.ClearPending();
-  HeapAggregator rows(store.stacks());
-  HeapValues v = store.Report(kept, false, 0, &rows);
+  Store s(LivenessSource::kToken);
+  uint32_t dropped = s.Sample(s.stack, 0x4000, 3);
+  uint32_t kept = s.Sample(s.stack, 0x4000, 3);
+  s.store.DropPending(dropped);
+  EXPECT_EQ(s.store.at(dropped).state, RecordState::kFree);
+  EXPECT_EQ(s.store.live_count(), 1u);
+  s.store.DropPending(dropped);  // twice is harmless
+  EXPECT_EQ(s.store.live_count(), 1u);
+  s.store.SetWeight(kept, 75);
+  s.Commit(kept, 40, 16);
+  s.store.ClearPending();
+  HeapAggregator rows(s.store.stacks());
+  HeapValues v = s.store.Report(kept, false, 0, &rows);
   EXPECT_EQ(v.alloc_objects, 75);
   EXPECT_EQ(v.alloc_space, 75 * 40);
   EXPECT_EQ(v.alloc_samples, 1);
-  EXPECT_EQ(store.live_count(), 0u);
-  uint32_t again = store.AddPending(SampleRecord{});
+  EXPECT_EQ(s.store.live_count(), 0u);
+  uint32_t again = s.store.AddPending(SampleRecord{});
   EXPECT_TRUE(again == dropped || again == kept);  // slots reused
 }
 
