@@ -144,6 +144,24 @@ module Fathom
       String === arg && !arg.valid_encoding? ? arg.b : arg
     end
 
+    # Options must be spelled in full. OptionParser would otherwise complete
+    # any unique prefix, case-insensitively (`--T 5` meant --top 5), and an
+    # abbreviation that works today breaks silently when a later release adds
+    # an option sharing its prefix, in a script nobody rereads.
+    # OptionParser#require_exact= cannot do this on Ruby 3.1 (optparse 0.2.0):
+    # it rejects --out=FILE and crashes on `-o FILE`. Completion goes through
+    # OptionParser#complete, so an exact lookup there is the whole rule.
+    module ExactOptions
+      private
+
+      def complete(typ, opt, icase = false, *pat)
+        return super unless pat.empty?
+
+        search(typ, opt) { |switch| return [switch, opt] }
+        raise OptionParser::InvalidOption, opt
+      end
+    end
+
     # OptionParser's own errors (unknown option, missing argument) become usage errors.
     # Parses argv with a command's parser; prints its help and returns true
     # when --help was given.
@@ -155,6 +173,7 @@ module Fathom
 
     def parse(parser, argv, order:)
       without_officious_options(parser)
+      parser.extend(ExactOptions)
       order ? parser.order!(argv) : parser.permute!(argv)
     rescue OptionParser::ParseError => e
       raise UsageError, e.message

@@ -85,7 +85,17 @@ class CLIUsageTest < Minitest::Test
     assert_usage(/\Afathom report: invalid option: --version$/, "report", "--version", "a")
     assert_usage(/\Afathom report: invalid option: --\*-completion-bash=-$/, "report", "--*-completion-bash=-")
     assert_usage(/\Afathom run: invalid option: --\*-completion-zsh=x$/, "run", "--*-completion-zsh=x", "--", "true")
-    r = run_cli("report", "--he")
+  end
+
+  # Found by the CLI fuzzer: `--T 5` was completed (case-insensitively) to
+  # --top 5, and the error then named --top, an option the user never typed.
+  # Options are spelled in full; `-o FILE` and `--top=3` still parse.
+  def test_abbreviated_options_are_unknown
+    assert_usage(/\Afathom report: invalid option: --T$/, "report", "--T", "5", "a")
+    assert_usage(/\Afathom report: invalid option: --he$/, "report", "--he")
+    assert_usage(/\Afathom run: invalid option: --inter$/, "run", "--inter", "1ms", "--", "true")
+    assert_usage(/\Afathom report: invalid option: --top_$/, "report", "--top_", "5", "a")
+    r = run_cli("report", "--help")
     assert_equal 0, r.status
     assert_match(/\AUsage: fathom report/, r.out)
   end
