@@ -86,10 +86,12 @@ class RackSecurityTest < Minitest::Test
   def test_concurrent_fetches_get_429_with_retry_after
     require_native!
     slow = app(max_seconds: 2)
+    profile_threads = -> { Thread.list.count { |t| t.name == "fathom-profile" } }
     first = Thread.new { call(slow, "/debug/fathom/gc", query: "seconds=2") }
-    sleep 0.05 until Fathom::Rack::Guard::LOCK.locked? || !first.alive?
+    sleep 0.05 until (Fathom::Rack::Guard::LOCK.locked? && profile_threads.call == 1) || !first.alive?
     status, headers, body = call(slow, "/debug/fathom/gc", query: "seconds=1")
     assert_equal 429, status
+    assert_equal 1, profile_threads.call, "a refused request must not start a profile thread (glibc would give it an arena)"
     assert_operator headers["retry-after"].to_i, :>=, 1
     assert_match(/another profiling request/, body)
     # The middleware shares the one lock.

@@ -16,6 +16,7 @@ module Fathom
     #   profile     CPU/wall for ?seconds=N (Fathom::CpuProfiler)
     class Endpoints
       NAMES = %w[heap allocs gc retention profile].freeze
+      TIMED = %w[gc profile].freeze # they run for ?seconds=N (Retry-After)
       ENABLE_HEAP = "no heap profiler is running in this process. Start one at boot: " \
                     "RUBYOPT=-rfathom/setup FATHOM_MODE=heap (or Fathom::HeapProfiler.new.start, " \
                     "passed to Fathom::Rack::App.new(heap: profiler))"
@@ -27,9 +28,14 @@ module Fathom
 
       # Every profile is made, and its reply built, on a thread of its own
       # (#on_own_thread: one glibc arena for all of them, not one per
-      # server thread).
+      # server thread), under the one-request-at-a-time guard taken before
+      # that thread starts: a refused request costs no thread, and two
+      # profile threads never overlap (an overlap gave glibc cause to make
+      # a second arena, kept for the process's life, and let a reply's
+      # gzip run beside the next profile).
       def call(name, params)
-        on_own_thread { send(name, params) }
+        seconds = TIMED.include?(name) ? params.seconds : 1
+        @guard.exclusive(seconds) { on_own_thread { send(name, params) } }
       end
 
       def index(_params)
@@ -46,7 +52,7 @@ module Fathom
         params.format(%i[pprof])
         profiler = @config.heap_profiler or raise Refusal.new(409, ENABLE_HEAP)
         gc = params.flag("gc")
-        profile = @guard.exclusive(1) { profiler.flush(gc: gc) }
+        profile = profiler.flush(gc: gc)
         reply(profile, params, name, default_sample_type: default_sample_type)
       end
 
@@ -68,15 +74,13 @@ module Fathom
       def retention(params)
         params.format(%i[pprof])
         force = params.flag("force")
-        @guard.exclusive(1) do
-          objects = GC.stat(:heap_live_slots)
-          if objects > @config.retention_max_objects && !force
-            raise Refusal.new(413, "the heap holds #{objects} objects, above retention_max_objects " \
-                                   "(#{@config.retention_max_objects}); a snapshot stops the world for about " \
-                                   "#{(objects * 0.6e-6).round(1)}s. Add ?force=1 to take it anyway")
-          end
-          reply(Fathom.retention_snapshot(progress: nil), params, "retention", gc: true)
+        objects = GC.stat(:heap_live_slots)
+        if objects > @config.retention_max_objects && !force
+          raise Refusal.new(413, "the heap holds #{objects} objects, above retention_max_objects " \
+                                 "(#{@config.retention_max_objects}); a snapshot stops the world for about " \
+                                 "#{(objects * 0.6e-6).round(1)}s. Add ?force=1 to take it anyway")
         end
+        reply(Fathom.retention_snapshot(progress: nil), params, "retention", gc: true)
       end
 
       def profile(params)
@@ -90,25 +94,22 @@ module Fathom
 
       private
 
-      # The timed endpoints (gc, profile): the block's profiler for `seconds`,
-      # under the one-request-at-a-time guard. A profiler that cannot start
-      # (another of its kind holds Ruby's hooks or SIGPROF) is a 409, not a
-      # 500.
+      # The timed endpoints (gc, profile): the block's profiler for `seconds`
+      # (#call holds the guard). A profiler that cannot start (another of
+      # its kind holds Ruby's hooks or SIGPROF) is a 409, not a 500.
       def run_for(seconds, busy)
-        @guard.exclusive(seconds) do
-          profiler = yield
-          begin
-            profiler.start
-          rescue Fathom::Error
-            raise Refusal.new(409, busy)
-          end
-          begin
-            sleep(seconds)
-          ensure
-            profiler.stop
-          end
-          profiler.flush
+        profiler = yield
+        begin
+          profiler.start
+        rescue Fathom::Error
+          raise Refusal.new(409, busy)
         end
+        begin
+          sleep(seconds)
+        ensure
+          profiler.stop
+        end
+        profiler.flush
       end
 
       # Runs the block on a thread of its own and returns its value (or
@@ -125,7 +126,7 @@ module Fathom
       # thread that ended (glibc's free list; Ruby 3.1 also reuses the
       # ended thread's native thread), so every profile reuses one arena
       # (IMPLEMENTATION.md, "Memory after serving"). The server thread
-      # only waits; the guard's Mutex is taken and released in here.
+      # only waits (holding the guard's Mutex, which it took).
       def on_own_thread(&block)
         thread = Thread.new(&block)
         thread.name = "fathom-profile"
