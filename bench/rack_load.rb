@@ -14,7 +14,9 @@
 # status (200 served, 429 refused by the one-at-a-time rule, anything else a
 # failure), puma's RSS after each run (fetching vs baseline), and the p99
 # latency of a probe (sequential GET / every 10 ms) while a heap fetch (or a
-# retention fetch) is in flight vs the baseline's.
+# retention fetch) is in flight vs the baseline's. With --pairs N the two runs
+# alternate N times and each pair's RSS ratio is printed (one pair's ratio
+# moves by several percent from chance alone: --paths "" measures that).
 require "net/http"
 require "socket"
 require "optparse"
@@ -28,6 +30,7 @@ PATHS = %w[heap allocs gc?seconds=2 retention?force=1] # rubocop:disable Style/M
 MALLOC_STATS_DIR = +""
 SETTLE = +""
 PUMA_ENV = {} # rubocop:disable Style/MutableConstant -- --puma-env fills it
+pairs = 1
 OptionParser.new do |o|
   o.on("--seconds N", Integer) { |v| seconds = v }
   o.on("--connections N", Integer) { |v| connections = v }
@@ -36,7 +39,8 @@ OptionParser.new do |o|
     PUMA_ENV.store(*v.split("=", 2))
   end
   o.on("--settle", "before reading RSS, in both runs: GET heap?gc=1 (GC.start + malloc_trim in puma)") { SETTLE.replace("1") }
-  o.on("--paths LIST", "endpoints to fetch, comma-separated (default: #{PATHS.join(",")})") { |v| PATHS.replace(v.split(",")) }
+  o.on("--pairs N", Integer, "baseline + fetching runs, alternating, N times (RSS varies by MBs run to run)") { |v| pairs = v }
+  o.on("--paths LIST", "endpoints to fetch, comma-separated (default: #{PATHS.join(",")}; \"\" = none: the runs differ only by chance)") { |v| PATHS.replace(v.split(",")) }
 end.parse!
 
 abort "bench/rack_load.rb: needs puma and wrk (script/setup installs them)" unless system("which puma wrk > /dev/null")
@@ -119,7 +123,7 @@ def run(label, seconds, connections, fetch:)
   end
   statuses = Hash.new(0)
   heap_ms = []
-  fetchers = fetch ? 2.times.map do |k|
+  fetchers = fetch && !PATHS.empty? ? 2.times.map do |k|
     Thread.new do
       paths = PATHS.rotate(k * 2)
       i = 0
@@ -147,6 +151,7 @@ def run(label, seconds, connections, fetch:)
   # runs alike), to tell memory still in use from garbage not yet swept.
   Net::HTTP.get_response("127.0.0.1", "/debug/fathom/heap?gc=1", port) unless SETTLE.empty?
   rss = rss_kb(pid)
+  stat = (Net::HTTP.get_response("127.0.0.1", "/stat", port).body rescue "no /stat")
   save_malloc_stats(pid, label, dir) unless MALLOC_STATS_DIR.empty?
   Process.kill("TERM", pid)
   Process.wait(pid)
@@ -160,23 +165,31 @@ def run(label, seconds, connections, fetch:)
     socket_errors: socket || "none", wrk_p99: wrk[/^\s*99%\s+(\S+)/, 1], rss_kb: rss, statuses: statuses,
     probe_p99_heap: percentile(probe[:during_heap], 0.99), probe_p99_other: percentile(probe[:other], 0.99),
     probe_n_heap: probe[:during_heap].size, probe_p99_retention: percentile(probe[:during_retention], 0.99),
-    probe_n_retention: probe[:during_retention].size, heap_fetch_ms: percentile(heap_ms, 0.5), files: files, temps: temps }
+    probe_n_retention: probe[:during_retention].size, heap_fetch_ms: percentile(heap_ms, 0.5), files: files, temps: temps,
+    stat: stat }
 end
 
 puts "wrk -c #{connections} -d #{seconds}s on GET /churn, puma 8 threads, always-on heap profiling, Ruby #{RUBY_VERSION}"
-base = run("baseline", seconds, connections, fetch: false)
-fetching = run("fetching", seconds, connections, fetch: true)
-[base, fetching].each do |r|
-  puts format("%-9s %7d requests (%6.0f/s), non-2xx %d, socket errors %s, wrk p99 %s, RSS after %d MB, files %d, temp files left %d",
-              r[:label], r[:requests], r[:rps], r[:non2xx], r[:socket_errors], r[:wrk_p99], r[:rss_kb] / 1024, r[:files], r[:temps])
+ratios = pairs.times.map do |pair|
+  puts "-- pair #{pair + 1} of #{pairs}" if pairs > 1
+  base = run("baseline", seconds, connections, fetch: false)
+  fetching = run("fetching", seconds, connections, fetch: true)
+  [base, fetching].each do |r|
+    puts format("%-9s %7d requests (%6.0f/s), non-2xx %d, socket errors %s, wrk p99 %s, RSS after %d MB, files %d, temp files left %d",
+                r[:label], r[:requests], r[:rps], r[:non2xx], r[:socket_errors], r[:wrk_p99], r[:rss_kb] / 1024, r[:files], r[:temps])
+    puts "          #{r[:stat]}"
+  end
+  puts "fetches: #{fetching[:statuses].sort.map { |k, v| "#{k}: #{v}" }.join(", ")}"
+  failed = fetching[:statuses].reject { |k, _| k.end_with?(" 200", " 429") }.values.sum
+  puts "failed fetches (not 200, not 429 by the rules): #{failed}"
+  ratio = fetching[:rss_kb].to_f / base[:rss_kb]
+  puts format("RSS fetching / baseline: %.3f", ratio)
+  puts format("probe p99 GET /: %.1f ms during heap fetches (%d probes; heap fetch median %.0f ms), %.1f ms otherwise, %.1f ms baseline",
+              fetching[:probe_p99_heap] || Float::NAN, fetching[:probe_n_heap], fetching[:heap_fetch_ms] || Float::NAN,
+              fetching[:probe_p99_other] || Float::NAN, base[:probe_p99_other] || Float::NAN)
+  if fetching[:probe_n_retention].positive?
+    puts format("probe p99 GET /: %.1f ms during retention fetches (%d probes)", fetching[:probe_p99_retention], fetching[:probe_n_retention])
+  end
+  ratio
 end
-puts "fetches: #{fetching[:statuses].sort.map { |k, v| "#{k}: #{v}" }.join(", ")}"
-failed = fetching[:statuses].reject { |k, _| k.end_with?(" 200", " 429") }.values.sum
-puts "failed fetches (not 200, not 429 by the rules): #{failed}"
-puts format("RSS fetching / baseline: %.3f", fetching[:rss_kb].to_f / base[:rss_kb])
-puts format("probe p99 GET /: %.1f ms during heap fetches (%d probes; heap fetch median %.0f ms), %.1f ms otherwise, %.1f ms baseline",
-            fetching[:probe_p99_heap] || Float::NAN, fetching[:probe_n_heap], fetching[:heap_fetch_ms] || Float::NAN,
-            fetching[:probe_p99_other] || Float::NAN, base[:probe_p99_other] || Float::NAN)
-if fetching[:probe_n_retention].positive?
-  puts format("probe p99 GET /: %.1f ms during retention fetches (%d probes)", fetching[:probe_p99_retention], fetching[:probe_n_retention])
-end
+puts format("RSS ratios: %s (median %.3f)", ratios.map { |r| format("%.3f", r) }.join(", "), ratios.sort[ratios.size / 2]) if pairs > 1
