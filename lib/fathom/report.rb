@@ -79,6 +79,12 @@ module Fathom
     # Fathom::Error saying why when it is not one.
     def parse_firefox_json(bytes)
       text = ProfileBytes.gzip?(bytes) ? ProfileBytes.gunzip(bytes) : bytes
+      # JSON is UTF-8; Ruby's parser (json 2.6, Ruby 3.1) lets invalid bytes
+      # through into Strings that raise later, wherever a report reads them.
+      unless text.dup.force_encoding(Encoding::UTF_8).valid_encoding?
+        raise Fathom::Error, "fathom: not valid Firefox Profiler JSON (it holds bytes that are not UTF-8)"
+      end
+
       json = JSON.parse(text)
       raise Fathom::Error, "fathom: not a Firefox Profiler profile (the JSON is not an object)" unless Hash === json
 

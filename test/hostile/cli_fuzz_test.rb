@@ -101,6 +101,11 @@ class CLIFuzzTest < Minitest::Test
       assert(GENERIC.match?(message) || named.any? { |flag| message.include?(flag) } || message.include?("sample_index") ||
              message.include?("--out") || message.match?(/refusing|is a directory|is a device|cannot write|symbolic link/),
              "#{where}: the usage error names no option of #{args.inspect}: #{message}")
+    when 127
+      # `run --force 9813 -- ...`: a value after a switch is the command
+      # (seed 1997950834), and a command that is not found is 127, as in a shell.
+      assert_equal "run", args.first, "#{where}: #{args.inspect}"
+      assert_match(/\Afathom run: command not found: .*\n\z/, result.err, "#{where}: #{args.inspect}")
     else
       flunk "#{where}: exit #{result.status} for #{args.inspect}\n#{result.err}"
     end

@@ -240,7 +240,11 @@ class ProfileFilesTest < Minitest::Test
     assert_bad_data("{#{"[" * 1000}", /not valid Firefox Profiler JSON/)
     # Found by the file fuzzer: the parser's message quoted invalid UTF-8,
     # and String#strip raised ArgumentError on it.
-    assert_bad_data("{\"a\": \"\xff\" x".b, /not valid Firefox Profiler JSON \(truncated or malformed: .*unexpected token/)
+    assert_bad_data("{\"a\": \"\u00e9\" x".b, /not valid Firefox Profiler JSON \(truncated or malformed: .*unexpected token/)
+    # Found by the file fuzzer (seed 1997950834): invalid UTF-8 inside a
+    # string parsed, and the report raised ArgumentError reading meta.product.
+    assert_bad_data("{\"a\": \"\xff\" x".b, /not valid Firefox Profiler JSON \(it holds bytes that are not UTF-8\)/)
+    assert_bad_data(gzip(%({"meta": {"product": "Fathom cpu\xff profile"}, "threads": []}).b), /bytes that are not UTF-8/)
   end
 
   def test_devices_directories_and_pipes
