@@ -134,10 +134,21 @@ module Fathom
       head.byteslice(pos, stop - pos)
     end
 
-    # Removes temporary files whose writer is gone.
+    # Removes temporary files whose writer is gone. The directory's entries
+    # are listed, not globbed: a directory name is any bytes, and Dir.glob
+    # read "[" or "{" in it as a pattern (or raised ArgumentError on bytes
+    # that are not UTF-8; found by the option fuzzer).
     def remove_stale_temps(dir)
-      Dir.glob(File.join(dir, ".*#{TMP_SUFFIX}"), File::FNM_DOTMATCH).each do |tmp|
-        pid = File.basename(tmp).b.delete_suffix(TMP_SUFFIX.b).split(".".b)[-2].to_i # any bytes: a name is not text
+      names = begin
+        Dir.children(dir)
+      rescue SystemCallError
+        return
+      end
+      names.each do |name|
+        next unless name.b.start_with?(".".b) && name.b.end_with?(TMP_SUFFIX.b)
+
+        tmp = File.join(dir.b, name.b) # names in two encodings would not join
+        pid = name.b.delete_suffix(TMP_SUFFIX.b).split(".".b)[-2].to_i # any bytes: a name is not text
         next if pid <= 0 || pid == Process.pid || process_alive?(pid)
 
         File.unlink(tmp)

@@ -50,7 +50,9 @@ module Fathom
       # build at lib/fathom/fathom_ext.so.
       def require_for_this_ruby
         versioned = File.join(__dir__, RUBY_VERSION[/\A\d+\.\d+/], "fathom_ext")
-        if Dir.glob("#{versioned}.{so,bundle,dll}").any?
+        # File.exist?, not Dir.glob: a checkout under a path with glob
+        # characters ("[", "{") would not find its own build.
+        if %w[so bundle dll].any? { |ext| File.exist?("#{versioned}.#{ext}") }
           require versioned
         else
           require "fathom/fathom_ext"

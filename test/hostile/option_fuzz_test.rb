@@ -52,7 +52,8 @@ class OptionFuzzTest < Minitest::Test
   rescue TypeError, ArgumentError => e
     return if named_in?(e, named)
 
-    @findings << "#{where}: #{describe(opts)}: #{e.class}: #{Fathom::Options.clean(e.message, 300)}"
+    @findings << "#{where}: #{describe(opts)}: #{e.class}: #{Fathom::Options.clean(e.message, 300)}\n    " \
+                 "#{e.backtrace.first(4).join("\n    ")}"
   rescue Exception => e # rubocop:disable Lint/RescueException -- NoMemoryError, SystemStackError... are findings too
     return if also && also.any? { |klass, pattern| klass === e && pattern.match?(e.message.scrub) }
 

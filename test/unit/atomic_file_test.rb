@@ -117,6 +117,19 @@ class AtomicFileTest < Minitest::Test
     Fathom::AtomicFile.write(File.join(@dir, "\xFEr.pb.gz".dup.force_encoding("UTF-8")), "x")
     refute File.exist?(stale), "a dead writer's temp file with a binary name was left"
 
+    # Directories whose names hold glob characters or bytes that are not
+    # UTF-8: Dir.glob read "[" as a pattern (the temp file stayed) or raised
+    # ArgumentError (found by the option fuzzer, seed 1735203948).
+    ["a[b", "c{d,e}", "\xB4[\xD0".dup.force_encoding("UTF-8")].each do |name|
+      dir = File.join(@dir, name)
+      Dir.mkdir(dir)
+      stale = File.join(dir, ".p.pb.gz.#{dead}.0123abcd#{Fathom::AtomicFile::TMP_SUFFIX}")
+      File.write(stale, "half")
+      Fathom::AtomicFile.write(File.join(dir, "r.pb.gz"), "x")
+      refute File.exist?(stale), "a dead writer's temp file in #{name.inspect} was left"
+      assert_equal "x", File.binread(File.join(dir, "r.pb.gz"))
+    end
+
     too_long = File.join(@dir, "\xFF".dup.force_encoding("UTF-8") * 300, "p.pb.gz")
     error = assert_raises(Fathom::Error) { Fathom::AtomicFile.write(too_long, "x") }
     assert_match(/\Afathom: cannot write .*File name too long/m, error.message.scrub)
