@@ -34,77 +34,121 @@ module Fathom
       # Returns new gzipped bytes. comments: Strings to add;
       # default_sample_type: a sample type name the profile has (ArgumentError
       # otherwise), or nil to keep the current one.
+      #
+      # No Ruby object per field: a retention profile has tens of thousands
+      # of top-level fields (every sample, location, function and string is
+      # one), and a Struct (plus a String slice per string) for each, all
+      # alive until the end, made puma's Ruby heap grow from 221 to 319 pages
+      # at the first retention fetch under load (bench/rack_load.rb), pages
+      # Ruby kept. Fields are yielded as Integers; strings are compared in place.
       def apply(bytes, comments: [], default_sample_type: nil)
         raw = bytes.getbyte(0) == 0x1f && bytes.getbyte(1) == 0x8b ? Zlib.gunzip(bytes) : bytes.b
-        fields = top_level_fields(raw)
-        strings = fields.select { |f| f.number == STRING_TABLE }.map { |f| raw.byteslice(f.offset, f.length) }
+        string_count = 0
+        each_field(raw) { |number| string_count += 1 if number == STRING_TABLE }
         out = +"".b
-        kept = fields
         if default_sample_type
-          index = strings.index(default_sample_type.to_s.b)
-          unless index && sample_type_names(raw, fields, strings).include?(default_sample_type.to_s)
-            raise ArgumentError, "fathom: the profile has no sample type #{default_sample_type.to_s.inspect}"
-          end
+          index = sample_type_index(raw, default_sample_type.to_s.b)
+          raise ArgumentError, "fathom: the profile has no sample type #{default_sample_type.to_s.inspect}" unless index
 
-          kept = fields.reject { |f| f.number == DEFAULT_SAMPLE_TYPE }
+          # Everything but the old default_sample_type fields, in order.
+          copied = 0
+          each_field(raw) do |number, _, _, _, start, stop|
+            next unless number == DEFAULT_SAMPLE_TYPE
+
+            out << raw.byteslice(copied, start - copied)
+            copied = stop
+          end
+          out << raw.byteslice(copied, raw.bytesize - copied)
+        else
+          out << raw
         end
-        kept.each { |f| out << raw.byteslice(f.start, f.stop - f.start) }
         comments.each_with_index do |text, i|
           out << key(STRING_TABLE, 2) << varint(text.bytesize) << text.b
-          out << key(COMMENT, 0) << varint(strings.size + i)
+          out << key(COMMENT, 0) << varint(string_count + i)
         end
         out << key(DEFAULT_SAMPLE_TYPE, 0) << varint(index) if default_sample_type
         gzip(out)
       end
 
-      # [start_ns, duration_ns] of the profile (0 when unset).
+      # [start_ns, duration_ns] of the profile (0 when unset; the last
+      # occurrence wins, as protobuf says).
       def time_window(bytes)
         raw = bytes.getbyte(0) == 0x1f && bytes.getbyte(1) == 0x8b ? Zlib.gunzip(bytes) : bytes.b
-        fields = top_level_fields(raw)
-        [TIME_NANOS, DURATION_NANOS].map { |n| fields.reverse.find { |f| f.number == n }&.value || 0 }
+        start_ns = duration_ns = 0
+        each_field(raw) do |number, value|
+          start_ns = value if number == TIME_NANOS
+          duration_ns = value if number == DURATION_NANOS
+        end
+        [start_ns, duration_ns]
       end
 
-      # One top-level field: its number, its varint value (wire type 0), its
-      # payload (offset, length) for length-delimited ones, and the byte
-      # range of the whole field (key included).
-      Field = Struct.new(:number, :value, :offset, :length, :start, :stop)
-
-      def top_level_fields(raw)
+      # Yields each top-level field as Integers: its number, its varint
+      # value (wire type 0, else nil), its payload's offset and length
+      # (length-delimited, else nil), and the byte range of the whole field
+      # (key included) as start, stop.
+      def each_field(raw)
         pos = 0
-        fields = []
-        while pos < raw.bytesize
+        size = raw.bytesize
+        # Not read_varint: its [value, pos] Array per varint came to a
+        # million objects per retention profile.
+        # (Nor a `return` inside it: that allocates a throw object each time.)
+        varint = lambda do
+          value = 0
+          shift = 0
+          byte = 0x80
+          while byte >= 0x80
+            byte = raw.getbyte(pos) or raise Fathom::Error, "fathom: truncated pprof profile"
+            pos += 1
+            value |= (byte & 0x7f) << shift
+            shift += 7
+          end
+          value
+        end
+        while pos < size
           start = pos
-          tag, pos = read_varint(raw, pos)
+          tag = varint.call
           value = offset = length = nil
           case tag & 7
-          when 0 then value, pos = read_varint(raw, pos)
+          when 0 then value = varint.call
           when 2
-            length, pos = read_varint(raw, pos)
+            length = varint.call
             offset = pos
             pos += length
           when 1 then pos += 8
           when 5 then pos += 4
           else raise Fathom::Error, "fathom: not a pprof profile (wire type #{tag & 7})"
           end
-          raise Fathom::Error, "fathom: truncated pprof profile" if pos > raw.bytesize
+          raise Fathom::Error, "fathom: truncated pprof profile" if pos > size
 
-          fields << Field.new(tag >> 3, value, offset, length, start, pos)
+          yield tag >> 3, value, offset, length, start, pos
         end
-        fields
       end
 
-      def sample_type_names(raw, fields, strings)
-        fields.select { |f| f.number == SAMPLE_TYPE }.map do |f|
-          sub = raw.byteslice(f.offset, f.length)
-          pos = 0
-          type = nil
-          while pos < sub.bytesize
-            tag, pos = read_varint(sub, pos)
-            value, pos = read_varint(sub, pos)
-            type = value if tag >> 3 == 1
+      # The string table index of `name` if it is one of the profile's
+      # sample types (Profile.sample_type: ValueType, whose field 1 is the
+      # type's string index), else nil.
+      def sample_type_index(raw, name)
+        type_indexes = []
+        each_field(raw) do |number, _, offset, length|
+          next unless number == SAMPLE_TYPE
+
+          pos = offset
+          while pos < offset + length
+            tag, pos = read_varint(raw, pos)
+            value, pos = read_varint(raw, pos)
+            type_indexes << value if tag >> 3 == 1
           end
-          strings[type.to_i]&.force_encoding(Encoding::UTF_8)
         end
+        i = -1
+        each_field(raw) do |number, _, offset, length|
+          next unless number == STRING_TABLE
+
+          i += 1
+          next unless length == name.bytesize && type_indexes.include?(i) && raw.byteslice(offset, length) == name
+
+          return i
+        end
+        nil
       end
 
       def read_varint(raw, pos)
