@@ -200,6 +200,24 @@ class RetentionTest < Minitest::Test
     LeakFixture.clear
   end
 
+  # Class names come from rb_class_path_cached (the walk runs with GC
+  # disabled and must not allocate); an anonymous class is still named as
+  # Ruby names it, and a class under an anonymous module by its path.
+  def test_anonymous_classes_are_named_as_ruby_names_them
+    anonymous = Class.new
+    $fathom_anonymous = Array.new(3) { anonymous.new } # rubocop:disable Style/GlobalVars
+    mod = Module.new
+    mod.const_set(:Inner, Class.new)
+    $fathom_inner = mod::Inner.new # rubocop:disable Style/GlobalVars
+    profile = Fathom.retention_snapshot(focus: [$fathom_anonymous.first, $fathom_inner], progress: nil) # rubocop:disable Style/GlobalVars
+    first, inner = profile.stats[:focus_paths]
+    assert_equal "[0] (#{anonymous.inspect})", first.last
+    assert_match(/\A#<Class:0x\h{16}>\z/, anonymous.inspect)
+    assert_equal "$fathom_inner (#{mod::Inner.name})", inner.last
+  ensure
+    $fathom_anonymous = $fathom_inner = nil # rubocop:disable Style/GlobalVars
+  end
+
   # heap + retention: the top live allocation sites with the path that retains them.
   def test_heap_and_retention_explain_the_top_sites
     require_relative "../fixtures/leak_fixture"
