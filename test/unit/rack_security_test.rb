@@ -2,6 +2,7 @@
 
 require "test_helper"
 require "fathom/rack"
+require "timeout"
 
 # Each rule of Fathom::Rack::Guard, through the app as a server calls it
 # (a Rack env Hash: the rack gem is not needed, and REMOTE_ADDR is ours to
@@ -81,6 +82,32 @@ class RackSecurityTest < Minitest::Test
     assert_raises(ArgumentError) { app(token: "has a space in it, long enough") }
     assert_raises(TypeError) { app(token: 12_345) }
     refute_includes app(token: TOKEN).config.inspect, TOKEN
+  end
+
+  # rack-timeout raises into the server thread while it waits for the
+  # profile thread: the guard must stay taken until the profile is done.
+  def test_an_exception_in_the_waiting_thread_keeps_the_guard_until_the_profile_ends
+    require_native!
+    slow = app(max_seconds: 1)
+    server = Thread.new do
+      Thread.current.report_on_exception = false
+      call(slow, "/debug/fathom/gc", query: "seconds=1")
+    end
+    sleep 0.02 until Thread.list.any? { |t| t.name == "fathom-profile" } || !server.alive?
+    server.raise(Timeout::Error, "request timed out")
+    sleep 0.2
+    assert Fathom::Rack::Guard::LOCK.locked?, "the guard was released while the profile still ran"
+    assert_equal 429, call(slow, "/debug/fathom/gc", query: "seconds=1").first
+    # The app turns an unexpected StandardError into its fixed 500.
+    outcome = begin
+      server.value.first
+    rescue Timeout::Error
+      :raised
+    end
+    assert_includes [500, :raised], outcome
+    refute Fathom::Rack::Guard::LOCK.locked?
+    refute(Thread.list.any? { |t| t.name == "fathom-profile" })
+    assert_equal 200, call(slow, "/debug/fathom/gc", query: "seconds=1").first
   end
 
   def test_concurrent_fetches_get_429_with_retry_after

@@ -127,11 +127,26 @@ module Fathom
       # ended thread's native thread), so every profile reuses one arena
       # (IMPLEMENTATION.md, "Memory after serving"). The server thread
       # only waits (holding the guard's Mutex, which it took).
+      #
+      # An exception raised into the waiting server thread (rack-timeout's
+      # Thread#raise, a Timeout) must not let it release the guard while
+      # the profile still runs, or a second profile would run beside it:
+      # it waits for the profile thread first, deaf to further interrupts
+      # (the wait is bounded by max_seconds or one snapshot), then lets the
+      # exception go on.
       def on_own_thread(&block)
         thread = Thread.new(&block)
         thread.name = "fathom-profile"
         thread.report_on_exception = false
         thread.value
+      ensure
+        if thread&.alive?
+          Thread.handle_interrupt(Object => :never) do
+            thread.join
+          rescue Exception # rubocop:disable Lint/RescueException -- the profile's own outcome no longer matters
+            nil
+          end
+        end
       end
 
       # What a profile needed (a snapshot's graph, the encoder's tables,
