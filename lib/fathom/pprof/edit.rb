@@ -3,6 +3,7 @@
 require "zlib"
 require "stringio"
 require_relative "../error"
+require_relative "../profile_bytes"
 
 module Fathom
   module Pprof
@@ -42,7 +43,7 @@ module Fathom
       # at the first retention fetch under load (bench/rack_load.rb), pages
       # Ruby kept. Fields are yielded as Integers; strings are compared in place.
       def apply(bytes, comments: [], default_sample_type: nil)
-        raw = bytes.getbyte(0) == 0x1f && bytes.getbyte(1) == 0x8b ? Zlib.gunzip(bytes) : bytes.b
+        raw = plain(bytes)
         string_count = 0
         each_field(raw) { |number| string_count += 1 if number == STRING_TABLE }
         out = +"".b
@@ -73,7 +74,7 @@ module Fathom
       # [start_ns, duration_ns] of the profile (0 when unset; the last
       # occurrence wins, as protobuf says).
       def time_window(bytes)
-        raw = bytes.getbyte(0) == 0x1f && bytes.getbyte(1) == 0x8b ? Zlib.gunzip(bytes) : bytes.b
+        raw = plain(bytes)
         start_ns = duration_ns = 0
         each_field(raw) do |number, value|
           start_ns = value if number == TIME_NANOS
@@ -89,8 +90,8 @@ module Fathom
       def each_field(raw)
         pos = 0
         size = raw.bytesize
-        # Not read_varint: its [value, pos] Array per varint came to a
-        # million objects per retention profile.
+        # A closure over pos, not a method returning [value, pos]: that
+        # Array per varint came to a million objects per retention profile.
         # (Nor a `return` inside it: that allocates a throw object each time.)
         varint = lambda do
           value = 0
@@ -132,12 +133,7 @@ module Fathom
         each_field(raw) do |number, _, offset, length|
           next unless number == SAMPLE_TYPE
 
-          pos = offset
-          while pos < offset + length
-            tag, pos = read_varint(raw, pos)
-            value, pos = read_varint(raw, pos)
-            type_indexes << value if tag >> 3 == 1
-          end
+          each_field(raw.byteslice(offset, length)) { |field, value| type_indexes << value if field == 1 }
         end
         i = -1
         each_field(raw) do |number, _, offset, length|
@@ -151,17 +147,10 @@ module Fathom
         nil
       end
 
-      def read_varint(raw, pos)
-        value = 0
-        shift = 0
-        loop do
-          byte = raw.getbyte(pos) or raise Fathom::Error, "fathom: truncated pprof profile"
-          pos += 1
-          value |= (byte & 0x7f) << shift
-          return [value, pos] if byte < 0x80
-
-          shift += 7
-        end
+      # The protobuf bytes of a profile, gzipped (Fathom's own output,
+      # trusted: no inflate limit) or not.
+      def plain(bytes)
+        ProfileBytes.gzip?(bytes) ? Zlib.gunzip(bytes) : bytes.b
       end
 
       def varint(value)
