@@ -23,13 +23,19 @@
 #
 #   ruby -Ilib bench/accuracy.rb [--runs 10] [--seconds 5.5] [--verbose]
 #                                [--interval 10ms]   (default: the profiler's)
+#                                [--census on|off] [--shared]
 require "optparse"
 require "rbconfig"
 require_relative "../lib/fathom/report/sample_interval"
 
 # name => [kind, size, allocations per cycle, keep 1 in N (0 = never)].
 # Sizes are element counts for arrays (8 bytes each) and bytes for strings.
-SITES = {
+# Each of these sites is alone in its class and size class, so
+# the heap census (IMPLEMENTATION.md "Calibrating live bytes to a heap
+# census") knows each one's live bytes exactly once it has one live sample;
+# --shared adds SHARED_SITES, which share the classes of the two rare big
+# survivors, so that the sample must split a class's census between sites.
+BASE_SITES = {
   "site_str_40" => [:str, 20, 8, 0],        # embedded String (40 B slot), never kept
   "site_str_200" => [:str, 200, 4, 10],     # 10% kept
   "site_str_1k" => [:str, 1000, 2, 40],     # 2.5% kept
@@ -38,6 +44,11 @@ SITES = {
   "site_ary_800" => [:ary, 100, 2, 0],      # never kept
   "site_ary_8k" => [:ary, 1000, 1, 100],    # 1% kept
 }.freeze
+SHARED_SITES = {
+  "site_str_9k" => [:str, 9_000, 1, 100], # 1% kept, same class (8-10 KB) as site_str_10k
+  "site_ary_7k" => [:ary, 950, 1, 50],    # 2% kept, same class (7-8 KB) as site_ary_8k
+}.freeze
+SITES = ARGV.include?("--shared") ? BASE_SITES.merge(SHARED_SITES) : BASE_SITES
 
 # One method per site, so that the site is the innermost Ruby frame of the
 # sample's stack. Each allocates exactly one object.
@@ -53,7 +64,7 @@ module Sites
   end
 end
 
-def child(seconds, interval)
+def child(seconds, interval, census)
   $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
   require "fathom"
   require "objspace"
@@ -67,7 +78,10 @@ def child(seconds, interval)
   alloc_count = names.map { 0 }
 
   GC.start
-  profiler = interval ? Fathom::HeapProfiler.new(interval: interval) : Fathom::HeapProfiler.new
+  opts = {}
+  opts[:interval] = interval if interval
+  opts[:census] = false unless census
+  profiler = Fathom::HeapProfiler.new(**opts)
   profiler.start
   deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds
   while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
@@ -121,13 +135,14 @@ def child(seconds, interval)
     puts [name, alloc_bytes[i], live_bytes[i], est_alloc[name], est_live[name], alloc_count[i],
           alloc_samples[name], live_samples[name]].join(" ")
   end
-  puts "stats #{sampler[:samples_taken].to_i} #{sampler[:samples_thinned].to_i} #{sampler[:thin_threshold].to_i}"
+  puts "stats #{sampler[:samples_taken].to_i} #{sampler[:samples_thinned].to_i} #{sampler[:thin_threshold].to_i} " \
+       "#{profile.stats[:census_ns].to_i} #{profile.stats[:census]}"
   keep = kept # the kept objects must stay reachable until here
   keep.size
 end
 
 if ARGV[0] == "--child"
-  child(Float(ARGV[1]), ARGV[2] == "-" ? nil : ARGV[2])
+  child(Float(ARGV[1]), ARGV[2] == "-" ? nil : ARGV[2], ARGV[3] == "on")
   exit
 end
 
@@ -135,11 +150,15 @@ runs = 10
 seconds = 5.5
 interval = nil
 verbose = false
+census = "on"
+shared = false
 OptionParser.new do |o|
   o.on("--runs N", Integer) { |n| runs = n }
   o.on("--seconds S", Float) { |s| seconds = s }
   o.on("--interval I", String) { |i| interval = i }
   o.on("--verbose") { verbose = true }
+  o.on("--census on|off", %w[on off], "calibrate live bytes to a heap census (default: on, the profiler's default)") { |c| census = c }
+  o.on("--shared", "add sites that share the big survivors' size classes") { shared = true }
 end.parse!
 abort "--seconds must be at least 5" if seconds < 5
 
@@ -149,18 +168,20 @@ def shares(values)
 end
 
 puts "Fathom heap accuracy (Ruby #{RUBY_VERSION}, #{runs} runs of #{seconds}s, " \
-     "interval #{interval || "default"}, fresh process per run)"
+     "interval #{interval || "default"}, census #{census}#{", shared size classes" if shared}, fresh process per run)"
 puts "shares are % of the sites' total; error = |estimate - truth| in percentage points"
 worst = []
 # What `fathom report` would say of each site's live share: marked as
 # resting on too few samples, or an interval that holds the truth or not.
 verdicts = Hash.new(0)
 runs.times do |r|
-  out = IO.popen([RbConfig.ruby, __FILE__, "--child", seconds.to_s, interval || "-"], &:read)
+  out = IO.popen([RbConfig.ruby, __FILE__, "--child", seconds.to_s, interval || "-", census, *("--shared" if shared)],
+                 &:read)
   raise "run #{r + 1} failed" unless $?.success?
 
   rows = out.lines.grep(/\Asite_/).map(&:split)
-  candidates, thinned, threshold = out[/^stats (.*)$/, 1].split.map(&:to_i)
+  candidates, thinned, threshold, census_ns, census_state = out[/^stats (.*)$/, 1].split(" ", 5)
+  candidates, thinned, threshold, census_ns = [candidates, thinned, threshold, census_ns].map(&:to_i)
   names = rows.map(&:first)
   alloc_t, live_t, alloc_e, live_e, counts, asamples, lsamples = (1..7).map { |c| rows.map { |row| Integer(row[c]) } }
   at, lt, ae, le = [alloc_t, live_t, alloc_e, live_e].map { |v| shares(v) }
@@ -191,8 +212,9 @@ runs.times do |r|
                   le[i], lt[i], live_err[i], asamples[i], lsamples[i], verdict[i])
     end
   end
-  puts format("run %2d: worst error alloc %5.2f pp, live %5.2f pp  (%d candidates, %d kept, threshold %d B)", r + 1,
-              alloc_err.max, live_err.max, candidates, candidates - thinned, threshold)
+  puts format("run %2d: worst error alloc %5.2f pp, live %5.2f pp  (%d candidates, %d kept, threshold %d B, census %s%s)",
+              r + 1, alloc_err.max, live_err.max, candidates, candidates - thinned, threshold, census_state,
+              census_state == "on" ? format(" %.1f ms", census_ns / 1e6) : "")
 end
 within = worst.count { |a, l| a <= 3.0 && l <= 3.0 }
 puts

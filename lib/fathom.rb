@@ -36,7 +36,7 @@ module Fathom
   # share one Firefox Profiler file and one Profile, see Session#finish); an
   # existing file Fathom did not write is replaced only
   # with overwrite: true. Other options go to the profiler that knows them
-  # (HeapProfiler: exact:, interval:, max_depth:, liveness:; GcProfiler:
+  # (HeapProfiler: exact:, interval:, max_depth:, liveness:, census:; GcProfiler:
   # coalesce:, flush_on_major:, format:, gc_source:; CpuProfiler for :cpu and
   # :wall: interval:, max_depth:; retention: max_depth:, a snapshot
   # when the block ends, see Fathom.retention_snapshot).

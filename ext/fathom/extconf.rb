@@ -36,6 +36,8 @@ have_func("rb_internal_thread_add_event_hook", "ruby/thread.h")
 have_func("rb_profile_thread_frames", "ruby/debug.h")
 have_func("rb_obj_memsize_of")
 have_func("rb_ractor_local_storage_ptr_newkey", "ruby/ractor.h")  # 3.0+: hooks ignore other Ractors
+have_func("rb_objspace_each_objects")               # the live census (ruby/live_census.cc)
+have_func("rb_objspace_internal_object_p")
 have_func("rb_objspace_reachable_objects_from")      # the retention snapshot's heap walk
 have_func("rb_objspace_reachable_objects_from_root")
 # glibc: gives freed arena memory back after a retention snapshot (Rack endpoint).

@@ -24,7 +24,7 @@ module Fathom
       # 10 ms: each tick costs ~60us (a postponed job, installing and
       # removing the hook), so 100 samples/s stays within ~1% on an
       # allocation-heavy loop while 1 ms costs 5-9% (IMPLEMENTATION.md, "Cost").
-      heap: { exact: false, interval: 0.01, max_depth: 128, liveness: :auto }.freeze,
+      heap: { exact: false, interval: 0.01, max_depth: 128, liveness: :auto, census: true }.freeze,
       # gc_source :auto: Ruby's GC counters on Ruby < 3.3 (any GC hook forces
       # the slow allocation path there), the GC hooks on 3.3+ (GcProfiler).
       gc: { coalesce: 0.01, flush_on_major: true, format: :pprof, gc_source: :auto }.freeze,

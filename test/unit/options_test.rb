@@ -39,7 +39,7 @@ class OptionsTest < Minitest::Test
   end
 
   def test_heap_profiler_unknown_options_are_listed
-    assert_error(ArgumentError, /unknown options :intervall, :depth for Fathom::HeapProfiler.new \(known: exact, interval, max_depth, liveness\)/) do
+    assert_error(ArgumentError, /unknown options :intervall, :depth for Fathom::HeapProfiler.new \(known: exact, interval, max_depth, liveness, census\)/) do
       Fathom::HeapProfiler.new(intervall: 1, depth: 2)
     end
   end

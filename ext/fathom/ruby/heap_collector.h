@@ -45,6 +45,7 @@
 
 #include "heap/byte_thinning.h"
 #include "heap/sample_store.h"
+#include "live_census.h"
 #include "liveness_tokens.h"
 #include "postponed_job.h"
 
@@ -104,6 +105,10 @@ struct Collector {
   // One-entry caches in front of the maps: allocation runs repeat the class.
   VALUE last_class = Qundef, last_thread = Qundef;
   uint32_t last_class_label = 0, last_thread_label = 0;
+
+  // Sampled mode: the slots noted at the window's start, for the flush's
+  // heap census (live_census.h).
+  CensusState census;
 
   // The window the next flush describes.
   int64_t window_start_realtime_ns = 0;

@@ -138,7 +138,12 @@ VALUE CollectorStart(VALUE self) {
     c->handles.assign(static_cast<size_t>(c->max_depth) + 1, 0);
     c->burst.clear();
     c->burst.reserve(kBurstCandidates);
-    if (c->store.live_count() == 0) ResetWindow(c);
+    if (c->store.live_count() == 0) {
+      ResetWindow(c);
+      if (!c->exact) NoteStartSlots(c);
+    } else if (!c->exact) {
+      InvalidateCensus(c, "restarted with samples from before the stop (the gap was not sampled)");
+    }
     SeedRng(c);
     c->liveness_lost = false;
 
@@ -185,6 +190,7 @@ VALUE CollectorStop(VALUE self) {
     } else {
       SampleTimer::Stop();
       EndBurst(c);
+      NoteCensusStop(c);
     }
     c->running = false;
     Deactivate();
@@ -316,12 +322,23 @@ VALUE CollectorAfterForkChild(VALUE self) {
     SeedRng(c);
     ResetWindow(c);
     if (c->running && !c->exact) {
+      NoteStartSlots(c);  // the child's window starts now, in the parent's heap
       c->last_total_allocated = TotalAllocatedObjects();
       SampleTimer::hook_armed.store(false);
       RemoveNewobjHook();
       SampleTimer::AfterForkChild();
+    } else if (!c->exact) {
+      InvalidateCensus(c, "forked while stopped");
     }
     return self;
+  });
+}
+
+VALUE CollectorSetCensus(VALUE self, VALUE on) {
+  Collector* c = GetCollector(self);
+  return RubyMethod([&] {
+    c->census.enabled = RTEST(on);
+    return on;
   });
 }
 
@@ -380,6 +397,7 @@ void InitHeapCollector(VALUE mNative) {
   rb_define_method(klass, "keep_alloc_events=", RUBY_METHOD_FUNC(CollectorSetKeepAllocEvents), 1);
   rb_define_method(klass, "after_fork_child", RUBY_METHOD_FUNC(CollectorAfterForkChild), 0);
   rb_define_method(klass, "stats", RUBY_METHOD_FUNC(CollectorStats), 0);
+  rb_define_method(klass, "census=", RUBY_METHOD_FUNC(CollectorSetCensus), 1);
   rb_define_method(klass, "live_objects", RUBY_METHOD_FUNC(CollectorLiveObjects), 1);
 }
 

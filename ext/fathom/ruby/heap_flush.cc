@@ -43,6 +43,16 @@ struct FlushState {
   int64_t started_ns = 0, walk_ns = 0, symbolize_ns = 0, encode_ns = 0;
   int64_t hold_started_ns = 0, max_hold_ns = 0;
   uint64_t records = 0, live = 0, freed = 0, drained = 0, yields = 0;
+  // The live census (live_census.h): why it did not run (nullptr: it ran),
+  // what it counted, how long it took.
+  const char* census_off = nullptr;
+  LiveStrata strata;
+  SlotOccupancy occupied_now;  // slots holding an object at the census
+  uint64_t stratified = 0;      // live records whose object was certainly new
+  uint64_t dead_by_census = 0;  // records found dead by the census's slots
+  int64_t census_ns = 0;
+  size_t census_gc_count = 0;
+  int64_t census_started_ns = INT64_MAX;
 };
 
 // Ends a stretch of holding the GVL (for the statistics).
@@ -76,25 +86,80 @@ void WalkRecords(FlushState* f) {
 
     bool alive = false;
     size_t inuse_size = 0;
+    Stratum stratum;
     if (!c->liveness_lost) {
       if (c->exact) {
         alive = true;
         inuse_size = MemsizeOf(static_cast<VALUE>(store.at(i).object));
+      } else if (!f->occupied_now.empty() && store.at(i).alloc_time_ns < f->census_started_ns &&
+                 !f->occupied_now.WasOccupied(store.at(i).object)) {
+        // (Records committed since, while the walk yielded, are for
+        // objects the census may not have seen.)
+        f->dead_by_census++;  // its slot was free at the census: dead, no lookup needed
       } else {
         VALUE obj = c->tokens.Lookup(store.at(i).liveness_token);
         if (obj != Qundef) {
           alive = true;
           inuse_size = MemsizeOf(obj);
+          if (!f->census_off) stratum = LiveStratum(c, obj, inuse_size);
         }
       }
     }
-    store.Report(i, alive, inuse_size, f->aggregator.get());
+    if (stratum.valid()) f->stratified++;
+    store.Report(i, alive, inuse_size, f->aggregator.get(), stratum);
     if (alive) {
       f->live++;
     } else {
       f->freed++;
     }
   }
+}
+
+// The census is taken before the records are walked: the walk allocates
+// (on Ruby < 3.2.3 a dead sample's object_id lookup raises: an exception,
+// its message and backtrace each), and those objects, new and never
+// sampled, would be counted as live bytes no sample reached.
+void TakeCensusBeforeWalk(FlushState* f) {
+  f->census_off = CensusOffReason(f->c);
+  if (f->census_off) return;
+  int64_t t0 = MonotonicNs();
+  f->census_started_ns = t0;
+  if (!TakeCensus(f->c, &f->strata, &f->occupied_now)) f->census_off = "GC.compact moved objects";
+  f->census_ns = MonotonicNs() - t0;
+  f->census_gc_count = rb_gc_count();
+}
+
+// Calibrates the walked records' inuse_* to the census: every stratified
+// record's values are scaled by its stratum's census/estimate. If a GC ran
+// during the walk, objects the census counted may have been found dead
+// (or moved, if it compacted): the plain estimate then (factors of 1).
+//
+// A GC that ran during the walk is harmless after flush(gc: true): the
+// census, taken right after a full GC, counted only reachable objects, so
+// the walk's GC can only have freed what became garbage since (the flush's
+// own objects, and what other threads dropped while it yielded). Without
+// that GC the census counted every object that died since the last GC,
+// alive to it as to the lookups until a GC: if one ran during the walk,
+// the samples checked after it no longer match the census.
+void CalibrateToCensus(FlushState* f) {
+  if (!f->census_off && ObjectsMoved(f->c)) f->census_off = "GC.compact moved objects";
+  if (!f->census_off && !f->gc && rb_gc_count() != f->census_gc_count) f->census_off = "a GC ran during the flush's walk";
+  if (f->census_off) f->strata = LiveStrata();
+  if (!f->census_off) f->aggregator->CollectSampled(&f->strata);
+  f->aggregator->ApplyStrata(f->strata);
+}
+
+std::string CensusComment(const FlushState& f) {
+  if (f.c->exact) return "";
+  if (f.census_off) return std::string("Live bytes: sampled estimate, not calibrated to a heap census (") + f.census_off + ")";
+  LiveStrata::Totals all = f.strata.Census(), unsampled = f.strata.Unsampled();
+  auto count = [](uint64_t n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); };
+  std::string line = "Live bytes: calibrated to a heap census of " + count(all.objects, "object", "objects") + " (" +
+                     std::to_string(all.bytes) + " bytes) allocated in the window, in " +
+                     count(all.strata, "class/type/size class", "class/type/size classes");
+  if (unsampled.strata == 0) return line + "; every one has a sample";
+  return line + "; " + std::to_string(unsampled.bytes) + " bytes (" + count(unsampled.objects, "object", "objects") +
+         ") in " + count(unsampled.strata, "class", "classes") + " no sample reached are in \"[not sampled]\" rows";
 }
 
 void SymbolizeFrames(FlushState* f) {
@@ -132,6 +197,22 @@ VALUE StatsHash(const FlushState& f, VALUE bytes) {
   set("gvl_yields", static_cast<long long>(f.yields));
   set("bytes", RSTRING_LEN(bytes));
   rb_hash_aset(h, ID2SYM(rb_intern("liveness")), rb_str_new_cstr(LivenessName(*f.c)));
+  if (!f.c->exact) {
+    // census: "on", or why not; the rest only when it ran.
+    rb_hash_aset(h, ID2SYM(rb_intern("census")), rb_str_new_cstr(f.census_off ? f.census_off : "on"));
+    if (!f.census_off) {
+      LiveStrata::Totals all = f.strata.Census(), unsampled = f.strata.Unsampled();
+      set("census_ns", f.census_ns);
+      set("census_objects", static_cast<long long>(all.objects));
+      set("census_bytes", static_cast<long long>(all.bytes));
+      set("census_strata", static_cast<long long>(all.strata));
+      set("census_calibrated_strata", static_cast<long long>(f.strata.calibrated_strata()));
+      set("census_unsampled_bytes", static_cast<long long>(unsampled.bytes));
+      set("census_unsampled_objects", static_cast<long long>(unsampled.objects));
+      set("stratified_samples", static_cast<long long>(f.stratified));
+      set("dead_by_census", static_cast<long long>(f.dead_by_census));
+    }
+  }
   return h;
 }
 
@@ -182,7 +263,9 @@ void FlushBody(FlushState* f) {
   f->drained = c->drained_since_flush;
   c->drained_since_flush = 0;
   f->aggregator->AddFreedTotals(c->store.TakeFreedTotals());
+  TakeCensusBeforeWalk(f);
   WalkRecords(f);
+  CalibrateToCensus(f);
   // Taken every flush (a pprof flush has no use for them) so none outlive
   // the stacks their keys name.
   std::vector<AllocEvent> events = c->store.TakeAllocEvents();
@@ -193,11 +276,13 @@ void FlushBody(FlushState* f) {
   if (f->parts) f->rows_builder->AddAllocEvents(events);
   std::vector<AllocEvent>().swap(events);
   f->rows = f->rows_builder->Take();
+  if (!f->census_off) AddUnsampledStrataRows(f->strata, StratumClassName, &f->rows);
   f->aggregator->ReleaseStacks();
   int64_t t2 = MonotonicNs();
   f->walk_ns = t1 - t0;
   f->symbolize_ns = t2 - t1;
   DescribeWindow(c, &f->rows);
+  f->rows.census_comment = CensusComment(*f);
   ResetWindow(c);
 
   // Drain after stop in exact mode: every record has now been reported with

@@ -16,6 +16,18 @@ int ruby_thread_has_gvl_p(void);
 // gc.c (what ObjectSpace.memsize_of calls).
 size_t rb_obj_memsize_of(VALUE obj);
 #endif
+#if defined(HAVE_RB_OBJSPACE_EACH_OBJECTS) && defined(HAVE_RB_OBJSPACE_INTERNAL_OBJECT_P)
+#define FATHOM_HAVE_SLOT_WALK 1
+// gc.c, Ruby 1.9+ / 2.1+ (what ObjectSpace.each_object and
+// ObjectSpace.count_objects_size call). each_objects finishes any lazy
+// sweep, then calls back once per heap page with its slots [start, end),
+// `stride` bytes apart (pages of several slot sizes on 3.2+); a nonzero
+// return stops it. internal_object_p is true for free slots and for
+// objects Ruby never shows (imemo, iclass, hidden, zombies). The callback
+// must not allocate Ruby objects. Checked against gc.c of 3.1 and 3.3.
+void rb_objspace_each_objects(int (*callback)(void* start, void* end, size_t stride, void* data), void* data);
+int rb_objspace_internal_object_p(VALUE obj);
+#endif
 #if defined(HAVE_RB_OBJSPACE_REACHABLE_OBJECTS_FROM) && defined(HAVE_RB_OBJSPACE_REACHABLE_OBJECTS_FROM_ROOT)
 #define FATHOM_HAVE_HEAP_WALK 1
 // gc.c, Ruby 2.1+ (what ObjectSpace.reachable_objects_from and

@@ -28,6 +28,11 @@ module Fathom
     class Top
       Row = Struct.new(:name, :flat, :cum, :samples)
       FEW_MARK = "?"
+      CENSUS_COMMENT = "Live bytes: calibrated to a heap census"
+      CENSUS_NOTE = "inuse_* are calibrated to a heap census of the live objects allocated since start: a row is " \
+                    "exact where its site is the only one sampled in its class and size class, so the interval " \
+                    "(from the sample count alone) overstates its uncertainty; \"[not sampled]\" rows are live " \
+                    "objects whose class and size no sample reached.\n"
 
       # The label summarized below the table when samples carry it.
       SUMMARY_LABEL = "class"
@@ -135,7 +140,15 @@ module Fathom
           note << "#{FEW_MARK}: fewer than #{SampleInterval::MIN_SAMPLES} samples behind the row, a guess rather " \
                   "than a measurement (#{few} of #{shown_rows.size} shown rows).\n"
         end
+        note << CENSUS_NOTE if census_calibrated?
         note
+      end
+
+      # Live values calibrated to a heap census (IMPLEMENTATION.md
+      # "Calibrating live bytes to a heap census"): the profile says so in a
+      # comment.
+      def census_calibrated?
+        @sample_type.start_with?("inuse") && @profile.comments.any? { |c| c.start_with?(CENSUS_COMMENT) }
       end
 
       # Index of the sample type counting the records behind the selected

@@ -1,6 +1,8 @@
 #include "heap/heap_profile.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 #include "encode/pprof_builder.h"
 
@@ -19,6 +21,40 @@ void HeapAggregator::Add(const Key& key, const HeapValues& v) {
   row.inuse_space += v.inuse_space;
   row.alloc_samples += v.alloc_samples;
   row.inuse_samples += v.inuse_samples;
+}
+
+void HeapAggregator::AddStratified(const Key& key, const Stratum& stratum, const HeapValues& v) {
+  HeapValues now = v;
+  now.inuse_objects = now.inuse_space = now.inuse_samples = 0;
+  Add(key, now);  // the row exists (and holds the stack) from here on
+  stratified_.push_back(Stratified{key, stratum, v.inuse_objects, v.inuse_space, v.inuse_samples});
+}
+
+void HeapAggregator::CollectSampled(LiveStrata* strata) const {
+  for (const Stratified& s : stratified_)
+    strata->AddSampled(s.stratum, static_cast<double>(s.objects), static_cast<double>(s.space));
+}
+
+void HeapAggregator::ApplyStrata(const LiveStrata& strata) {
+  struct Scaled {
+    double objects = 0, space = 0;
+    int64_t samples = 0;
+  };
+  std::unordered_map<Key, Scaled, SampleKeyHash> scaled;
+  for (const Stratified& s : stratified_) {
+    LiveStrata::Factors f = strata.FactorsFor(s.stratum);
+    Scaled& row = scaled[s.key];
+    row.objects += static_cast<double>(s.objects) * f.objects;
+    row.space += static_cast<double>(s.space) * f.bytes;
+    row.samples += s.samples;
+  }
+  stratified_.clear();
+  for (const auto& [key, row] : scaled) {
+    HeapValues& v = rows_.at(key);  // AddStratified made it
+    v.inuse_objects += std::llround(row.objects);
+    v.inuse_space += std::llround(row.space);
+    v.inuse_samples += row.samples;
+  }
 }
 
 void HeapAggregator::AddFreedTotals(std::unordered_map<SampleKey, AllocTotals, SampleKeyHash>&& totals) {
@@ -80,6 +116,41 @@ void HeapProfileRowsBuilder::AddAllocEvents(const std::vector<AllocEvent>& event
                    });
 }
 
+namespace {
+
+// A size class's bounds as "8 KB", "1.25 KB", "640 B".
+std::string ClassBytes(uint64_t bytes) {
+  static const char* const kUnits[] = {"B", "KB", "MB", "GB", "TB", "PB", "EB"};
+  int unit = 0;
+  double v = static_cast<double>(bytes);
+  while (v >= 1024 && unit < 6) v /= 1024, unit++;
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.3g %s", v, kUnits[unit]);
+  return buf;
+}
+
+}  // namespace
+
+void AddUnsampledStrataRows(const LiveStrata& strata, const std::function<std::string(const Stratum&)>& class_name,
+                            HeapProfileRows* rows) {
+  for (const auto& [stratum, totals] : strata.UnsampledStrata()) {
+    std::string name = class_name(stratum);
+    FrameSymbol symbol;
+    symbol.name = "[not sampled] " + name + " " + ClassBytes(SizeClassStart(stratum.size_class())) + "-" +
+                  ClassBytes(SizeClassStart(stratum.size_class() + 1));
+    symbol.resolved = true;
+    rows->symbols.push_back(symbol);
+    rows->stacks.push_back({HeapProfileRows::Frame{static_cast<uint32_t>(rows->symbols.size() - 1), 0}});
+    rows->truncated.push_back(false);
+    rows->labels.push_back(name);
+    HeapProfileRows::Row row{static_cast<uint32_t>(rows->stacks.size() - 1), static_cast<uint32_t>(rows->labels.size() - 1),
+                             0, HeapValues{}};
+    row.values.inuse_objects = static_cast<int64_t>(totals.objects);
+    row.values.inuse_space = static_cast<int64_t>(totals.bytes);
+    rows->rows.push_back(row);
+  }
+}
+
 std::string SampleCountComment(const HeapProfileRows& profile) {
   int64_t alloc = 0, inuse = 0;
   for (const HeapProfileRows::Row& row : profile.rows) {
@@ -104,6 +175,7 @@ std::string EncodeHeapProfile(const HeapProfileRows& profile) {
   b.set_time(profile.time_nanos, profile.duration_nanos);
   if (!profile.comment.empty()) b.add_comment(profile.comment);
   b.add_comment(SampleCountComment(profile));
+  if (!profile.census_comment.empty()) b.add_comment(profile.census_comment);
 
   // Location ids per output symbol+line are interned by the builder; we
   // only cache the function id per symbol.

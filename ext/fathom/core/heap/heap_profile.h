@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "encode/pprof_builder.h"
+#include "heap/live_strata.h"
 #include "heap/sample_store.h"
 
 namespace fathom {
@@ -26,6 +28,15 @@ class HeapAggregator {
   // reference on it, so the stack outlives the records that are recycled
   // during the walk.
   void Add(const Key& key, const HeapValues& values);
+  // Sampled mode, a live record whose object is in a census stratum
+  // (live_strata.h): its inuse_* values are held until ApplyStrata scales
+  // them; the rest of `values` goes to the row now.
+  void AddStratified(const Key& key, const Stratum& stratum, const HeapValues& values);
+  // Adds the held values to strata's sampled side.
+  void CollectSampled(LiveStrata* strata) const;
+  // Adds the held values to their rows, scaled by their stratum's factors
+  // (rounded per row). Without a census: factors of 1, the plain estimate.
+  void ApplyStrata(const LiveStrata& strata);
   // Adds SampleStore::TakeFreedTotals() output and drops the references it carried.
   void AddFreedTotals(std::unordered_map<SampleKey, AllocTotals, SampleKeyHash>&& totals);
   const std::unordered_map<Key, HeapValues, SampleKeyHash>& rows() const { return rows_; }
@@ -36,6 +47,12 @@ class HeapAggregator {
   StackTable& stacks_;
   std::unordered_map<Key, HeapValues, SampleKeyHash> rows_;
   std::vector<uint32_t> retained_stacks_;
+  struct Stratified {
+    Key key;
+    Stratum stratum;
+    int64_t objects, space, samples;
+  };
+  std::vector<Stratified> stratified_;
 };
 
 // Everything needed to encode, detached from the live tables.
@@ -70,6 +87,9 @@ struct HeapProfileRows {
   ValueType period_type{"allocations", "count"};
   int64_t sample_period = 1;  // exact mode: every allocation; sampled: the interval in ns
   std::string comment;
+  // Sampled mode: what the heap census did to inuse_* (live_strata.h), or
+  // why it did not run. Empty: no such line.
+  std::string census_comment;
 };
 
 // Copies rows, their stacks, the frames' symbols and the labels, a batch of
@@ -96,6 +116,15 @@ class HeapProfileRowsBuilder {
   std::unordered_map<uint32_t, uint32_t> symbol_map_;  // frame index -> output symbol
   HeapProfileRows out_;
 };
+
+// Appends one row per census stratum no sample reached (live_strata.h):
+// a one-frame stack "[not sampled] String 8 KB-10 KB" holding the
+// census's live objects and bytes, with no samples behind them, so that
+// live bytes the sampler missed are seen, not left out. class_name names a
+// stratum's class (the Ruby layer knows what its ids are); it is also the
+// row's class label.
+void AddUnsampledStrataRows(const LiveStrata& strata, const std::function<std::string(const Stratum&)>& class_name,
+                            HeapProfileRows* rows);
 
 // The comment line giving how many sample records stand behind the
 // profile's alloc_* and inuse_* totals.

@@ -134,5 +134,50 @@ TEST(HeapProfileTest, EncodedProfileReadsBackInGoPprof) {
   EXPECT_NE(raw.output.find("Keeper#keep app.rb:5"), std::string::npos) << raw.output;
 }
 
+TEST(HeapProfileTest, StratifiedInuseValuesAreScaledToTheCensus) {
+  Fixture fx;
+  fx.store.set_liveness(LivenessSource::kToken);
+  uint32_t a = fx.AddLive(fx.keep_stack, 0x1000, 100, 10041);
+  uint32_t b = fx.AddLive(fx.drop_stack, 0x2000, 100, 10041);
+  uint32_t plain = fx.AddLive(fx.drop_stack, 0x3000, 7, 40);
+  Stratum big = StratumOf(0x5, 5, 10041);
+  HeapAggregator agg(fx.store.stacks());
+  fx.store.Report(a, true, 10041, &agg, big);
+  fx.store.Report(b, true, 10041, &agg, big);
+  fx.store.Report(plain, true, 40, &agg);  // no stratum: its plain estimate
+  LiveStrata strata;
+  for (int i = 0; i < 300; i++) strata.AddCensus(big, 10041);  // the truth: 300 live, estimate 200
+  agg.CollectSampled(&strata);
+  agg.ApplyStrata(strata);
+  SampleKey keep{fx.keep_stack, fx.string_label, fx.main_label}, drop{fx.drop_stack, fx.string_label, fx.main_label};
+  const HeapValues& k = agg.rows().at(keep);
+  EXPECT_EQ(k.inuse_objects, 150);
+  EXPECT_EQ(k.inuse_space, 150 * 10041);
+  EXPECT_EQ(k.inuse_samples, 1);
+  EXPECT_EQ(k.alloc_objects, 100);  // allocation values are not calibrated
+  const HeapValues& d = agg.rows().at(drop);
+  EXPECT_EQ(d.inuse_objects, 150 + 7);
+  EXPECT_EQ(d.inuse_space, 150 * 10041 + 7 * 40);
+  EXPECT_EQ(d.inuse_samples, 2);
+}
+
+TEST(HeapProfileTest, UnsampledStrataBecomeRowsOfTheirOwn) {
+  LiveStrata strata;
+  Stratum s = StratumOf(0x77, 5, 16500);
+  for (int i = 0; i < 4; i++) strata.AddCensus(s, 16500);
+  HeapProfileRows rows;
+  rows.labels = {""};
+  AddUnsampledStrataRows(strata, [](const Stratum& st) { return st.klass == 0x77 ? "String" : "?"; }, &rows);
+  ASSERT_EQ(rows.rows.size(), 1u);
+  const HeapProfileRows::Row& row = rows.rows[0];
+  EXPECT_EQ(row.values.inuse_objects, 4);
+  EXPECT_EQ(row.values.inuse_space, 4 * 16500);
+  EXPECT_EQ(row.values.inuse_samples, 0);
+  EXPECT_EQ(row.values.alloc_objects, 0);
+  EXPECT_EQ(rows.labels[row.class_label], "String");
+  EXPECT_EQ(rows.symbols[rows.stacks[row.stack][0].symbol].name, "[not sampled] String 16 KB-20 KB");
+  EXPECT_FALSE(rows.truncated[row.stack]);
+}
+
 }  // namespace
 }  // namespace fathom

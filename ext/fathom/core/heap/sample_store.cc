@@ -21,7 +21,9 @@ bool SampleStore::Commit(uint32_t index, const CommitInfo& info) {
     live_objects_.Insert(r.object, index);
     return true;
   }
-  r.object = 0;
+  // r.object stays as the address the object had: no longer a reference
+  // (the token is), but a dead object's slot that is free at the flush's
+  // census tells the flush it died without a token lookup.
   r.liveness_token = info.liveness_token;
   return info.liveness_token != 0;
 }
@@ -66,7 +68,8 @@ size_t SampleStore::DrainFreed(size_t limit) {
   return drained;
 }
 
-HeapValues SampleStore::Report(uint32_t index, bool alive, uint64_t inuse_size, HeapAggregator* rows) {
+HeapValues SampleStore::Report(uint32_t index, bool alive, uint64_t inuse_size, HeapAggregator* rows,
+                               const Stratum& stratum) {
   SampleRecord& r = records_[index];
   HeapValues v;
   int64_t weight = static_cast<int64_t>(r.weight);
@@ -85,7 +88,12 @@ HeapValues SampleStore::Report(uint32_t index, bool alive, uint64_t inuse_size, 
     v.inuse_samples = 1;
   }
   // Added before recycling: the row's first reference keeps the stack.
-  if (v.alloc_objects != 0 || alive) rows->Add(SampleKey{r.stack_id, r.class_label, r.thread_label}, v);
+  SampleKey key{r.stack_id, r.class_label, r.thread_label};
+  if (alive && stratum.valid()) {
+    rows->AddStratified(key, stratum, v);
+  } else if (v.alloc_objects != 0 || alive) {
+    rows->Add(key, v);
+  }
   if (!alive) {
     if (liveness_ == LivenessSource::kFreeobjHook) live_objects_.Erase(r.object);
     Recycle(index);

@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "heap/live_strata.h"
 #include "heap/object_map.h"
 #include "heap/stack_table.h"
 #include "base/string_interner.h"
@@ -40,6 +41,7 @@ enum class RecordState : uint8_t { kFree, kPending, kLive, kFreed };
 
 struct SampleRecord {
   uint64_t object = 0;       // object handle: valid while pending, and in exact mode while live
+                             // (token mode: its address at commit, only compared, never followed)
   uint64_t liveness_token = 0;  // sampled mode: the token the flush asks about (0 = untracked)
   uint64_t thread = 0;       // allocating thread's handle, valid while pending
   uint64_t weight = 0;       // allocations this sample stands for (1 in exact mode)
@@ -162,7 +164,10 @@ class SampleStore {
   // to `rows` under its key. alloc_* (weighted) the first time a record is
   // reported only; inuse_* (weighted, inuse_size per object) while `alive`.
   // A record reported dead is recycled (and, exact mode, forgotten by the map).
-  HeapValues Report(uint32_t index, bool alive, uint64_t inuse_size, HeapAggregator* rows);
+  // A live record with a `stratum` (sampled mode, live_strata.h) has its
+  // inuse_* held by the aggregator until the census calibrates them.
+  HeapValues Report(uint32_t index, bool alive, uint64_t inuse_size, HeapAggregator* rows,
+                    const Stratum& stratum = Stratum());
 
   // ---- GC compaction (exact mode): live objects moved; remap(handle) gives
   // the new handle.

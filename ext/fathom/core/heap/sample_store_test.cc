@@ -49,7 +49,8 @@ TEST(SampleStoreTest, CommitMakesPendingRecordsLive) {
   EXPECT_TRUE(s.Commit(i, 40, 8));
   s.store.ClearPending();
   EXPECT_TRUE(s.store.is_live(i));
-  EXPECT_EQ(s.store.at(i).object, 0u);  // sampled mode keeps only the id
+  EXPECT_EQ(s.store.at(i).liveness_token, 8u);  // sampled mode finds the object by its token
+  EXPECT_EQ(s.store.at(i).object, 0x1000u);     // and keeps the address only to compare it
   EXPECT_EQ(s.store.at(i).thread, 0u);
   EXPECT_EQ(s.store.at(i).liveness_token, 8u);
   uint32_t untrackable = s.Sample(s.stack, 0x2000, 1);

@@ -1,0 +1,53 @@
+#include "heap/slot_occupancy.h"
+
+#include <algorithm>
+
+namespace fathom {
+
+void SlotOccupancy::Clear() {
+  pages_.clear();
+  bits_.clear();
+  slots_ = 0;
+  occupied_ = 0;
+  sorted_ = true;
+}
+
+size_t SlotOccupancy::AddPage(uint64_t begin, uint64_t end, uint64_t stride) {
+  if (stride == 0 || end < begin) stride = 1, end = begin;  // an empty page: no slot
+  size_t count = static_cast<size_t>((end - begin) / stride);
+  pages_.push_back(Page{begin, end, stride, slots_});
+  slots_ += count;
+  bits_.resize((slots_ + 63) / 64, 0);
+  sorted_ = false;
+  return pages_.size() - 1;
+}
+
+void SlotOccupancy::MarkOccupied(size_t page, uint64_t address) {
+  const Page& p = pages_[page];
+  if (address < p.begin || address >= p.end) return;
+  size_t bit = p.first_bit + static_cast<size_t>((address - p.begin) / p.stride);
+  uint64_t mask = uint64_t{1} << (bit % 64);
+  if (bits_[bit / 64] & mask) return;
+  bits_[bit / 64] |= mask;
+  occupied_++;
+}
+
+void SlotOccupancy::Finish() {
+  std::sort(pages_.begin(), pages_.end(), [](const Page& a, const Page& b) { return a.begin < b.begin; });
+  sorted_ = true;
+}
+
+bool SlotOccupancy::WasOccupied(uint64_t address) const {
+  if (!sorted_) return true;  // not finished: nothing is certain
+  auto it = std::upper_bound(pages_.begin(), pages_.end(), address,
+                             [](uint64_t a, const Page& p) { return a < p.begin; });
+  if (it == pages_.begin()) return false;
+  const Page& p = *--it;
+  if (address >= p.end) return false;
+  uint64_t offset = address - p.begin;
+  if (offset % p.stride != 0) return true;
+  size_t bit = p.first_bit + static_cast<size_t>(offset / p.stride);
+  return (bits_[bit / 64] >> (bit % 64)) & 1;
+}
+
+}  // namespace fathom

@@ -1,0 +1,59 @@
+#include "heap/slot_occupancy.h"
+
+#include <gtest/gtest.h>
+
+namespace fathom {
+namespace {
+
+TEST(SlotOccupancyTest, FreeAndOccupiedSlotsOfPagesGivenOutOfOrder) {
+  SlotOccupancy s;
+  size_t high = s.AddPage(0x20000, 0x20000 + 40 * 10, 40);  // Ruby 3.1's 40-byte slots
+  size_t low = s.AddPage(0x10000, 0x10000 + 80 * 10, 80);   // a wider size pool (3.2+)
+  s.MarkOccupied(high, 0x20000 + 40 * 3);
+  s.MarkOccupied(low, 0x10000);
+  s.MarkOccupied(low, 0x10000);  // twice: counted once
+  s.Finish();
+  EXPECT_EQ(s.pages(), 2u);
+  EXPECT_EQ(s.slots(), 20u);
+  EXPECT_EQ(s.occupied(), 2u);
+  EXPECT_TRUE(s.WasOccupied(0x20000 + 40 * 3));
+  EXPECT_FALSE(s.WasOccupied(0x20000 + 40 * 4));
+  EXPECT_TRUE(s.WasOccupied(0x10000));
+  EXPECT_FALSE(s.WasOccupied(0x10000 + 80 * 9));
+}
+
+TEST(SlotOccupancyTest, AddressesOnNoPageOfTheStartWereFree) {
+  SlotOccupancy s;
+  size_t p = s.AddPage(0x10000, 0x10000 + 400, 40);
+  for (uint64_t a = 0x10000; a < 0x10000 + 400; a += 40) s.MarkOccupied(p, a);
+  s.Finish();
+  EXPECT_FALSE(s.WasOccupied(0x8000));           // below every page
+  EXPECT_FALSE(s.WasOccupied(0x10000 + 400));    // just past the page: a page added later
+  EXPECT_FALSE(s.WasOccupied(0x90000));
+  EXPECT_TRUE(s.WasOccupied(0x10000 + 360));
+}
+
+TEST(SlotOccupancyTest, WhatCannotBeToldIsOccupiedNeverFree) {
+  SlotOccupancy s;
+  size_t p = s.AddPage(0x10000, 0x10000 + 400, 40);
+  EXPECT_TRUE(s.WasOccupied(0x10000));  // not finished: nothing is certain
+  s.MarkOccupied(p, 0x10000 + 4000);    // off its page: ignored
+  s.Finish();
+  EXPECT_EQ(s.occupied(), 0u);
+  EXPECT_FALSE(s.WasOccupied(0x10000 + 40));
+  EXPECT_TRUE(s.WasOccupied(0x10000 + 41));  // not a slot boundary
+}
+
+TEST(SlotOccupancyTest, ClearForgetsEverything) {
+  SlotOccupancy s;
+  size_t p = s.AddPage(0x10000, 0x10000 + 400, 40);
+  s.MarkOccupied(p, 0x10000);
+  s.Finish();
+  s.Clear();
+  EXPECT_TRUE(s.empty());
+  EXPECT_EQ(s.occupied(), 0u);
+  EXPECT_FALSE(s.WasOccupied(0x10000));
+}
+
+}  // namespace
+}  // namespace fathom
