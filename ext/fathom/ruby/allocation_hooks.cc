@@ -138,6 +138,7 @@ void ArmJob(void*) {
     Collector* c = g_active;
     if (!c || c->exact || !c->running || SampleTimer::hook_armed.load()) return;
     if (OtherRactorSeen()) return;  // sampling stops: see ractor_guard.h
+    MaybeRefreshStartSlots(c);  // a walk after the first GCs (live_census.h), before arming
     c->skip_countdown = static_cast<uint32_t>(c->rng() % (kMaxRandomSkip + 1));
     SampleTimer::hook_armed.store(true);
     AddNewobjHook();

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "base/clock.h"
@@ -48,6 +49,7 @@ struct FlushState {
   const char* census_off = nullptr;
   LiveStrata strata;
   SlotOccupancy occupied_now;  // slots holding an object at the census
+  std::unordered_map<uint64_t, std::string> class_names;  // of the census's classes
   uint64_t stratified = 0;      // live records whose object was certainly new
   uint64_t dead_by_census = 0;  // records found dead by the census's slots
   int64_t census_ns = 0;
@@ -125,6 +127,7 @@ void TakeCensusBeforeWalk(FlushState* f) {
   int64_t t0 = MonotonicNs();
   f->census_started_ns = t0;
   if (!TakeCensus(f->c, &f->strata, &f->occupied_now)) f->census_off = "GC.compact moved objects";
+  if (!f->census_off) f->class_names = CensusClassNames(f->strata);
   f->census_ns = MonotonicNs() - t0;
   f->census_gc_count = rb_gc_count();
 }
@@ -211,6 +214,9 @@ VALUE StatsHash(const FlushState& f, VALUE bytes) {
       set("census_unsampled_objects", static_cast<long long>(unsampled.objects));
       set("stratified_samples", static_cast<long long>(f.stratified));
       set("dead_by_census", static_cast<long long>(f.dead_by_census));
+      set("census_start_slots_ns", f.c->census.start_ns);
+      set("census_refreshes", static_cast<long long>(f.c->census.refreshes));
+      set("census_refresh_ns", f.c->census.refresh_ns);
     }
   }
   return h;
@@ -276,7 +282,10 @@ void FlushBody(FlushState* f) {
   if (f->parts) f->rows_builder->AddAllocEvents(events);
   std::vector<AllocEvent>().swap(events);
   f->rows = f->rows_builder->Take();
-  if (!f->census_off) AddUnsampledStrataRows(f->strata, StratumClassName, &f->rows);
+  if (!f->census_off) {
+    AddUnsampledStrataRows(
+        f->strata, [f](const Stratum& s) { return f->class_names.at(s.klass); }, &f->rows);
+  }
   f->aggregator->ReleaseStacks();
   int64_t t2 = MonotonicNs();
   f->walk_ns = t1 - t0;

@@ -2,10 +2,9 @@
 #include "live_census.h"
 
 #include <algorithm>
-#include <cinttypes>
-#include <cstdio>
 
 #include "base/clock.h"
+#include "class_path.h"
 #include "heap_collector.h"
 #include "ractor_guard.h"
 #include "ruby_private_api.h"
@@ -46,6 +45,14 @@ int NoteOccupiedSlots(void* start, void* end, size_t stride, void* data) {
   return 0;
 }
 
+int ClearFreedSlots(void* start, void* end, size_t stride, void* data) {
+  auto* slots = static_cast<SlotOccupancy*>(data);
+  auto begin = reinterpret_cast<uintptr_t>(start), stop = reinterpret_cast<uintptr_t>(end);
+  for (uintptr_t v = begin; v < stop; v += stride)
+    if (RBASIC(static_cast<VALUE>(v))->flags == 0) slots->MarkFree(v);
+  return 0;
+}
+
 struct CensusWalk {
   const SlotOccupancy* start_slots;
   LiveStrata* strata;
@@ -70,13 +77,10 @@ int CountNewObjects(void* start, void* end, size_t stride, void* data) {
 
 }  // namespace
 
-std::string StratumClassName(const Stratum& stratum) {
-  VALUE klass = static_cast<VALUE>(stratum.klass);
-  VALUE path = RB_TYPE_P(klass, T_CLASS) ? rb_class_path_cached(klass) : Qnil;
-  if (RB_TYPE_P(path, T_STRING)) return std::string(RSTRING_PTR(path), static_cast<size_t>(RSTRING_LEN(path)));
-  char buf[48];
-  snprintf(buf, sizeof buf, "#<Class:0x%016" PRIxPTR ">", static_cast<uintptr_t>(klass));
-  return buf;
+std::unordered_map<uint64_t, std::string> CensusClassNames(const LiveStrata& strata) {
+  std::unordered_map<uint64_t, std::string> names;
+  for (uint64_t klass : strata.CensusClasses()) names.emplace(klass, ClassPathWithoutAllocating(static_cast<VALUE>(klass)));
+  return names;
 }
 
 void NoteStartSlots(Collector* c) {
@@ -91,11 +95,31 @@ void NoteStartSlots(Collector* c) {
   s.start_ns = MonotonicNs() - t0;
   s.compact_count = CompactCount();
   s.allocated_at_start = TotalAllocatedObjects();
+  s.start_gc_count = rb_gc_count();
+  s.next_refresh_gc = s.start_gc_count + 1;
+  s.refreshes = 0;
+  s.refresh_ns = 0;
   s.valid = true;
   s.invalid_reason = nullptr;
 #else
   s.valid = false;
   s.invalid_reason = "this Ruby has no heap iteration";
+#endif
+}
+
+void MaybeRefreshStartSlots(Collector* c) {
+#ifdef FATHOM_HAVE_SLOT_WALK
+  CensusState& s = c->census;
+  if (!s.valid || s.start_slots.occupied() == 0) return;
+  size_t gcs = rb_gc_count();
+  if (gcs < s.next_refresh_gc || ObjectsMoved(c)) return;
+  int64_t t0 = MonotonicNs();
+  rb_objspace_each_objects(ClearFreedSlots, &s.start_slots);
+  s.refresh_ns += MonotonicNs() - t0;
+  s.refreshes++;
+  s.next_refresh_gc = gcs + (size_t{1} << std::min<uint32_t>(s.refreshes, 30));
+#else
+  (void)c;
 #endif
 }
 

@@ -10,6 +10,7 @@
 
 #include "base/clock.h"
 #include "boundary.h"
+#include "class_path.h"
 #include "retention_snapshot.h"
 #include "ruby_private_api.h"
 
@@ -144,25 +145,9 @@ uint32_t ClassNameId(Snapshot* s, VALUE obj, int type) {
   if (it != s->class_ids.end()) return it->second;
   // Nothing here allocates a Ruby object: the walk runs with GC disabled,
   // and there an allocation adds a heap page whenever the free list is
-  // empty, a page Ruby may keep. rb_class_path made a String per class
-  // (~450 per snapshot in a small script, more in a Rails app);
-  // rb_class_path_cached returns the class's own path String (nil when it
-  // has none), and an anonymous class is named as rb_class_path would.
-  VALUE path = rb_class_path_cached(real);
-  std::string name;
-  if (RB_TYPE_P(path, T_STRING)) {
-    name.assign(RSTRING_PTR(path), static_cast<size_t>(RSTRING_LEN(path)));
-  } else {
-    VALUE meta_path = rb_class_path_cached(rb_obj_class(real));
-    char buf[64];
-    snprintf(buf, sizeof buf, ":0x%016" PRIxPTR ">", static_cast<uintptr_t>(real));
-    name = "#<";
-    if (RB_TYPE_P(meta_path, T_STRING))
-      name.append(RSTRING_PTR(meta_path), static_cast<size_t>(RSTRING_LEN(meta_path)));
-    else
-      name += "Class";
-    name += buf;
-  }
+  // empty, a page Ruby may keep (rb_class_path made ~450 Strings per
+  // snapshot in a small script, more in a Rails app).
+  std::string name = ClassPathWithoutAllocating(real);
   uint32_t id = b.InternName(name);
   s->class_ids.emplace(real, id);
   return id;

@@ -79,6 +79,15 @@ LiveStrata::Totals LiveStrata::Unsampled() const {
   return t;
 }
 
+std::vector<uint64_t> LiveStrata::CensusClasses() const {
+  std::vector<uint64_t> out;
+  for (const auto& [stratum, e] : entries_)
+    if (e.census_objects > 0) out.push_back(stratum.klass);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 size_t LiveStrata::calibrated_strata() const {
   size_t n = 0;
   for (const auto& [stratum, e] : entries_)

@@ -79,6 +79,8 @@ class LiveStrata {
   Totals Census() const;    // everything the census counted
   Totals Unsampled() const; // census strata without a sampled live record
   size_t calibrated_strata() const;  // strata with both sides
+  // The distinct class ids of the census, sorted.
+  std::vector<uint64_t> CensusClasses() const;
 
   bool empty() const { return entries_.empty(); }
 

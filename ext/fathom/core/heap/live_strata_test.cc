@@ -38,6 +38,7 @@ TEST(LiveStrataTest, FactorsScaleEachStratumsEstimateToItsCensus) {
   f = strata.FactorsFor(small);
   EXPECT_DOUBLE_EQ(f.objects, 1000.0 / 1500);
   EXPECT_EQ(strata.calibrated_strata(), 2u);
+  EXPECT_EQ(strata.CensusClasses(), std::vector<uint64_t>{kString});
   LiveStrata::Totals all = strata.Census();
   EXPECT_EQ(all.objects, 1300u);
   EXPECT_EQ(all.bytes, 300u * 10041 + 1000u * 40);

@@ -1,6 +1,7 @@
 #include "heap/slot_occupancy.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace fathom {
 
@@ -37,17 +38,33 @@ void SlotOccupancy::Finish() {
   sorted_ = true;
 }
 
-bool SlotOccupancy::WasOccupied(uint64_t address) const {
-  if (!sorted_) return true;  // not finished: nothing is certain
+size_t SlotOccupancy::BitOf(uint64_t address) const {
   auto it = std::upper_bound(pages_.begin(), pages_.end(), address,
                              [](uint64_t a, const Page& p) { return a < p.begin; });
-  if (it == pages_.begin()) return false;
+  if (it == pages_.begin()) return SIZE_MAX;
   const Page& p = *--it;
-  if (address >= p.end) return false;
+  if (address >= p.end) return SIZE_MAX;
   uint64_t offset = address - p.begin;
-  if (offset % p.stride != 0) return true;
-  size_t bit = p.first_bit + static_cast<size_t>(offset / p.stride);
+  if (offset % p.stride != 0) return SIZE_MAX - 1;
+  return p.first_bit + static_cast<size_t>(offset / p.stride);
+}
+
+bool SlotOccupancy::WasOccupied(uint64_t address) const {
+  if (!sorted_) return true;  // not finished: nothing is certain
+  size_t bit = BitOf(address);
+  if (bit == SIZE_MAX) return false;    // on no page of the start
+  if (bit == SIZE_MAX - 1) return true; // not a slot boundary: cannot tell
   return (bits_[bit / 64] >> (bit % 64)) & 1;
+}
+
+void SlotOccupancy::MarkFree(uint64_t address) {
+  if (!sorted_) return;
+  size_t bit = BitOf(address);
+  if (bit >= SIZE_MAX - 1) return;
+  uint64_t mask = uint64_t{1} << (bit % 64);
+  if (!(bits_[bit / 64] & mask)) return;
+  bits_[bit / 64] &= ~mask;
+  occupied_--;
 }
 
 }  // namespace fathom

@@ -8,7 +8,8 @@
 // that was occupied at the start is ambiguous at the flush (the same old
 // object, or a new one in a slot its predecessor left), and the census
 // leaves it out. So "certainly new" errs only towards "ambiguous", never
-// the other way. See IMPLEMENTATION.md "Calibrating live bytes to a heap
+// the other way. A slot seen free later (a walk after a GC) is cleared with
+// MarkFree: its start-time occupant is dead. See IMPLEMENTATION.md "Calibrating live bytes to a heap
 // census".
 //
 // One bit per slot: a heap of 1M slots costs 125 KB. Pure C++: the Ruby
@@ -37,6 +38,11 @@ class SlotOccupancy {
   // boundary of its page counts as occupied (ambiguous), never as free.
   bool WasOccupied(uint64_t address) const;
 
+  // After Finish: the slot at `address` was seen free since the start, so
+  // whatever it holds later was allocated later (its start-time occupant
+  // died). A no-op for addresses on no page of the start.
+  void MarkFree(uint64_t address);
+
   bool empty() const { return pages_.empty(); }
   size_t pages() const { return pages_.size(); }
   size_t occupied() const { return occupied_; }
@@ -47,6 +53,9 @@ class SlotOccupancy {
     uint64_t begin, end, stride;
     size_t first_bit;
   };
+  // The bit of the slot at address, or SIZE_MAX (no page, not a slot).
+  size_t BitOf(uint64_t address) const;
+
   std::vector<Page> pages_;
   std::vector<uint64_t> bits_;
   size_t slots_ = 0;

@@ -55,5 +55,20 @@ TEST(SlotOccupancyTest, ClearForgetsEverything) {
   EXPECT_FALSE(s.WasOccupied(0x10000));
 }
 
+TEST(SlotOccupancyTest, ASlotSeenFreeLaterHoldsOnlyNewObjects) {
+  SlotOccupancy s;
+  size_t p = s.AddPage(0x10000, 0x10000 + 400, 40);
+  s.MarkOccupied(p, 0x10000);
+  s.MarkOccupied(p, 0x10000 + 40);
+  s.Finish();
+  s.MarkFree(0x10000 + 40);  // its occupant died: a later walk saw the slot free
+  s.MarkFree(0x10000 + 40);
+  s.MarkFree(0x90000);       // on no page: nothing to do
+  s.MarkFree(0x10000 + 41);  // not a slot
+  EXPECT_TRUE(s.WasOccupied(0x10000));
+  EXPECT_FALSE(s.WasOccupied(0x10000 + 40));
+  EXPECT_EQ(s.occupied(), 1u);
+}
+
 }  // namespace
 }  // namespace fathom
