@@ -73,6 +73,30 @@ void MaybeYield(FlushState* f) {
   f->hold_started_ns = MonotonicNs();
 }
 
+// Sampled mode: a record's object if it is still alive, else Qundef.
+// After a census, two shortcuts for records committed before it (later
+// ones are for objects it may not have seen): a slot the census found free
+// holds no object, so ours is dead; and while no GC has run since, the
+// object in an occupied slot is ours iff its id is our token (object_id
+// tokens: LookupAt, which raises nothing, where a dead _id2ref lookup
+// raises an exception the walk would leave behind as garbage).
+VALUE FindSampledObject(FlushState* f, uint32_t i) {
+  Collector* c = f->c;
+  const SampleRecord& r = c->store.at(i);
+  if (!f->occupied_now.empty() && r.alloc_time_ns < f->census_started_ns) {
+    if (!f->occupied_now.WasOccupied(r.object)) {
+      f->dead_by_census++;
+      return Qundef;
+    }
+    if (c->tokens.kind() == TokenKind::kObjectId && rb_gc_count() == f->census_gc_count) {
+      VALUE obj = SlotHoldsSampleableObject(r.object) ? c->tokens.LookupAt(r.liveness_token, r.object) : Qundef;
+      if (obj == Qundef) f->dead_by_census++;
+      return obj;
+    }
+  }
+  return c->tokens.Lookup(r.liveness_token);
+}
+
 void WalkRecords(FlushState* f) {
   FATHOM_FAULT_POINT("heap_flush_walk");
   Collector* c = f->c;
@@ -93,13 +117,8 @@ void WalkRecords(FlushState* f) {
       if (c->exact) {
         alive = true;
         inuse_size = MemsizeOf(static_cast<VALUE>(store.at(i).object));
-      } else if (!f->occupied_now.empty() && store.at(i).alloc_time_ns < f->census_started_ns &&
-                 !f->occupied_now.WasOccupied(store.at(i).object)) {
-        // (Records committed since, while the walk yielded, are for
-        // objects the census may not have seen.)
-        f->dead_by_census++;  // its slot was free at the census: dead, no lookup needed
       } else {
-        VALUE obj = c->tokens.Lookup(store.at(i).liveness_token);
+        VALUE obj = FindSampledObject(f, i);
         if (obj != Qundef) {
           alive = true;
           inuse_size = MemsizeOf(obj);

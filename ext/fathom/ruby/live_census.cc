@@ -150,6 +150,15 @@ const char* CensusOffReason(const Collector* c) {
   return nullptr;
 }
 
+bool SlotHoldsSampleableObject(uint64_t address) {
+#ifdef FATHOM_HAVE_SLOT_WALK
+  return !rb_objspace_internal_object_p(static_cast<VALUE>(address));
+#else
+  (void)address;
+  return false;
+#endif
+}
+
 bool ObjectsMoved(const Collector* c) { return CompactCount() != c->census.compact_count; }
 
 Stratum LiveStratum(const Collector* c, VALUE obj, uint64_t size) {

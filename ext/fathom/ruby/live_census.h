@@ -69,6 +69,10 @@ const char* CensusOffReason(const Collector* c);
 // none when its slot was occupied at the start (it may be older than the
 // window).
 Stratum LiveStratum(const Collector* c, VALUE obj, uint64_t size);
+// Does the slot at `address`, which the census saw occupied, hold an
+// object a sample can be of (not free, not internal)? Only with no GC
+// since the census: a GC may free the slot, or its whole page.
+bool SlotHoldsSampleableObject(uint64_t address);
 // Did Ruby compact (move objects) since the start slots were noted?
 bool ObjectsMoved(const Collector* c);
 // Counts the live objects certainly allocated in the window into strata,

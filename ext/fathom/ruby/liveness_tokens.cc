@@ -50,6 +50,11 @@ uint64_t LivenessTokens::Track(VALUE obj) {
   return ok ? token : kUntracked;
 }
 
+VALUE LivenessTokens::LookupAt(uint64_t token, VALUE candidate) {
+  if (kind_ != TokenKind::kObjectId || !RB_FL_TEST_RAW(candidate, RUBY_FL_SEEN_OBJ_ID)) return Qundef;
+  return NUM2ULL(rb_obj_id(candidate)) == token ? candidate : Qundef;
+}
+
 VALUE LivenessTokens::Lookup(uint64_t token) {
   if (token == kUntracked) return Qundef;
   const Names& n = GetNames();

@@ -51,6 +51,14 @@ class LivenessTokens {
   uint64_t Track(VALUE obj);
   // The object behind a token if it is still alive, else Qundef.
   VALUE Lookup(uint64_t token);
+  // kObjectId only: `candidate` if it is the object the token was taken
+  // for, else Qundef. The caller saw `candidate` in a heap slot with no GC
+  // since (a live, non-internal object: the flush's census). It is ours iff
+  // it has an object id (RUBY_FL_SEEN_OBJ_ID, a public flag) and that id is
+  // the token: ids are never reused. Unlike Lookup it raises nothing (a
+  // dead lookup's RangeError is an exception, a message and a backtrace,
+  // ~3 us) and gives no id to an object that had none.
+  VALUE LookupAt(uint64_t token, VALUE candidate);
   // Every record was dropped (stop, fork): start over. (A single dead
   // record needs nothing: its WeakMap entry went with its object.)
   void Reset();
