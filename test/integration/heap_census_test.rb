@@ -134,4 +134,29 @@ class HeapCensusTest < Minitest::Test
     assert_equal "allocations after stop were not sampled", profile.stats[:census]
     kept.size
   end
+
+  def test_a_forked_child_counts_only_what_it_allocated
+    skip "no fork here" unless Process.respond_to?(:fork)
+    before = Array.new(10) { Sites.huge }
+    profiler = Fathom::HeapProfiler.new(interval: 3600)
+    profiler.start
+    during = Array.new(10) { Sites.huge } # the parent's window, before the fork
+    rd, wr = IO.pipe
+    pid = fork do
+      rd.close
+      mine = Array.new(3) { Sites.huge }
+      profile = profiler.flush(gc: true)
+      space, = inuse_of(profile, "[not sampled] String 96 KB")
+      wr.write(Marshal.dump([profile.stats[:census], space, mine.sum { |s| ObjectSpace.memsize_of(s) }]))
+      wr.close
+      exit!(0)
+    end
+    wr.close
+    census, space, truth = Marshal.load(rd.read)
+    Process.wait(pid)
+    assert_equal "on", census
+    assert_equal truth, space, "the child's window starts at the fork: its 3 strings, not the parent's 20"
+    profiler.stop
+    [before, during].sum(&:size)
+  end
 end

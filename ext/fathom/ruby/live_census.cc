@@ -48,8 +48,11 @@ int NoteOccupiedSlots(void* start, void* end, size_t stride, void* data) {
 int ClearFreedSlots(void* start, void* end, size_t stride, void* data) {
   auto* slots = static_cast<SlotOccupancy*>(data);
   auto begin = reinterpret_cast<uintptr_t>(start), stop = reinterpret_cast<uintptr_t>(end);
-  for (uintptr_t v = begin; v < stop; v += stride)
-    if (RBASIC(static_cast<VALUE>(v))->flags == 0) slots->MarkFree(v);
+  size_t page = slots->FindPage(begin, stop, stride);
+  if (page == SlotOccupancy::kNoPage) return 0;  // a page added since the start: nothing to clear
+  size_t slot = 0;
+  for (uintptr_t v = begin; v < stop; v += stride, slot++)
+    if (RBASIC(static_cast<VALUE>(v))->flags == 0) slots->MarkSlotFree(page, slot);
   return 0;
 }
 
@@ -63,11 +66,18 @@ int CountNewObjects(void* start, void* end, size_t stride, void* data) {
   auto* walk = static_cast<CensusWalk*>(data);
   auto begin = reinterpret_cast<uintptr_t>(start), stop = reinterpret_cast<uintptr_t>(end);
   size_t page = walk->occupied_now->AddPage(begin, stop, stride);
-  for (uintptr_t v = begin; v < stop; v += stride) {
+  // The same page at the start (one lookup per page, not per object), or
+  // none: a page added since holds only new objects.
+  size_t start_page = walk->start_slots->FindPage(begin, stop, stride);
+  size_t slot = 0;
+  for (uintptr_t v = begin; v < stop; v += stride, slot++) {
     VALUE obj = static_cast<VALUE>(v);
-    if (RBASIC(obj)->flags != 0) walk->occupied_now->MarkOccupied(page, v);
-    if (rb_objspace_internal_object_p(obj)) continue;  // free, or never shown (never sampled either)
-    if (walk->start_slots->WasOccupied(v)) continue;
+    if (RBASIC(obj)->flags == 0) continue;  // free
+    walk->occupied_now->MarkOccupied(page, v);
+    if (rb_objspace_internal_object_p(obj)) continue;  // never shown (never sampled either)
+    if (start_page != SlotOccupancy::kNoPage ? walk->start_slots->SlotWasOccupied(start_page, slot)
+                                              : walk->start_slots->WasOccupied(v))
+      continue;
     uint64_t size = MemsizeOf(obj);
     walk->strata->AddCensus(StratumFor(obj, size), size);
   }

@@ -10,8 +10,7 @@ size_t StratumHash::operator()(const Stratum& s) const {
 }
 
 Stratum StratumOf(uint64_t klass, uint32_t type, uint64_t bytes) {
-  uint32_t k = 0;
-  while (k < 63 && (bytes >> (k + 1)) != 0) k++;
+  uint32_t k = bytes == 0 ? 0 : 63 - static_cast<uint32_t>(__builtin_clzll(bytes));
   // The two bits below the leading one pick the quarter (none below 4 B).
   uint32_t quarter = k >= 2 ? static_cast<uint32_t>((bytes >> (k - 2)) & 3) : 0;
   Stratum s;
@@ -28,7 +27,14 @@ uint64_t SizeClassStart(uint32_t size_class) {
 }
 
 void LiveStrata::AddCensus(const Stratum& stratum, uint64_t bytes) {
-  Entry& e = entries_[stratum];
+  // A heap walk meets runs of one stratum (a page of one class's objects):
+  // the last entry saves most hash lookups. unordered_map references stay
+  // valid across inserts.
+  if (!(last_ && last_stratum_ == stratum)) {
+    last_ = &entries_[stratum];
+    last_stratum_ = stratum;
+  }
+  Entry& e = *last_;
   e.census_objects++;
   e.census_bytes += bytes;
 }

@@ -56,6 +56,17 @@ uint64_t SizeClassStart(uint32_t size_class);
 
 class LiveStrata {
  public:
+  LiveStrata() = default;
+  // Moves drop AddCensus's cached entry (it points into a map).
+  LiveStrata(LiveStrata&& o) noexcept : entries_(std::move(o.entries_)) { o.last_ = nullptr; }
+  LiveStrata& operator=(LiveStrata&& o) noexcept {
+    entries_ = std::move(o.entries_);
+    last_ = o.last_ = nullptr;
+    return *this;
+  }
+  LiveStrata(const LiveStrata&) = delete;
+  LiveStrata& operator=(const LiveStrata&) = delete;
+
   // One live object of the census (certainly allocated in the window).
   void AddCensus(const Stratum& stratum, uint64_t bytes);
   // A sampled live record's weighted estimate.
@@ -92,6 +103,8 @@ class LiveStrata {
     double sampled_bytes = 0;
   };
   std::unordered_map<Stratum, Entry, StratumHash> entries_;
+  Entry* last_ = nullptr;  // AddCensus's last entry
+  Stratum last_stratum_;
 };
 
 }  // namespace fathom

@@ -38,6 +38,21 @@ void SlotOccupancy::Finish() {
   sorted_ = true;
 }
 
+size_t SlotOccupancy::FindPage(uint64_t begin, uint64_t end, uint64_t stride) const {
+  if (!sorted_) return kNoPage;
+  auto it = std::lower_bound(pages_.begin(), pages_.end(), begin, [](const Page& p, uint64_t b) { return p.begin < b; });
+  if (it == pages_.end() || it->begin != begin || it->end != end || it->stride != stride) return kNoPage;
+  return static_cast<size_t>(it - pages_.begin());
+}
+
+void SlotOccupancy::MarkSlotFree(size_t page, size_t slot) {
+  size_t bit = pages_[page].first_bit + slot;
+  uint64_t mask = uint64_t{1} << (bit % 64);
+  if (!(bits_[bit / 64] & mask)) return;
+  bits_[bit / 64] &= ~mask;
+  occupied_--;
+}
+
 size_t SlotOccupancy::BitOf(uint64_t address) const {
   auto it = std::upper_bound(pages_.begin(), pages_.end(), address,
                              [](uint64_t a, const Page& p) { return a < p.begin; });

@@ -43,6 +43,17 @@ class SlotOccupancy {
   // died). A no-op for addresses on no page of the start.
   void MarkFree(uint64_t address);
 
+  // Per-page access for walks that visit a page's slots in order: the start
+  // page that is exactly [begin, end) with this stride, or kNoPage (the
+  // page is new, or not the same page). Then slot i of that page.
+  static constexpr size_t kNoPage = SIZE_MAX;
+  size_t FindPage(uint64_t begin, uint64_t end, uint64_t stride) const;
+  bool SlotWasOccupied(size_t page, size_t slot) const {
+    size_t bit = pages_[page].first_bit + slot;
+    return (bits_[bit / 64] >> (bit % 64)) & 1;
+  }
+  void MarkSlotFree(size_t page, size_t slot);
+
   bool empty() const { return pages_.empty(); }
   size_t pages() const { return pages_.size(); }
   size_t occupied() const { return occupied_; }

@@ -70,5 +70,22 @@ TEST(SlotOccupancyTest, ASlotSeenFreeLaterHoldsOnlyNewObjects) {
   EXPECT_EQ(s.occupied(), 1u);
 }
 
+TEST(SlotOccupancyTest, PagesAreFoundOnlyWhenTheyAreTheSamePage) {
+  SlotOccupancy s;
+  size_t p = s.AddPage(0x10000, 0x10000 + 400, 40);
+  s.MarkOccupied(p, 0x10000 + 80);
+  s.Finish();
+  size_t page = s.FindPage(0x10000, 0x10000 + 400, 40);
+  ASSERT_NE(page, SlotOccupancy::kNoPage);
+  EXPECT_TRUE(s.SlotWasOccupied(page, 2));
+  EXPECT_FALSE(s.SlotWasOccupied(page, 1));
+  EXPECT_EQ(s.FindPage(0x10000, 0x10000 + 400, 80), SlotOccupancy::kNoPage);  // another slot size now
+  EXPECT_EQ(s.FindPage(0x20000, 0x20000 + 400, 40), SlotOccupancy::kNoPage);  // a page added since
+  s.MarkSlotFree(page, 2);
+  s.MarkSlotFree(page, 2);
+  EXPECT_FALSE(s.WasOccupied(0x10000 + 80));
+  EXPECT_EQ(s.occupied(), 0u);
+}
+
 }  // namespace
 }  // namespace fathom
