@@ -7,7 +7,7 @@
 # (system("ruby ..."), bundler subprocesses...) loads this file and does nothing.
 #
 # Settings come from FATHOM_MODE (comma-separated: heap, gc, retention),
-# FATHOM_OUT, FATHOM_FORCE, FATHOM_FORMAT, FATHOM_EXACT, FATHOM_INTERVAL,
+# FATHOM_OUT, FATHOM_FORCE, FATHOM_FORMAT, FATHOM_EXACT, FATHOM_CENSUS, FATHOM_INTERVAL,
 # FATHOM_MAX_DEPTH, FATHOM_NATIVE, FATHOM_COALESCE; the CLI has validated them. The run is a
 # Fathom::Session, as in Fathom.profile: started here, finished at exit.
 # Whatever goes wrong here is reported on $stderr (Fathom.notice) and never
@@ -60,6 +60,7 @@ module Fathom
         env = ->(name) { (v = ENV[name]) && !v.strip.empty? ? v : nil }
         if modes.include?(:heap) || modes.intersect?(Modes::CPU_MODES)
           opts[:exact] = Options.parse_boolean("FATHOM_EXACT", env["FATHOM_EXACT"]) if env["FATHOM_EXACT"] && modes.include?(:heap)
+          opts[:census] = Options.parse_boolean("FATHOM_CENSUS", env["FATHOM_CENSUS"]) if env["FATHOM_CENSUS"] && modes.include?(:heap)
           if (v = env["FATHOM_INTERVAL"])
             ns = Options.duration_ns("FATHOM_INTERVAL", v, min_ns: Options::SAMPLING_INTERVAL_NS.begin,
                                                            max_ns: Options::SAMPLING_INTERVAL_NS.end)

@@ -9,7 +9,7 @@
 #   FATHOM_EVERY     how often a file is written (default 60s; "2s", "500ms", 30)
 #   FATHOM_KEEP      at most this many files in FATHOM_DIR (default 50)
 #   FATHOM_KEEP_MB   at most this many MB of them (default 100)
-#   FATHOM_INTERVAL, FATHOM_MAX_DEPTH, FATHOM_EXACT, FATHOM_GC_SOURCE,
+#   FATHOM_INTERVAL, FATHOM_MAX_DEPTH, FATHOM_EXACT, FATHOM_CENSUS, FATHOM_GC_SOURCE,
 #   FATHOM_COALESCE, FATHOM_FORMAT   the profilers' options, as for `fathom run`
 #
 # Every Ruby process that loads this (RUBYOPT is inherited) profiles itself

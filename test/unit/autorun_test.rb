@@ -43,6 +43,23 @@ class AutorunTest < Minitest::Test
     [out, err, status]
   end
 
+  def test_no_census_reaches_the_heap_profiler
+    require_native!
+    path = File.join(@dir, "prog.rb")
+    File.write(path, "KEPT = Array.new(1000) { 'x' * 100 }\n")
+    out = File.join(@dir, "heap.pb.gz")
+    _, err, status = TestHelper.run_fathom("run", "--no-census", "-o", out, "--", RbConfig.ruby, path, chdir: @dir)
+    assert status.success?, err
+    comments = Fathom::Pprof.read_file(out).comments.join("\n")
+    assert_includes comments, "not calibrated to a heap census (census: false)"
+
+    env = { "FATHOM_PID" => nil, "FATHOM_CENSUS" => "maybe", "FATHOM_OUT" => File.join(@dir, "h.pb.gz") }
+    script = 'ENV["FATHOM_PID"] = Process.pid.to_s; require "fathom/autorun"; puts "program ran"'
+    out, err, = Open3.capture3(env, RbConfig.ruby, "-I#{TestHelper::LIB}", "-e", script)
+    assert_equal "program ran\n", out
+    assert_match(/FATHOM_CENSUS must be true\/false/, err)
+  end
+
   def test_writes_profile_at_exit_after_the_programs_own_at_exit
     require_native!
     out, err, status = run_program(<<~RUBY)

@@ -77,6 +77,7 @@ class CLITest < Minitest::Test
     assert_equal "heap", env["FATHOM_MODE"]
     assert_equal File.join(File.realpath(@dir), "rel/heap.pb.gz"), File.expand_path(env["FATHOM_OUT"])
     assert_equal "1", env["FATHOM_EXACT"]
+    assert_equal "1", env["FATHOM_CENSUS"]
     assert_equal "2000000ns", env["FATHOM_INTERVAL"]
     assert_equal "64", env["FATHOM_MAX_DEPTH"]
     assert_equal env["pid"], env["FATHOM_PID"], "exec must keep the pid"
