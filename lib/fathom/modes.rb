@@ -65,11 +65,18 @@ module Fathom
       modes
     end
 
-    # The order profiles are taken in at the end of a run: a retention
+    # The order profiles are taken in at the end of a run. A retention
     # snapshot that explains the heap profile's top sites needs the heap
-    # profiler's live records, which its flush ends, so retention goes first.
-    def finish_order(modes)
-      modes.sort_by { |m| m == :retention ? 0 : 1 }
+    # profiler's live records: an exact-mode flush after stop ends them, so
+    # there retention goes first. A sampled flush keeps them (it recycles
+    # only the dead), and goes first itself (heap_first): the snapshot
+    # allocates, and a heap flush after more than a few allocations since
+    # stop cannot calibrate its live bytes to the heap census
+    # (IMPLEMENTATION.md "Calibrating live bytes to a heap census").
+    # Otherwise the modes keep their order.
+    def finish_order(modes, heap_first: false)
+      first = heap_first ? %i[heap retention] : %i[retention]
+      modes.each_with_index.sort_by { |m, i| [first.index(m) || first.size, i] }.map(&:first)
     end
 
     # Raises ArgumentError if `format` does not apply to every one of `modes`

@@ -60,7 +60,9 @@ module Fathom
     end
 
     # The profiles, in Modes.finish_order. With heap and retention together
-    # the snapshot explains the heap profile's top sites. A block, if given,
+    # the snapshot explains the heap profile's top sites (a sampled heap
+    # profile is flushed first, its census taken before the snapshot
+    # allocates). A block, if given,
     # gets each mode's error instead of it being raised (autorun's way: one
     # failing profile must not cost the others).
     #
@@ -70,7 +72,7 @@ module Fathom
     def finish
       heap = @profilers[:heap]
       out = {}
-      (Modes.finish_order(@modes) - @combined).each do |mode|
+      (Modes.finish_order(@modes, heap_first: heap && !heap.exact) - @combined).each do |mode|
         out[mode] = finish_one(mode, heap)
       rescue StandardError => e
         raise unless block_given?

@@ -56,9 +56,11 @@ class HeapCensusTest < Minitest::Test
     assert_equal "on", profile.stats[:census], profile.stats.inspect
     space, samples = inuse_of(profile, "Sites.big")
     not_sampled, = inuse_of(profile, "[not sampled] String 48 KB")
-    # Exact but for the odd object in a slot some object held at start
-    # (ambiguous: it keeps its plain estimate), hence 3%.
-    assert_in_delta truth, space + not_sampled, truth * 0.03, "census bytes of the class: #{profile.stats.inspect}"
+    # Exact but for the odd object allocated in a slot some object held at
+    # start, before a refresh saw it free (ambiguous: it keeps its plain
+    # estimate, whose weight is a hundred objects or so), hence 10%; the
+    # plain estimate of this site swings by +-50%.
+    assert_in_delta truth, space + not_sampled, truth * 0.1, "census bytes of the class: #{profile.stats.inspect}"
     assert_operator samples, :>, 0, "no live sample of the big site at 1 ms: #{profile.stats.inspect}"
     assert_equal 0, not_sampled
     assert_includes profile.decode.comments.join("\n"), "Live bytes: calibrated to a heap census"
@@ -158,5 +160,26 @@ class HeapCensusTest < Minitest::Test
     assert_equal truth, space, "the child's window starts at the fork: its 3 strings, not the parent's 20"
     profiler.stop
     [before, during].sum(&:size)
+  end
+
+  # `fathom run --mode heap,retention` (and the demo): the snapshot that
+  # explains the top sites allocates; a sampled heap profile is flushed
+  # before it, so its census still runs, and the explanation still finds
+  # the live samples (a sampled flush keeps them).
+  def test_the_heap_is_flushed_before_the_retention_snapshot
+    assert_equal %i[heap retention gc], Fathom::Modes.finish_order(%i[gc retention heap], heap_first: true)
+    assert_equal %i[retention gc heap], Fathom::Modes.finish_order(%i[gc retention heap])
+    session = Fathom::Session.new(%i[heap retention], interval: "1ms")
+    session.start
+    heap = session.profilers[:heap]
+    kept = []
+    kept << Sites.small until heap.stats[:samples_taken] - heap.stats[:samples_thinned] > 100
+    session.stop
+    profiles = session.finish
+    assert_equal "on", profiles[:heap].stats[:census]
+    sites = profiles[:retention].stats[:sites]
+    refute_empty sites, "the snapshot found no live sample to explain"
+    assert sites.any? { |site| site[:site].include?("Sites.small") }, sites.inspect
+    kept.size
   end
 end

@@ -14,6 +14,10 @@ namespace {
 
 VALUE sym_compact_count = Qnil;
 
+// Refreshes of the start map take at most 1/kRefreshBudget of the time (0.5%)
+// (beyond the exponential schedule after the first GCs).
+constexpr int64_t kRefreshBudget = 200;
+
 // Allocations between stop and flush that never turn the census off.
 constexpr size_t kFewAllocationsAfterStop = 1000;
 
@@ -107,6 +111,9 @@ void NoteStartSlots(Collector* c) {
   s.allocated_at_start = TotalAllocatedObjects();
   s.start_gc_count = rb_gc_count();
   s.next_refresh_gc = s.start_gc_count + 1;
+  s.last_refresh_gc = s.start_gc_count;
+  s.last_refresh_ns = MonotonicNs();
+  s.last_refresh_duration_ns = std::max<int64_t>(s.start_ns, 1);
   s.refreshes = 0;
   s.refresh_ns = 0;
   s.valid = true;
@@ -122,11 +129,19 @@ void MaybeRefreshStartSlots(Collector* c) {
   CensusState& s = c->census;
   if (!s.valid || s.start_slots.occupied() == 0) return;
   size_t gcs = rb_gc_count();
-  if (gcs < s.next_refresh_gc || ObjectsMoved(c)) return;
-  int64_t t0 = MonotonicNs();
+  if (gcs == s.last_refresh_gc || ObjectsMoved(c)) return;  // nothing freed since the last look
+  // The 1st, 2nd, 4th, 8th... GC, or whenever the walks have taken under
+  // 1/kRefreshBudget of the time since the last one: a small heap is
+  // looked at often, a big one (whose walk is long) rarely.
+  int64_t now = MonotonicNs();
+  if (gcs < s.next_refresh_gc && now - s.last_refresh_ns < kRefreshBudget * s.last_refresh_duration_ns) return;
   rb_objspace_each_objects(ClearFreedSlots, &s.start_slots);
-  s.refresh_ns += MonotonicNs() - t0;
+  int64_t took = MonotonicNs() - now;
+  s.refresh_ns += took;
   s.refreshes++;
+  s.last_refresh_gc = gcs;
+  s.last_refresh_ns = now;
+  s.last_refresh_duration_ns = std::max<int64_t>(took, 1);
   s.next_refresh_gc = gcs + (size_t{1} << std::min<uint32_t>(s.refreshes, 30));
 #else
   (void)c;
