@@ -166,8 +166,11 @@ void TakeCensusBeforeWalk(FlushState* f) {
 void CalibrateToCensus(FlushState* f) {
   if (!f->census_off && ObjectsMoved(f->c)) f->census_off = "GC.compact moved objects";
   if (!f->census_off && !f->gc && rb_gc_count() != f->census_gc_count) f->census_off = "a GC ran during the flush's walk";
-  if (f->census_off) f->strata = LiveStrata();
-  if (!f->census_off) f->aggregator->CollectSampled(&f->strata);
+  if (f->census_off) {
+    f->strata = LiveStrata();  // no calibration: every factor 1
+  } else {
+    f->aggregator->CollectSampled(&f->strata);
+  }
   f->aggregator->ApplyStrata(f->strata);
 }
 

@@ -23,14 +23,24 @@ size_t SlotOccupancy::AddPage(uint64_t begin, uint64_t end, uint64_t stride) {
   return pages_.size() - 1;
 }
 
-void SlotOccupancy::MarkOccupied(size_t page, uint64_t address) {
-  const Page& p = pages_[page];
-  if (address < p.begin || address >= p.end) return;
-  size_t bit = p.first_bit + static_cast<size_t>((address - p.begin) / p.stride);
+void SlotOccupancy::SetBit(size_t bit) {
   uint64_t mask = uint64_t{1} << (bit % 64);
   if (bits_[bit / 64] & mask) return;
   bits_[bit / 64] |= mask;
   occupied_++;
+}
+
+void SlotOccupancy::ClearBit(size_t bit) {
+  uint64_t mask = uint64_t{1} << (bit % 64);
+  if (!(bits_[bit / 64] & mask)) return;
+  bits_[bit / 64] &= ~mask;
+  occupied_--;
+}
+
+void SlotOccupancy::MarkOccupied(size_t page, uint64_t address) {
+  const Page& p = pages_[page];
+  if (address < p.begin || address >= p.end) return;
+  SetBit(p.first_bit + static_cast<size_t>((address - p.begin) / p.stride));
 }
 
 void SlotOccupancy::Finish() {
@@ -45,13 +55,7 @@ size_t SlotOccupancy::FindPage(uint64_t begin, uint64_t end, uint64_t stride) co
   return static_cast<size_t>(it - pages_.begin());
 }
 
-void SlotOccupancy::MarkSlotFree(size_t page, size_t slot) {
-  size_t bit = pages_[page].first_bit + slot;
-  uint64_t mask = uint64_t{1} << (bit % 64);
-  if (!(bits_[bit / 64] & mask)) return;
-  bits_[bit / 64] &= ~mask;
-  occupied_--;
-}
+void SlotOccupancy::MarkSlotFree(size_t page, size_t slot) { ClearBit(pages_[page].first_bit + slot); }
 
 size_t SlotOccupancy::BitOf(uint64_t address) const {
   auto it = std::upper_bound(pages_.begin(), pages_.end(), address,
@@ -75,11 +79,7 @@ bool SlotOccupancy::WasOccupied(uint64_t address) const {
 void SlotOccupancy::MarkFree(uint64_t address) {
   if (!sorted_) return;
   size_t bit = BitOf(address);
-  if (bit >= SIZE_MAX - 1) return;
-  uint64_t mask = uint64_t{1} << (bit % 64);
-  if (!(bits_[bit / 64] & mask)) return;
-  bits_[bit / 64] &= ~mask;
-  occupied_--;
+  if (bit < SIZE_MAX - 1) ClearBit(bit);
 }
 
 }  // namespace fathom

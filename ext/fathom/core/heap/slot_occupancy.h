@@ -64,8 +64,12 @@ class SlotOccupancy {
     uint64_t begin, end, stride;
     size_t first_bit;
   };
-  // The bit of the slot at address, or SIZE_MAX (no page, not a slot).
+  // The bit of the slot at address: SIZE_MAX on no page, SIZE_MAX - 1 off
+  // a slot boundary.
   size_t BitOf(uint64_t address) const;
+  // Set / clear one slot's bit, keeping occupied_ in step.
+  void SetBit(size_t bit);
+  void ClearBit(size_t bit);
 
   std::vector<Page> pages_;
   std::vector<uint64_t> bits_;
