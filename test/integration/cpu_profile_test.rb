@@ -70,11 +70,15 @@ class CpuProfileTest < Minitest::Test
       assert_operator wall, :>=, 0.95 * lives[name], why
       assert_operator wall, :<=, 1.05 * [lives[name], truth["elapsed"]].max, why
     end
-    t3 = by_thread["t3"]
+    # A sample taken while a GC runs cannot read the thread's stack and is
+    # filed under "(stack not read: GC running)": the burning threads'
+    # GCs (seen: 197 ms of t3's 3.2 s in one CI run) are not sleep or read.
+    in_gc = ->(name) { raw.cum("wall", "(stack not read: GC running)", labels: { "thread name" => name }) / 1e9 }
+    t3 = by_thread["t3"] - in_gc.("t3")
     in_sleep = raw.cum("wall", "Kernel#sleep", labels: { "thread name" => "t3", "state" => "blocked" }) / 1e9
     assert_operator in_sleep, :>=, 0.95 * t3, "t3's time sits in Kernel#sleep, blocked\n#{raw.output}"
     in_read = raw.cum("wall", /IO#read/, labels: { "thread name" => "t4", "state" => "blocked" }) / 1e9
-    assert_operator in_read, :>=, 0.9 * by_thread["t4"], "t4 blocks in IO#read\n#{raw.output}"
+    assert_operator in_read, :>=, 0.9 * (by_thread["t4"] - in_gc.("t4")), "t4 blocks in IO#read\n#{raw.output}"
   end
 
   # 4 CPU-bound threads: each waits for the GVL ~3/4 of the time. Needs the
