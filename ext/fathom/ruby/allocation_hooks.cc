@@ -140,6 +140,8 @@ void ArmJob(void*) {
     if (OtherRactorSeen()) return;  // sampling stops: see ractor_guard.h
     MaybeRefreshStartSlots(c);  // a walk after the first GCs (live_census.h), before arming
     c->skip_countdown = static_cast<uint32_t>(c->rng() % (kMaxRandomSkip + 1));
+    c->bursts++;
+    c->window_bursts++;
     SampleTimer::hook_armed.store(true);
     AddNewobjHook();
   });
@@ -154,6 +156,7 @@ void EndBurst(Collector* c) {
   if (c->exact) return;
   RemoveNewobjHook();
   SampleTimer::hook_armed.store(false);
+  SampleTimer::NoteRunner();  // this thread allocates: it is running Ruby code
   if (c->burst.empty()) return;
   c->store.SpreadWeight(c->burst.data(), c->burst.size());
   c->burst.clear();

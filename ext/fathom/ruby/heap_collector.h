@@ -45,6 +45,7 @@
 
 #include "heap/byte_thinning.h"
 #include "heap/sample_store.h"
+#include "heap/tick_accounting.h"
 #include "live_census.h"
 #include "liveness_tokens.h"
 #include "postponed_job.h"
@@ -113,6 +114,11 @@ struct Collector {
   // The window the next flush describes.
   int64_t window_start_realtime_ns = 0;
   int64_t window_start_mono_ns = 0;
+  // Sampled mode: the timer's counters at the window's start and the bursts
+  // armed since (heap/tick_accounting.h: did the ticks reach Ruby?).
+  TickCounts window_ticks_at_start;
+  uint64_t window_bursts = 0;
+  uint64_t bursts = 0;  // since initialize
 
   // Counters.
   uint64_t samples_taken = 0;
@@ -189,6 +195,8 @@ inline const char* LivenessName(const Collector& c) {
 struct FirefoxParts;
 VALUE FlushHeapProfile(Collector* c, bool gc, FirefoxParts* parts = nullptr);
 void ResetWindow(Collector* c);
+// The timer's ticks and the bursts since the window started.
+TickCounts WindowTicks(const Collector& c);
 
 // ---- heap_collector_binding.cc
 // Another collector's records keep only what FREEOBJ told them so far.

@@ -360,7 +360,14 @@ VALUE CollectorStats(VALUE self) {
     set("timer_ticks", t.ticks);
     set("timer_signals", t.signals_sent);
     set("timer_misses", t.handler_misses);
-    set("timer_jobs", t.jobs_registered);
+    // timer_jobs: ticks whose job ran in Ruby; against timer_ticks less the
+    // two kinds of skipped ticks, it says whether ticks reached Ruby.
+    set("timer_jobs", t.jobs_run);
+    set("timer_triggers", t.jobs_registered);
+    set("timer_armed_skips", t.armed_skips);
+    set("timer_idle_ticks", t.idle_ticks);
+    set("bursts", c->bursts);
+    if (!c->exact) set("window_lost_ticks", WindowTicks(*c).lost());
     rb_hash_aset(h, ID2SYM(rb_intern("timer_mechanism")), rb_str_new_cstr(SampleTimer::mechanism()));
     rb_hash_aset(h, ID2SYM(rb_intern("liveness")), rb_str_new_cstr(LivenessName(*c)));
     return h;

@@ -21,6 +21,7 @@
 #include "heap/heap_profile.h"
 #include "firefox_parts.h"
 #include "heap_collector.h"
+#include "sample_timer.h"
 
 #include <unistd.h>
 
@@ -253,6 +254,7 @@ void DescribeWindow(Collector* c, HeapProfileRows* rows) {
   rows->period_type = c->exact ? ValueType{"allocations", "count"} : ValueType{"sample_interval", "nanoseconds"};
   rows->comment = c->exact ? "fathom heap profile, exact mode (every allocation)"
                            : "fathom heap profile, sampled mode (interval " + std::to_string(c->interval_ns) + "ns)";
+  if (!c->exact) rows->sampling_comment = TickComment(WindowTicks(*c));
 }
 
 // Runs under Protect: only FlushState holds C++ state across Ruby calls.
@@ -371,9 +373,25 @@ class FlushScope {
 
 }  // namespace
 
+namespace {
+TickCounts TimerCountsNow() {
+  SampleTimer::Stats t = SampleTimer::stats();
+  return TickCounts{t.ticks, t.armed_skips, t.idle_ticks, 0};
+}
+}  // namespace
+
 void ResetWindow(Collector* c) {
   c->window_start_realtime_ns = RealtimeNs();
   c->window_start_mono_ns = MonotonicNs();
+  c->window_ticks_at_start = TimerCountsNow();
+  c->window_bursts = 0;
+}
+
+TickCounts WindowTicks(const Collector& c) {
+  TickCounts now = TimerCountsNow(), at = c.window_ticks_at_start;
+  auto since = [](uint64_t a, uint64_t b) { return a > b ? a - b : 0; };
+  return TickCounts{since(now.ticks, at.ticks), since(now.armed_skips, at.armed_skips), since(now.idle, at.idle),
+                    c.window_bursts};
 }
 
 VALUE FlushHeapProfile(Collector* c, bool gc, FirefoxParts* parts) {

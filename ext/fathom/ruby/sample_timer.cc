@@ -10,7 +10,10 @@
 #include <algorithm>
 #include <vector>
 
+#include "base/clock.h"
 #include "boundary.h"
+#include "heap/tick_accounting.h"
+#include "gvl_owner.h"
 #include "postponed_job.h"
 #include "ruby_private_api.h"
 #include "sigprof.h"
@@ -45,17 +48,27 @@ std::atomic<bool> g_enabled{false};
 std::atomic<bool> g_missed{false};
 std::atomic<bool> g_job_outstanding{false};
 std::atomic<uint64_t> g_ticks{0}, g_signals{0}, g_misses{0}, g_registered{0};
+// Ticks skipped because the hook was still armed from an earlier tick (no
+// allocation since: the sample is on its way), jobs that ran, and ticks
+// skipped because no thread held the GVL (all Ruby threads blocked).
+std::atomic<uint64_t> g_armed_skips{0}, g_jobs_run{0}, g_idle_ticks{0};
+// The thread that last ran the job: it held the GVL then (Ruby 3.1's pacer).
+std::atomic<pid_t> g_last_runner{0};
 
 ID id_list, id_native_thread_id;
 
-// Ruby 3.3+: a preregistered job can be triggered from any thread ("async-
-// signal-safe and can be called from any thread", ruby/debug.h), so the
-// timer thread triggers it directly: no signal, no hunt for the GVL holder,
-// no SIGPROF handler (postponed_job.h).
-bool UsesTrigger() {
-  const PostponedJob* job = g_job.load();
-  return job != nullptr && job->TriggersFromAnyThread();
-}
+// How a tick reaches the thread that runs Ruby code (set at Start):
+//   kRoundRobin (Ruby 3.1): SIGPROF to one known Ruby thread; a handler on a
+//     thread without the GVL misses and the next tick tries the next thread.
+//   kGvlOwner (3.2+): SIGPROF to the thread that last took the GVL
+//     (gvl_owner.h); its handler triggers the job on its own context.
+//   kTrigger (3.3+, only when SIGPROF is someone else's): the timer thread
+//     calls rb_postponed_job_trigger itself, which flags the main Ractor's
+//     running_ec: not always the GVL holder (gvl_owner.h says when), so
+//     ticks can be lost while other threads exist. Kept as the fallback
+//     because losing some ticks beats refusing to profile.
+enum class Mechanism { kRoundRobin, kGvlOwner, kTrigger };
+Mechanism g_mechanism = Mechanism::kRoundRobin;  // written with the GVL before the thread starts
 
 pid_t CurrentTid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
 
@@ -137,6 +150,7 @@ constexpr uint64_t kOutstandingTicksBeforeRetry = 4;
 void* TimerMain(void*) {
   pid_t pid = getpid();
   uint64_t outstanding_ticks = 0;
+  TickPacer pacer(static_cast<int64_t>(g_interval_ns));
   struct timespec deadline;
   clock_gettime(CLOCK_MONOTONIC, &deadline);
   pthread_mutex_lock(&g_lock);
@@ -151,18 +165,61 @@ void* TimerMain(void*) {
     if (now.tv_sec > deadline.tv_sec + 1) deadline = now;
 
     g_ticks++;
-    if (SampleTimer::hook_armed.load()) continue;  // a sample is already on its way
+    // Ticks follow the CPU time of the thread running Ruby code (TickPacer):
+    // the GVL owner (3.2+) or the thread that last ran the job (3.1). Read
+    // on every wake-up, armed or not, so that a burst's time is not owed
+    // again when it ends.
+    pid_t runner = g_mechanism == Mechanism::kRoundRobin ? g_last_runner.load() : GvlOwner::Current();
+    TickPacer::Verdict pace =
+        runner == 0 ? TickPacer::Verdict::kStalled : pacer.Wake(runner, ClockNs(ThreadCpuClock(runner)));
+    if (SampleTimer::hook_armed.load()) {  // a sample is already on its way
+      g_armed_skips++;
+      continue;
+    }
+    if (g_mechanism != Mechanism::kRoundRobin) {
+      // No owner (every Ruby thread blocked), an owner off a CPU, or less
+      // than an interval of its CPU since the last tick: nothing to sample.
+      if (pace != TickPacer::Verdict::kTick) {
+        g_idle_ticks++;
+        continue;
+      }
+      g_job_outstanding.store(true);
+      if (g_mechanism == Mechanism::kTrigger) {
+        if (g_job.load()->Trigger()) g_registered++;
+      } else if (syscall(SYS_tgkill, pid, runner, SIGPROF) == 0) {
+        // Every due tick goes to whoever holds the GVL now, outstanding
+        // job or not: a job flagged on a thread that then blocked before
+        // reaching a safe point is flagged again on the next owner (one
+        // run for both).
+        g_signals++;
+      }
+      continue;
+    }
+    // 3.1: a runner still on its interval waits; a due one gets the signal
+    // (it was running Ruby code an interval ago and its clock moved since);
+    // a stalled one (or none yet) may have lost the GVL, so the round-robin
+    // looks for the holder. A miss on the runner (it was in C without the
+    // GVL) also falls back to the round-robin at the next tick.
+    if (pace == TickPacer::Verdict::kWait) {
+      g_idle_ticks++;
+      continue;
+    }
+    if (pace == TickPacer::Verdict::kTick && !g_missed.exchange(false)) {
+      g_job_outstanding.store(true);
+      outstanding_ticks = 0;
+      if (syscall(SYS_tgkill, pid, runner, SIGPROF) == 0) {
+        g_signals++;
+        continue;
+      }
+      g_job_outstanding.store(false);
+      g_last_runner.store(0);  // gone
+    }
     bool stale = false;
     if (g_job_outstanding.load()) {
       if (++outstanding_ticks < kOutstandingTicksBeforeRetry) continue;
       stale = true;
     }
     outstanding_ticks = 0;
-    if (UsesTrigger()) {
-      g_job_outstanding.store(true);
-      if (g_job.load()->Trigger()) g_registered++;
-      continue;
-    }
     if (g_threads.empty()) continue;
     // The last one did not hold the GVL, or did not run the job: try the next.
     if (g_missed.exchange(false) || stale) g_target++;
@@ -245,11 +302,27 @@ void UnwatchThreads() {
 
 bool SampleTimer::Start(uint64_t interval_ns, const PostponedJob* job, std::string* error) {
   if (g_thread_running) return true;
-  WatchThreads();
   g_job.store(job);
-  if (!UsesTrigger() && !InstallHandler(error)) {
-    UnwatchThreads();
-    return false;
+  if (GvlOwner::Available()) {
+    // 3.2+: signal the GVL owner; if SIGPROF is taken (another profiler) and
+    // this Ruby lets any thread trigger a job (3.3+), trigger directly.
+    GvlOwner::Watch();
+    std::string handler_error;
+    if (InstallHandler(&handler_error)) {
+      g_mechanism = Mechanism::kGvlOwner;
+    } else if (job->TriggersFromAnyThread()) {
+      g_mechanism = Mechanism::kTrigger;
+    } else {
+      *error = handler_error;
+      return false;
+    }
+  } else {
+    g_mechanism = Mechanism::kRoundRobin;
+    WatchThreads();
+    if (!InstallHandler(error)) {
+      UnwatchThreads();
+      return false;
+    }
   }
   g_interval_ns = interval_ns;
   g_missed.store(false);
@@ -309,6 +382,8 @@ void SampleTimer::AfterForkChild() {
   g_thread_running = false;
   g_threads.assign(1, CurrentTid());
   g_target = 0;
+  GvlOwner::AfterForkChild();
+  g_last_runner.store(0);
   g_missed.store(false);
   g_job_outstanding.store(false);
   if (resume) Respawn();
@@ -316,13 +391,30 @@ void SampleTimer::AfterForkChild() {
 
 void SampleTimer::OnSignal(int sig, siginfo_t* info, void* ucontext) { HandleSigprof(sig, info, ucontext); }
 
-void SampleTimer::JobRan() { g_job_outstanding.store(false); }
-
-SampleTimer::Stats SampleTimer::stats() {
-  return Stats{g_ticks.load(), g_signals.load(), g_misses.load(), g_registered.load()};
+void SampleTimer::JobRan() {
+  g_job_outstanding.store(false);
+  g_jobs_run++;
+  NoteRunner();
 }
 
-const char* SampleTimer::mechanism() { return UsesTrigger() ? "trigger" : "signal"; }
+void SampleTimer::NoteRunner() { g_last_runner.store(CurrentTid(), std::memory_order_relaxed); }
+
+SampleTimer::Stats SampleTimer::stats() {
+  return Stats{g_ticks.load(),    g_signals.load(),     g_misses.load(),    g_registered.load(),
+               g_jobs_run.load(), g_armed_skips.load(), g_idle_ticks.load()};
+}
+
+const char* SampleTimer::mechanism() {
+  switch (g_mechanism) {
+    case Mechanism::kGvlOwner:
+      return "gvl-owner";
+    case Mechanism::kTrigger:
+      return "trigger";
+    case Mechanism::kRoundRobin:
+      break;
+  }
+  return "signal";
+}
 
 namespace {
 VALUE NativeBeforeFork(VALUE) {

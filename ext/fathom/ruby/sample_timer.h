@@ -1,17 +1,20 @@
 // SampleTimer: wakes up every interval and gets a postponed job run on the
 // Ruby thread that holds the GVL, without the job ever being in a hook.
 //
-// Why a native thread plus a signal: in Ruby 3.1 a postponed job can only be
-// registered from a Ruby thread (rb_postponed_job_register_one reads the
-// calling thread's execution context and flags *that* thread), so a timer
-// thread cannot register it directly; it sends SIGPROF to one Ruby thread
-// (tgkill) and the handler registers the job. Only the GVL holder runs Ruby
-// code soon, so the handler checks ruby_thread_has_gvl_p(): on a miss it
-// records it and the timer moves to the next known Ruby thread at the next
-// tick. Threads are learned at start (Thread.list) and from THREAD_BEGIN/END
-// events. On Ruby 3.3+ (rb_postponed_job_preregister found by have_func) the
-// timer thread triggers a preregistered job directly instead, with no signal
-// (postponed_job.h). See IMPLEMENTATION.md, "Sampled mode".
+// Why a native thread plus a signal: a postponed job runs on the thread
+// whose execution context is flagged, and only the GVL holder runs Ruby code
+// soon. In Ruby 3.1 rb_postponed_job_register_one flags the *calling*
+// thread, so a timer thread cannot register it; it sends SIGPROF to one
+// Ruby thread (tgkill) and the handler registers the job. On 3.1 the timer
+// cannot know the GVL holder: the handler checks ruby_thread_has_gvl_p(),
+// and on a miss the timer moves to the next known Ruby thread (learned at
+// start from Thread.list and from THREAD_BEGIN/END events). On 3.2+ the GVL
+// events name the holder (gvl_owner.h) and the signal goes straight to it.
+// On 3.3 the timer thread could trigger a preregistered job itself, but
+// Ruby then flags a context that is not always the GVL holder's, and ticks
+// were lost whenever other threads existed (gvl_owner.h): that path is only
+// the fallback when SIGPROF belongs to another profiler. See
+// IMPLEMENTATION.md, "Sampled mode".
 //
 // The timer also owns what exists only for it: the "hook armed" flag, the
 // fork hooks (Fathom::Native.before_fork / after_fork_parent) and the
@@ -57,16 +60,27 @@ class SampleTimer {
   // Set by the collector's job when it ran: lets the timer know a tick's
   // job is no longer outstanding.
   static void JobRan();
+  // The calling thread holds the GVL and runs Ruby code (the job, a burst's
+  // last sample): Ruby 3.1's timer paces its ticks by this thread's CPU
+  // time and signals it first. One gettid and a store: hook-safe.
+  static void NoteRunner();
   // The SIGPROF dispatcher (sigprof.h) calls this for every SIGPROF that
   // is not a CpuSampler timer's. Async-signal-safe.
   static void OnSignal(int sig, siginfo_t* info, void* ucontext);
 
+  // Cumulative since the process started (a window's share is the
+  // difference between two reads).
   struct Stats {
     uint64_t ticks, signals_sent, handler_misses, jobs_registered;
+    uint64_t jobs_run;     // the job ran (each run arms a burst unless one is armed)
+    uint64_t armed_skips;  // ticks skipped: the burst of an earlier tick still waits for an allocation
+    uint64_t idle_ticks;   // ticks skipped: no thread held the GVL (3.2+)
   };
   static Stats stats();
-  // How ticks reach Ruby: "signal" (SIGPROF to the GVL holder, Ruby < 3.3)
-  // or "trigger" (rb_postponed_job_trigger from the timer thread, 3.3+).
+  // How ticks reach Ruby: "signal" (SIGPROF round-robin over Ruby threads
+  // until one holds the GVL, Ruby 3.1), "gvl-owner" (SIGPROF to the thread
+  // that last took the GVL, 3.2+), or "trigger" (rb_postponed_job_trigger
+  // from the timer thread, 3.3+ when SIGPROF belongs to another profiler).
   static const char* mechanism();
 };
 

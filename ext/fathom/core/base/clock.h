@@ -21,4 +21,10 @@ inline int64_t RealtimeNs() { return ClockNs(CLOCK_REALTIME); }
 // CPU time of the calling thread; 0 when it cannot be read.
 inline int64_t ThreadCpuNs() { return ClockNs(CLOCK_THREAD_CPUTIME_ID); }
 
+// Linux's CPU clock id for another thread of this process, by its kernel
+// thread id (glibc's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED); a stable
+// kernel ABI). For the calling thread pthread_getcpuclockid gives the same
+// value. Reading it for a thread that has exited fails: ClockNs gives 0.
+inline clockid_t ThreadCpuClock(int tid) { return static_cast<clockid_t>((~static_cast<unsigned>(tid) << 3) | 6); }
+
 }  // namespace fathom

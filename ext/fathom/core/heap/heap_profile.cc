@@ -176,6 +176,7 @@ std::string EncodeHeapProfile(const HeapProfileRows& profile) {
   if (!profile.comment.empty()) b.add_comment(profile.comment);
   b.add_comment(SampleCountComment(profile));
   if (!profile.census_comment.empty()) b.add_comment(profile.census_comment);
+  if (!profile.sampling_comment.empty()) b.add_comment(profile.sampling_comment);
 
   // Location ids per output symbol+line are interned by the builder; we
   // only cache the function id per symbol.

@@ -90,6 +90,8 @@ struct HeapProfileRows {
   // Sampled mode: what the heap census did to inuse_* (live_strata.h), or
   // why it did not run. Empty: no such line.
   std::string census_comment;
+  // Sampled mode: what became of the timer's ticks (tick_accounting.h).
+  std::string sampling_comment;
 };
 
 // Copies rows, their stacks, the frames' symbols and the labels, a batch of
