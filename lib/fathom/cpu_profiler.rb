@@ -60,9 +60,13 @@ module Fathom
       self
     end
 
+    # Sampling stops first: joining the drain thread lets other threads run
+    # (up to a GVL time slice each) and they must not be sampled after the
+    # caller said stop.
     def stop
-      stop_drainer
       super
+      stop_drainer
+      self
     end
 
     # In a forked child the profiler goes on, sampling the child's thread.

@@ -185,6 +185,7 @@ VALUE CollectorInitialize(VALUE self, VALUE mode, VALUE interval_ns, VALUE max_d
     c->ring = std::make_unique<SampleRing>(RingCapacity(depth), static_cast<size_t>(depth),
                                            c->config.native ? kMaxNativeFrames : 0);
     c->agg.set_keep_timeline(RTEST(timeline));
+    c->agg.set_mode(c->config.mode);
     return self;
   });
 }

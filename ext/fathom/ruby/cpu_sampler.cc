@@ -139,11 +139,6 @@ ID id_list, id_native_thread_id, id_alive_p;
 
 pid_t CurrentTid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
 
-// Linux's CPU clock id for another thread of this process (glibc's
-// MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED); stable kernel ABI). For the
-// calling thread pthread_getcpuclockid gives the same value.
-clockid_t ThreadCpuClock(pid_t tid) { return static_cast<clockid_t>((~static_cast<unsigned>(tid) << 3) | 6); }
-
 uint64_t NextRandom(uint64_t* state) {
   uint64_t x = *state;
   x ^= x << 13;
@@ -174,8 +169,12 @@ ThreadSlot* FindSlot(int32_t tid) {
   return nullptr;
 }
 
-// GVL held. Creates the thread's timer and arms it.
-void AddThread(pid_t tid) {
+// GVL held. Creates the thread's timer and arms it. initial: the thread's
+// state until its next GVL event (3.2+): running for the caller, which holds
+// the GVL; blocked for every other thread alive at start, which therefore
+// does not (asleep, blocked, in C, or waiting for the GVL, which its next
+// RESUMED will tell).
+void AddThread(pid_t tid, ThreadState initial = ThreadState::kRunning) {
   if (tid <= 0 || IsInternalThread(tid)) return;
   if (ThreadSlot* known = FindSlot(tid)) {
     // A native thread Ruby 3.1 took from its thread cache for a new Ruby
@@ -212,7 +211,7 @@ void AddThread(pid_t tid) {
     return;
   }
   s.has_timer = true;
-  s.state.store(static_cast<uint8_t>(ThreadState::kRunning));
+  s.state.store(static_cast<uint8_t>(initial));
   s.last_cpu_ns = ClockNs(ThreadCpuClock(tid));
   s.last_wall_ns = MonotonicNs();
   s.rng = 0x9e3779b97f4a7c15ULL ^ (static_cast<uint64_t>(tid) * 0xbf58476d1ce4e5b9ULL) ^ static_cast<uint64_t>(s.last_wall_ns);
@@ -280,6 +279,25 @@ ThreadState CurrentState(const ThreadSlot* s) {
   auto state = ThreadState::kUnknown;
 #endif
   return state;
+}
+
+// Whether a thread sampled while a GC runs was stopped by that GC. With the
+// GVL events (3.2+) its state says so: running (it holds the GVL, so it runs
+// the GC) or waiting for the GVL. On 3.1 "running" only means "not in a
+// blocking region", which Kernel#sleep, Queue#pop and Mutex#lock are not:
+// there the thread counts as stopped by the GC only if its CPU clock moved
+// for at least a quarter of the time since its previous sample (the GC's
+// runner burns CPU; a sleeper's clock barely moves). Async-signal-safe.
+bool StoppedByGc(ThreadState state, int64_t cpu_delta, int64_t wall_delta) {
+  if (state == ThreadState::kGvlWait) return true;
+  if (state != ThreadState::kRunning) return false;
+#ifdef HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK
+  (void)cpu_delta;
+  (void)wall_delta;
+  return true;
+#else
+  return cpu_delta * 4 >= wall_delta;
+#endif
 }
 
 // ------------------------------------------------------------ thread hooks
@@ -361,6 +379,7 @@ void AccountBlockedThreads() {
     h->state = ThreadState::kBlocked;
     h->depth = 0;
     h->truncated = false;
+    h->stack_from_previous = true;  // unless its frames are read below: it has run no Ruby code since
 #ifdef HAVE_RB_PROFILE_THREAD_FRAMES
     VALUE thread = Qnil;
     TryProtect([&] {
@@ -375,6 +394,7 @@ void AccountBlockedThreads() {
       int depth = rb_profile_thread_frames(thread, 0, max, reinterpret_cast<VALUE*>(cell.frames), cell.lines);
       h->depth = static_cast<uint16_t>(depth < 0 ? 0 : depth);
       h->truncated = depth >= max;
+      h->stack_from_previous = h->depth == 0;
     }
 #endif
     g_ring->Publish(cell);
@@ -411,8 +431,10 @@ bool CpuSampler::Start(SampleRing* ring, const Config& config, const PostponedJo
   g_enabled.store(true);
   g_running = true;
   WatchThreads();
-  for (pid_t tid : tids) AddThread(tid);
-  AddThread(CurrentTid());
+  pid_t self = CurrentTid();
+  AddThread(self, ThreadState::kRunning);
+  for (pid_t tid : tids)
+    if (tid != self) AddThread(tid, ThreadState::kBlocked);
   if (g_slot_high.load() == 0) {
     Stop();
     *error = "cannot create a per-thread timer (timer_create failed)";
@@ -491,11 +513,19 @@ void CpuSampler::OnSignal(int index, const void* ucontext) {
     h->wall_delta_ns = wall - s->last_wall_ns;
     h->thread_id = s->tid.load(std::memory_order_relaxed);
     ThreadState state = CurrentState(s);
+    h->stack_from_previous = false;
     // While a GC runs (on this thread or another) the frames may be moving
-    // (compaction) or half-built: no walk. The GVL holder is in the GC;
-    // other threads keep their state and get no stack for this sample.
+    // (compaction) or half-built: no walk. Ruby's GC stops only the threads
+    // that hold or want the GVL: those are charged to the GC. A thread that
+    // is asleep, blocked or in C without the GVL is not stopped and does no
+    // GC work: it keeps its state, and its stack is the one of its previous
+    // sample (it runs no Ruby code, so its frames have not changed since).
     if (rb_during_gc()) {
-      if (state == ThreadState::kRunning) state = ThreadState::kGc;
+      if (StoppedByGc(state, cpu - s->last_cpu_ns, wall - s->last_wall_ns)) {
+        state = ThreadState::kGc;
+      } else {
+        h->stack_from_previous = true;
+      }
       h->depth = 0;
       h->truncated = false;
     } else {

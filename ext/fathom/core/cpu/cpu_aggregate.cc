@@ -13,11 +13,23 @@ size_t CpuAggregate::KeyHash::operator()(const CpuKey& k) const {
 }
 
 void CpuAggregate::Add(const SampleHeader& header, const uint64_t* frames, const int32_t* lines) {
-  CpuValues v;
-  v.samples = 1;
-  v.cpu_ns = header.cpu_delta_ns > 0 ? header.cpu_delta_ns : 0;
-  v.wall_ns = header.wall_delta_ns > 0 ? header.wall_delta_ns : 0;
-  uint32_t stack = stacks_.Intern(frames, lines, header.depth, header.truncated);
+  uint32_t stack;
+  auto last = last_stack_.find(header.thread_id);
+  if (header.stack_from_previous && last != last_stack_.end()) {
+    stack = last->second;
+    stacks_.Retain(stack);
+  } else {
+    stack = stacks_.Intern(frames, lines, header.depth, header.truncated);
+    if (header.depth > 0) {
+      stacks_.Retain(stack);
+      if (last != last_stack_.end()) {
+        stacks_.Release(last->second);
+        last->second = stack;
+      } else {
+        last_stack_.emplace(header.thread_id, stack);
+      }
+    }
+  }
   uint32_t native_id = 0;
   if (header.native != nullptr && header.native_depth > 0) {
     std::string bytes(reinterpret_cast<const char*>(header.native), header.native_depth * sizeof(uintptr_t));
@@ -30,23 +42,34 @@ void CpuAggregate::Add(const SampleHeader& header, const uint64_t* frames, const
       native_id = n->second;
     }
   }
-  CpuKey key{stack, header.thread_id, header.state, native_id};
-  auto it = index_.find(key);
-  if (it == index_.end()) {
-    index_.emplace(key, entries_.size());
-    entries_.push_back(Entry{key, v});
-  } else {
-    entries_[it->second].values.Add(v);
-    stacks_.Release(stack);  // the key already holds its reference
+  AccountedPart parts[2];
+  int n = AccountedParts(header, mode_, parts);
+  for (int i = 0; i < n; i++) {
+    CpuValues v;
+    v.samples = parts[i].samples;
+    v.cpu_ns = parts[i].cpu_ns;
+    v.wall_ns = parts[i].wall_ns;
+    CpuKey key{stack, header.thread_id, parts[i].state, native_id};
+    auto it = index_.find(key);
+    if (it == index_.end()) {
+      stacks_.Retain(stack);  // one reference per key
+      index_.emplace(key, entries_.size());
+      entries_.push_back(Entry{key, v});
+    } else {
+      entries_[it->second].values.Add(v);
+    }
+    size_t s = static_cast<size_t>(parts[i].state);
+    if (s >= kThreadStateCount) s = static_cast<size_t>(ThreadState::kUnknown);
+    threads_[header.thread_id][s].Add(v);
   }
   if (keep_timeline_) {
     stacks_.Retain(stack);
+    int64_t cpu = header.cpu_delta_ns > 0 ? header.cpu_delta_ns : 0;
+    int64_t wall = header.wall_delta_ns > 0 ? header.wall_delta_ns : 0;
     timeline_.push_back(
-        CpuTimelineSample{header.time_ns, header.thread_id, stack, header.state, v.cpu_ns, v.wall_ns, native_id});
+        CpuTimelineSample{header.time_ns, header.thread_id, stack, TimelineState(header, mode_), cpu, wall, native_id});
   }
-  size_t s = static_cast<size_t>(header.state);
-  if (s >= kThreadStateCount) s = static_cast<size_t>(ThreadState::kUnknown);
-  threads_[header.thread_id][s].Add(v);
+  stacks_.Release(stack);  // the reference Intern or the lookup took; keys and the timeline hold their own
 }
 
 CpuValues CpuAggregate::total() const {
@@ -58,6 +81,8 @@ CpuValues CpuAggregate::total() const {
 void CpuAggregate::Clear() {
   for (const Entry& e : entries_) stacks_.Release(e.key.stack_id);
   for (const CpuTimelineSample& t : timeline_) stacks_.Release(t.stack_id);
+  for (const auto& [tid, stack] : last_stack_) stacks_.Release(stack);
+  last_stack_.clear();
   timeline_.clear();
   entries_.clear();
   index_.clear();

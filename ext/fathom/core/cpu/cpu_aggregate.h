@@ -59,9 +59,13 @@ class CpuAggregate {
   // Also keep every sample in order (each holds a stack reference).
   void set_keep_timeline(bool keep) { keep_timeline_ = keep; }
   bool keep_timeline() const { return keep_timeline_; }
+  // The sampler's clock (AccountedParts); CPU unless told.
+  void set_mode(CpuMode mode) { mode_ = mode; }
   const std::vector<CpuTimelineSample>& timeline() const { return timeline_; }
 
-  // One drained sample (frames leaf first, header.depth of them).
+  // One drained sample (frames leaf first, header.depth of them), accounted
+  // as AccountedParts says; a sample with stack_from_previous gets its
+  // thread's previous stack in this window (none: the empty stack).
   void Add(const SampleHeader& header, const uint64_t* frames, const int32_t* lines);
 
   StackTable& stacks() { return stacks_; }
@@ -94,7 +98,10 @@ class CpuAggregate {
   std::vector<Entry> entries_;
   std::unordered_map<CpuKey, size_t, KeyHash> index_;
   std::map<int32_t, ThreadTotals> threads_;
+  // Each thread's latest stack in this window (one reference held each).
+  std::unordered_map<int32_t, uint32_t> last_stack_;
   bool keep_timeline_ = false;
+  CpuMode mode_ = CpuMode::kCpu;
   std::vector<CpuTimelineSample> timeline_;
   // Native stacks, interned by their bytes (ids index natives_).
   std::vector<std::vector<uintptr_t>> natives_{std::vector<uintptr_t>()};

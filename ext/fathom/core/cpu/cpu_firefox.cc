@@ -22,6 +22,8 @@ std::map<int32_t, firefox::Thread*> AddCpuTracks(firefox::Profile& profile, cons
   categories[static_cast<int>(ThreadState::kBlocked)] = profile.AddCategory({"Blocked / sleeping", "transparent", {}});
   categories[static_cast<int>(ThreadState::kGc)] = profile.AddCategory({"GC", "orange", {}});
   categories[static_cast<int>(ThreadState::kUnknown)] = profile.AddCategory({"Unknown", "darkgray", {}});
+  // Visible: a thread burning a core in C without the GVL must not look idle.
+  categories[static_cast<int>(ThreadState::kNoGvl)] = profile.AddCategory({"Running without GVL", "purple", {}});
   // C frames found by native unwinding (native: true) get their own
   // category whatever the state: a C extension often runs them with the
   // GVL released (zlib's deflate under rb_nogvl is "blocked"), and they
@@ -37,8 +39,9 @@ std::map<int32_t, firefox::Thread*> AddCpuTracks(firefox::Profile& profile, cons
   schema.display = {"marker-chart", "marker-table", "timeline-overview"};
   schema.fields = {{"state", "State", "string", true}, {"samples", "Samples", "integer", false}};
   schema.description =
-      "A run of consecutive samples of this thread in one state (from the previous sample to the last one of the "
-      "run). gvl-wait needs Ruby 3.2+.";
+      "A run of consecutive samples of this thread in one state, covering the time those samples stand for (from "
+      "the thread's sample before the run to the run's last one). gvl-wait needs Ruby 3.2+; \"running without GVL\" "
+      "is a thread on a CPU with the GVL released (C code under rb_nogvl).";
   profile.AddMarkerSchema(schema);
 
   // Samples per thread, in time order (the ring is drained in write order,
@@ -63,7 +66,7 @@ std::map<int32_t, firefox::Thread*> AddCpuTracks(firefox::Profile& profile, cons
     int run_samples = 0;
     auto close_run = [&] {
       if (run_samples > 0 && run_state != ThreadState::kRunning) {
-        std::string state = ThreadStateName(run_state);
+        std::string state = run_state == ThreadState::kNoGvl ? "running without GVL" : ThreadStateName(run_state);
         thread.AddIntervalMarker(state, run_start, std::max(run_start, run_end),
                                  categories[static_cast<int>(run_state)], "ThreadState",
                                  {firefox::MarkerDatum::String("state", state),
@@ -71,10 +74,23 @@ std::map<int32_t, firefox::Thread*> AddCpuTracks(firefox::Profile& profile, cons
       }
       run_samples = 0;
     };
+    // A sample is taken at the end of the time it stands for (the deltas
+    // since the thread's previous sample); the Firefox Profiler reads a
+    // sample as lasting from its time to the next sample's. So each is
+    // placed at its start: in wall mode the previous sample's time; in CPU
+    // mode, where a sample's wall delta can span a long sleep before the
+    // CPU time it counts, its last cpu_delta. A thread's state and stack
+    // then show over the time they held, and runs of samples (the markers)
+    // cover exactly that time, never the gap before a late sample.
+    double previous_end = 0;
     for (const CpuTimelineSample* s : samples) {
-      double t = offset_ms + Ms(s->time_ns - data.start_monotonic_ns);
-      if (t < 0) t = 0;
-      int state_index = static_cast<int>(s->state) < kThreadStateCount ? static_cast<int>(s->state) : kThreadStateCount - 1;
+      double end = offset_ms + Ms(s->time_ns - data.start_monotonic_ns);
+      if (end < 0) end = 0;
+      double span = Ms(wall ? s->wall_ns : std::min(s->wall_ns, s->cpu_ns));
+      double t = std::max({0.0, previous_end, end - span});
+      previous_end = end;
+      int state_index = static_cast<int>(s->state) < kThreadStateCount ? static_cast<int>(s->state)
+                                                                       : static_cast<int>(ThreadState::kUnknown);
       uint32_t category = categories[state_index];
       std::optional<uint32_t> stack;
       if (s->stack_id < data.timeline_stacks.size()) {
@@ -102,15 +118,14 @@ std::map<int32_t, firefox::Thread*> AddCpuTracks(firefox::Profile& profile, cons
       // threadCPUDelta: the thread's own CPU clock since its previous sample
       // (both modes measure it).
       thread.AddSample(t, stack, Ms(wall ? s->wall_ns : s->cpu_ns), s->cpu_ns);
-      double begin = std::max(0.0, t - Ms(s->wall_ns));
       if (run_samples > 0 && s->state == run_state) {
-        run_end = t;
+        run_end = end;
         run_samples++;
       } else {
         close_run();
         run_state = s->state;
-        run_start = begin;
-        run_end = t;
+        run_start = t;
+        run_end = end;
         run_samples = 1;
       }
     }

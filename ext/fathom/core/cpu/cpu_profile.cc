@@ -45,6 +45,8 @@ std::string EncodeCpuPprof(const CpuProfileData& data) {
     std::vector<Label> labels{Label::Number("thread id", row.thread_id),
                               Label::String("thread name", name == data.thread_names.end() ? "" : name->second),
                               Label::String("state", ThreadStateName(row.state))};
+    // On a CPU with the GVL released: still "running", told apart by this.
+    if (row.state == ThreadState::kNoGvl) labels.push_back(Label::String("gvl", "released"));
     b.add_sample(locs, {row.values.samples, row.values.cpu_ns, row.values.wall_ns}, labels);
   }
   return b.EncodeGzipped();

@@ -22,7 +22,6 @@ class Thread;
 inline constexpr const char* kCpuGcFrameName = "Garbage Collection";
 inline constexpr const char* kCpuNoStackFrameName = "(stack not read: GC running)";
 
-enum class CpuMode : uint8_t { kCpu = 0, kWall };
 const char* CpuModeName(CpuMode mode);
 
 struct CpuProfileData {
@@ -62,7 +61,8 @@ struct CpuProfileData {
 // Gzipped pprof. Sample types samples/count, cpu/nanoseconds,
 // wall/nanoseconds (the default is cpu or wall by mode; the period type
 // too, with the mean sampling interval). Labels: "thread id" (number),
-// "thread name", "state" (running, gvl-wait, blocked, gc). Comments:
+// "thread name", "state" (running, gvl-wait, blocked, gc), and "gvl" =
+// "released" on running samples of a thread in C without the GVL. Comments:
 // "fathom.cpu.mode=cpu interval_ns=N dropped=N states=thread-events".
 std::string EncodeCpuPprof(const CpuProfileData& data);
 

@@ -145,6 +145,82 @@ TEST(CpuAggregateTest, SumsPerStackThreadAndStateAndPerThreadState) {
   EXPECT_EQ(agg.stacks().frame_count(), 0u);
 }
 
+TEST(CpuAggregateTest, BlockedSampleWithCpuIsSplitIntoRunningWithoutGvlAndBlocked) {
+  SampleHeader h;
+  h.state = ThreadState::kBlocked;
+  h.cpu_delta_ns = 6;
+  h.wall_delta_ns = 10;
+  AccountedPart parts[2];
+  // Wall mode: 6 of 10 on a CPU without the GVL, 4 blocked; the sample is
+  // counted where most of its time went.
+  ASSERT_EQ(AccountedParts(h, CpuMode::kWall, parts), 2);
+  EXPECT_EQ(parts[0].state, ThreadState::kNoGvl);
+  EXPECT_EQ(parts[0].cpu_ns, 6);
+  EXPECT_EQ(parts[0].wall_ns, 6);
+  EXPECT_EQ(parts[0].samples, 1);
+  EXPECT_EQ(parts[1].state, ThreadState::kBlocked);
+  EXPECT_EQ(parts[1].cpu_ns, 0);
+  EXPECT_EQ(parts[1].wall_ns, 4);
+  EXPECT_EQ(parts[1].samples, 0);
+  EXPECT_EQ(TimelineState(h, CpuMode::kWall), ThreadState::kNoGvl);
+  EXPECT_STREQ(ThreadStateName(ThreadState::kNoGvl), "running");
+  // A sleeper's crumbs (its own wake-ups, our handler) stay blocked in wall mode...
+  h.cpu_delta_ns = 0;
+  h.wall_delta_ns = 10000;
+  h.cpu_delta_ns = 30;
+  ASSERT_EQ(AccountedParts(h, CpuMode::kWall, parts), 1);
+  EXPECT_EQ(parts[0].state, ThreadState::kBlocked);
+  EXPECT_EQ(parts[0].cpu_ns, 30);
+  // ...but in CPU mode the timer fired because the thread was on a CPU.
+  h.cpu_delta_ns = 10;
+  h.wall_delta_ns = 150;
+  ASSERT_EQ(AccountedParts(h, CpuMode::kCpu, parts), 2);
+  EXPECT_EQ(parts[0].state, ThreadState::kNoGvl);
+  EXPECT_EQ(parts[0].samples, 1);
+  EXPECT_EQ(TimelineState(h, CpuMode::kCpu), ThreadState::kNoGvl);
+  // Running samples are never split.
+  h.state = ThreadState::kRunning;
+  ASSERT_EQ(AccountedParts(h, CpuMode::kWall, parts), 1);
+  EXPECT_EQ(parts[0].state, ThreadState::kRunning);
+}
+
+TEST(CpuAggregateTest, ASampleTakenDuringGcReusesItsThreadsPreviousStack) {
+  SampleRing ring(16, 4);
+  Push(ring, 1, 0x100, 3, 0, 10, ThreadState::kBlocked);
+  {  // during a GC: no walk, the thread's previous stack
+    SampleRing::Slot cell = ring.Claim();
+    cell.header->thread_id = 1;
+    cell.header->depth = 0;
+    cell.header->wall_delta_ns = 10;
+    cell.header->cpu_delta_ns = 0;
+    cell.header->state = ThreadState::kBlocked;
+    cell.header->stack_from_previous = true;
+    ring.Publish(cell);
+  }
+  {  // a thread with no previous stack in the window: the empty stack
+    SampleRing::Slot cell = ring.Claim();
+    cell.header->thread_id = 2;
+    cell.header->depth = 0;
+    cell.header->wall_delta_ns = 10;
+    cell.header->state = ThreadState::kBlocked;
+    cell.header->stack_from_previous = true;
+    ring.Publish(cell);
+  }
+  CpuAggregate agg;
+  agg.set_mode(CpuMode::kWall);
+  ring.Drain([&](const SampleHeader& h, const uint64_t* f, const int32_t* l) { agg.Add(h, f, l); });
+  std::vector<std::pair<CpuKey, CpuValues>> rows;
+  agg.ForEach([&](const CpuKey& k, const CpuValues& v) { rows.push_back({k, v}); });
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].first.thread_id, 1);
+  EXPECT_EQ(rows[0].second.samples, 2);  // both on the 3-frame stack
+  EXPECT_EQ(agg.stacks().frames(rows[0].first.stack_id).size(), 3u);
+  EXPECT_EQ(rows[1].first.thread_id, 2);
+  EXPECT_TRUE(agg.stacks().frames(rows[1].first.stack_id).empty());
+  agg.Clear();
+  EXPECT_EQ(agg.stacks().stack_count(), 0u);  // the last-stack references are released too
+}
+
 CpuProfileData SampleData() {
   CpuProfileData d;
   d.mode = CpuMode::kWall;

@@ -8,9 +8,34 @@ const char* ThreadStateName(ThreadState state) {
     case ThreadState::kGvlWait: return "gvl-wait";
     case ThreadState::kBlocked: return "blocked";
     case ThreadState::kGc: return "gc";
+    case ThreadState::kNoGvl: return "running";
     case ThreadState::kUnknown: break;
   }
   return "unknown";
+}
+
+int AccountedParts(const SampleHeader& h, CpuMode mode, AccountedPart parts[2]) {
+  int64_t cpu = h.cpu_delta_ns > 0 ? h.cpu_delta_ns : 0;
+  int64_t wall = h.wall_delta_ns > 0 ? h.wall_delta_ns : 0;
+  bool on_a_cpu = mode == CpuMode::kCpu ? cpu > 0 : cpu * 10 >= wall && cpu > 0;
+  if (h.state != ThreadState::kBlocked || !on_a_cpu) {
+    parts[0] = AccountedPart{h.state, 1, cpu, wall};
+    return 1;
+  }
+  int64_t on_cpu = cpu < wall ? cpu : wall;
+  int64_t off_cpu = wall - on_cpu;
+  // CPU mode weighs samples by CPU time: the sample is the CPU's.
+  bool mostly_on_cpu = mode == CpuMode::kCpu || on_cpu >= off_cpu;
+  parts[0] = AccountedPart{ThreadState::kNoGvl, mostly_on_cpu ? 1 : 0, cpu, on_cpu};
+  if (off_cpu == 0) return 1;
+  parts[1] = AccountedPart{ThreadState::kBlocked, mostly_on_cpu ? 0 : 1, 0, off_cpu};
+  return 2;
+}
+
+ThreadState TimelineState(const SampleHeader& h, CpuMode mode) {
+  AccountedPart parts[2];
+  int n = AccountedParts(h, mode, parts);
+  return n == 2 && parts[1].samples == 1 ? parts[1].state : parts[0].state;
 }
 
 namespace {

@@ -30,11 +30,18 @@ enum class ThreadState : uint8_t {
   kRunning = 0,   // held the GVL, running Ruby (or C called from Ruby)
   kGvlWait = 1,   // ready to run, waiting for the GVL (Ruby 3.2+ only)
   kBlocked = 2,   // released the GVL: sleeping, blocked on IO, a lock, a C call
-  kGc = 3,        // held the GVL while the GC ran
+  kGc = 3,        // stopped by a GC: ran it, or held or waited for the GVL while it ran
   kUnknown = 4,
+  // On a CPU with the GVL released: C code under rb_nogvl (zlib, digests,
+  // a C extension's own loop). Never recorded by the handler (the GVL events
+  // only say "released"); the drain splits a blocked sample whose thread's
+  // CPU clock advanced (AccountedParts below). Its pprof state label is
+  // "running" (it is running, on a CPU) with the label gvl=released.
+  kNoGvl = 5,
 };
+// "running", "gvl-wait", "blocked", "gc", "unknown"; kNoGvl is "running".
 const char* ThreadStateName(ThreadState state);
-constexpr int kThreadStateCount = 5;
+constexpr int kThreadStateCount = 6;
 
 struct SampleHeader {
   int64_t time_ns = 0;        // CLOCK_MONOTONIC when the sample was taken
@@ -44,11 +51,37 @@ struct SampleHeader {
   uint16_t depth = 0;         // frames used
   ThreadState state = ThreadState::kUnknown;
   bool truncated = false;     // the stack had more than max_depth frames
+  // No walk (a GC was running) and the thread was not stopped by it: it was
+  // outside Ruby code (asleep, blocked, in C without the GVL), so its stack
+  // is the one of its previous sample (CpuAggregate::Add fills it in).
+  bool stack_from_previous = false;
   // Native PCs (CaptureNativePcs, innermost first) when the ring was made
   // with native_max > 0: set by Claim to the cell's own array.
   uintptr_t* native = nullptr;
   uint16_t native_depth = 0;
 };
+
+// kCpu: each thread's timer runs on its own CPU clock; kWall: on
+// CLOCK_MONOTONIC.
+enum class CpuMode : uint8_t { kCpu = 0, kWall };
+
+// How a drained sample is accounted. The handler records the state the GVL
+// events gave; a "blocked" thread whose CPU clock advanced was on a CPU
+// without the GVL for that long, so that part is kNoGvl and the rest
+// blocked. In wall mode, below a tenth of the wall delta the CPU is the
+// thread's own waking up and going back to sleep (and our handler), not
+// work: the sample stays blocked whole, so a sleeper has no "running"
+// crumbs. In CPU mode the timer fired because the thread was on a CPU: its
+// CPU time is never blocked.
+struct AccountedPart {
+  ThreadState state;
+  int64_t samples, cpu_ns, wall_ns;
+};
+// One or two parts (the larger one carries the sample count); returns how
+// many were written to parts.
+int AccountedParts(const SampleHeader& h, CpuMode mode, AccountedPart parts[2]);
+// The state a timeline shows for the sample: the part that carries the sample.
+ThreadState TimelineState(const SampleHeader& h, CpuMode mode);
 
 class SampleRing {
  public:
