@@ -1,0 +1,125 @@
+# frozen_string_literal: true
+
+require "json"
+require "open3"
+
+# Opens a Firefox-format profile in the real Firefox Profiler web app, in
+# headless Chromium, via test/viewers/firefox_view.js, and returns what the
+# page shows (the parsed JSON that script prints):
+#
+#   view = FirefoxViewer.inspect("tmp/viewers/app.json.gz", threads: [1, "compressor"])
+#   view["tracks"]          # [{"name" => "web-1", "thread_index" => 1, "activity_pixels" => 12048,
+#                           #   "hatched" => true, "empty_regions" => [...], ...}, ...] in timeline order
+#   view["threads"]["1"]    # {"calltree_text" => "...", "calltree_rows" => [...], "sidebar_text" => "...",
+#                           #  "screenshot" => "/.../tmp/viewers/app-calltree-thread1.png", ...}
+#   view["console_errors"], view["page_errors"], view["failed_requests"], view["screenshots"]
+#
+# threads: thread indexes or thread names (as the file spells them) whose
+# call tree and sidebar to read; nil reads every thread track shown.
+#
+# What it needs: the web app's build in shared/viewers/firefox-profiler beside
+# the repo checkout (absent: tests skip, CI included), and Chromium, Node.js
+# and test/viewers/node_modules, which script/setup installs (absent: tests
+# skip locally and fail in CI). See FirefoxViewer.require!.
+module FirefoxViewer
+  class Error < StandardError; end
+
+  ROOT = File.expand_path("../..", __dir__)
+  SCRIPT = File.join(ROOT, "test/viewers/firefox_view.js")
+  NODE_MODULES = File.join(ROOT, "test/viewers/node_modules")
+
+  module_function
+
+  def viewer_dir
+    ENV["FATHOM_FIREFOX_PROFILER_DIR"] || File.expand_path("../shared/viewers/firefox-profiler", ROOT)
+  end
+
+  def chromium
+    ENV["CHROMIUM"] || "/usr/bin/chromium"
+  end
+
+  def node
+    ENV.fetch("PATH", "").split(File::PATH_SEPARATOR).map { |d| File.join(d, "node") }
+       .find { |p| File.file?(p) && File.executable?(p) }
+  end
+
+  # The web app's build is not installed by script/setup: a checkout without
+  # the shared/ folder beside it cannot run these tests anywhere.
+  def viewer_missing?
+    !File.file?(File.join(viewer_dir, "index.html"))
+  end
+
+  # nil when everything is there; otherwise why the viewer cannot run.
+  def skip_reason
+    return "no Firefox Profiler build at #{viewer_dir} (the shared/ folder beside the repo checkout)" if viewer_missing?
+    return "#{chromium} missing (script/setup installs Debian's chromium)" unless File.executable?(chromium)
+    return "node not on PATH (script/setup installs nodejs and npm)" unless node
+    unless File.file?(File.join(NODE_MODULES, "puppeteer-core", "package.json"))
+      return "test/viewers/node_modules/puppeteer-core missing (script/setup runs npm ci --prefix test/viewers)"
+    end
+
+    nil
+  end
+
+  def available?
+    skip_reason.nil?
+  end
+
+  # In a test: returns if the viewer can run; skips when the viewer build is
+  # absent; for any other missing piece skips locally and fails in CI (where
+  # script/setup has installed it all).
+  def require!(test)
+    reason = skip_reason or return
+    test.flunk(reason) if !viewer_missing? && !ENV["CI"].to_s.empty?
+    test.skip(reason)
+  end
+
+  # Runs the browser once and returns the report (a Hash); timeout is in
+  # seconds, for the whole run. Other keyword arguments go into the spec
+  # (ct_summary:, name:, screenshot_dir:, max_rows:). Raises
+  # FirefoxViewer::Error when the page could not be read.
+  def inspect(path = nil, threads: nil, timeout: 60, **spec)
+    return "FirefoxViewer" if path.nil? # Module#inspect, for error messages and p
+
+    request = spec.merge(
+      "profile" => File.expand_path(path),
+      "threads" => threads,
+      "viewer_dir" => viewer_dir,
+      "chromium" => chromium,
+      "timeout_ms" => (timeout * 1000).to_i,
+    ).compact
+    out, err, status = run_node(JSON.generate(request), timeout + 15)
+    report = begin
+      JSON.parse(out)
+    rescue JSON::ParserError
+      nil
+    end
+    unless status&.success? && report.is_a?(Hash) && report["ok"]
+      why = report.is_a?(Hash) ? report["error"] : "no JSON on stdout: #{out[0, 500].inspect}"
+      raise Error, "firefox_view.js failed (#{status ? "exit #{status.exitstatus}" : "killed after #{timeout + 15}s"}): " \
+                   "#{why}\nstderr: #{err[-2000..] || err}"
+    end
+    report
+  end
+
+  # node SCRIPT with the spec on stdin; kills it if it outlives `limit`
+  # seconds (the script has its own hard limit; this is the safety net).
+  def run_node(input, limit)
+    Open3.popen3(node || "node", SCRIPT, chdir: ROOT, pgroup: true) do |stdin, stdout, stderr, wait|
+      stdin.write(input)
+      stdin.close
+      out_reader = Thread.new { stdout.read }
+      err_reader = Thread.new { stderr.read }
+      unless wait.join(limit)
+        begin
+          Process.kill("KILL", -wait.pid) # its Chromium too
+        rescue Errno::ESRCH
+          nil
+        end
+        wait.join
+        return [out_reader.value.to_s, err_reader.value.to_s, nil]
+      end
+      [out_reader.value.to_s, err_reader.value.to_s, wait.value]
+    end
+  end
+end

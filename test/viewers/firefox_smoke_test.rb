@@ -1,0 +1,119 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "json"
+require "zlib"
+require "support/firefox_viewer"
+
+# What a user sees when they open `fathom run --mode cpu,gc,heap --format
+# firefox` output in the Firefox Profiler: the real web app
+# (shared/viewers/firefox-profiler) in headless Chromium, driven by
+# test/viewers/firefox_view.js (its report is kept in tmp/viewers/app-view.json,
+# with the screenshots). One profile of examples/threaded_app.rb and one
+# browser run serve every test here (about 15 s in all).
+class FirefoxViewerSmokeTest < Minitest::Test
+  OUT = File.join(TestHelper::ROOT, "tmp/viewers/app.json.gz")
+  REPORT = File.join(TestHelper::ROOT, "tmp/viewers/app-view.json")
+  APP = File.join(TestHelper::ROOT, "examples/threaded_app.rb")
+  # The threads examples/threaded_app.rb names that burn CPU, so that a CPU
+  # profile holds them; its "sleeper" only sleeps (a CPU profile has no
+  # track for it; test/viewers/firefox_thread_states_test.rb opens a wall
+  # profile with a sleeper).
+  CPU_THREADS = %w[main web-1 web-2 compressor].freeze
+  GC_TRACK = "Garbage Collection"
+
+  class << self
+    # [file threads, viewer report], made once for the whole class.
+    def result
+      @result ||= begin
+        FileUtils.mkdir_p(File.dirname(OUT))
+        FileUtils.rm_f(OUT)
+        _o, err, status = TestHelper.run_fathom("run", "--mode", "cpu,gc,heap", "--format", "firefox", "-o", OUT,
+                                                "--", RbConfig.ruby, APP, env: TestHelper::PLAIN_ENV)
+        raise "fathom run failed (#{status.exitstatus}): #{err}" unless status.success? && File.exist?(OUT)
+
+        threads = JSON.parse(Zlib.gunzip(File.binread(OUT)))["threads"].each_with_index.map do |t, i|
+          { "index" => i, "name" => t["name"] }
+        end
+        view = FirefoxViewer.inspect(OUT, threads: threads.map { |t| t["index"] })
+        # Kept beside the screenshots, to read when a test here fails.
+        File.write(REPORT, JSON.pretty_generate(view))
+        [threads, view]
+      rescue StandardError => e
+        e
+      end
+      raise @result if @result.is_a?(Exception)
+
+      @result
+    end
+  end
+
+  def setup
+    require_native!
+    FirefoxViewer.require!(self)
+    @file_threads, @view = self.class.result
+  end
+
+  def file_names
+    @file_threads.map { |t| t["name"] }
+  end
+
+  def track(name)
+    @view["tracks"].find { |t| t["name"] == name } or
+      flunk("no track #{name.inspect} shown; tracks: #{@view["tracks"].map { |t| t["name"] }}, " \
+            "hidden: #{@view["hidden_tracks"]}")
+  end
+
+  def thread_view(name)
+    t = @file_threads.find { |x| x["name"] == name } or flunk("the file holds no thread #{name.inspect}: #{file_names}")
+    @view["threads"][t["index"].to_s] or flunk("no call tree read for #{name}")
+  end
+
+  def test_one_track_per_thread_the_file_holds
+    CPU_THREADS.each { |name| assert_includes file_names, name, "threaded_app's #{name} thread" }
+    assert_includes file_names, GC_TRACK, "cpu,gc,heap writes a GC track"
+    shown = @view["tracks"].map { |t| t["name"] }
+    assert_equal file_names.sort, shown.sort,
+                 "one track per thread in the file (hidden by the app: #{@view["hidden_tracks"]}; " \
+                 "menu: #{@view["track_count_text"]})"
+    assert_empty @view["hidden_tracks"], "tracks the app hid"
+    # Each track shows the thread of its name (the track's name is the page's
+    # label; thread_index is the thread the app selects when it is clicked).
+    @file_threads.each do |t|
+      assert_equal t["index"], track(t["name"])["thread_index"], "track #{t["name"]}"
+    end
+    assert track("main")["global"], "main is the process's own track"
+  end
+
+  def test_the_page_reports_no_errors
+    assert_match(/\AFathom cpu\+gc\+heap profile/, @view["title"])
+    assert_empty @view["page_errors"], "page errors"
+    assert_empty @view["console_errors"], "console errors"
+    assert_empty @view["failed_requests"], "failed requests"
+    @view["screenshots"].each { |png| assert File.size?(png), png }
+  end
+
+  def test_call_trees_and_sidebar_show_the_work
+    web = thread_view("web-1")
+    assert_includes web["calltree_text"], "PageRenderer#render"
+    assert_includes web["calltree_text"], "SessionStore.remember"
+    assert_match(/Ruby \(running\) \d/, web["sidebar_text"])
+    assert_operator track("web-1")["activity_pixels"], :>, 0
+    comp = thread_view("compressor")
+    assert_includes comp["calltree_text"], "Zlib::Deflate.deflate"
+    gc = thread_view(GC_TRACK)
+    assert_match(/^Garbage Collection/, gc["calltree_text"])
+    assert_match(/GC 100%/, gc["sidebar_text"])
+    assert_operator track(GC_TRACK)["activity_pixels"], :>, 0
+  end
+
+  # The compressor spends its time in libz with the GVL released: that is
+  # CPU work, so its activity graph must not be empty (its samples were once
+  # "Blocked / sleeping", which the graph draws as nothing).
+  def test_compressor_activity_graph_is_not_empty
+    comp = track("compressor")
+    assert_operator comp["activity_pixels"], :>, 0,
+                    "compressor's activity graph is empty; its sidebar: #{thread_view("compressor")["sidebar_text"]}"
+    assert_match(/Running without GVL \d/, thread_view("compressor")["sidebar_text"])
+  end
+end

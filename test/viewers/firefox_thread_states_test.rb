@@ -1,0 +1,85 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "json"
+require "zlib"
+require "support/firefox_viewer"
+
+# Four threads in four states (test/fixtures/cpu_thread_states.rb: Ruby code,
+# C without the GVL, asleep, blocked on a pipe, the last two since before
+# the profiler started; the main thread allocates, so GCs run), written as a
+# wall profile in the Firefox format and opened in the real Firefox Profiler
+# in headless Chromium: what a person sees of each thread's state.
+class FirefoxThreadStatesTest < Minitest::Test
+  FIXTURE = File.join(TestHelper::ROOT, "test/fixtures/cpu_thread_states.rb")
+  OUT = File.join(TestHelper::ROOT, "tmp/viewers/thread-states.json.gz")
+  TRUTH = File.join(TestHelper::ROOT, "tmp/viewers/thread-states-truth.json")
+  REPORT = File.join(TestHelper::ROOT, "tmp/viewers/thread-states-view.json")
+
+  class << self
+    def result
+      @result ||= begin
+        FileUtils.mkdir_p(File.dirname(OUT))
+        FileUtils.rm_f([OUT, TRUTH])
+        _o, err, status = Open3.capture3(TestHelper::PLAIN_ENV, RbConfig.ruby, "-I", TestHelper::LIB, FIXTURE,
+                                         "wall", "firefox", OUT, TRUTH, "1.5")
+        raise "fixture failed: #{err}" unless status.success?
+
+        threads = JSON.parse(Zlib.gunzip(File.binread(OUT)))["threads"].each_with_index.map do |t, i|
+          { "index" => i, "name" => t["name"] }
+        end
+        view = FirefoxViewer.inspect(OUT, threads: threads.map { |t| t["index"] }, name: "thread-states")
+        File.write(REPORT, JSON.pretty_generate(view))
+        [threads, view, JSON.parse(File.read(TRUTH))]
+      rescue StandardError => e
+        e
+      end
+      raise @result if @result.is_a?(Exception)
+
+      @result
+    end
+  end
+
+  def setup
+    require_native!
+    FirefoxViewer.require!(self)
+    @file_threads, @view, @truth = self.class.result
+  end
+
+  def track(name)
+    @view["tracks"].find { |t| t["name"] == name } or flunk("no track #{name.inspect}: #{@view["tracks"].map { |t| t["name"] }}")
+  end
+
+  def thread_view(name)
+    t = @file_threads.find { |x| x["name"] == name } or flunk("the file holds no thread #{name.inspect}")
+    @view["threads"][t["index"].to_s] or flunk("no call tree read for #{name}")
+  end
+
+  def test_every_thread_has_its_track
+    %w[main burner compressor sleeper reader].each { |name| track(name) }
+    assert_empty @view["page_errors"]
+    assert_empty @view["console_errors"]
+    assert_operator @truth["gc_count"], :>, 0
+  end
+
+  # C code without the GVL burns a core: the graph shows it.
+  def test_the_c_without_gvl_threads_activity_graph_is_not_empty
+    comp = track("compressor")
+    sidebar = thread_view("compressor")["sidebar_text"]
+    assert_operator comp["activity_pixels"], :>, 0, "compressor's activity graph is empty; sidebar: #{sidebar}"
+    assert_match(/Running without GVL \d/, sidebar)
+    assert_includes thread_view("compressor")["calltree_text"], "Zlib::Deflate.deflate"
+  end
+
+  # Ruby's GC stops only threads that hold or want the GVL: a thread asleep
+  # or blocked on a pipe shows no GC time, and its own call.
+  def test_threads_that_only_wait_show_no_garbage_collection
+    { "sleeper" => "Kernel#sleep", "reader" => "IO#read" }.each do |name, call|
+      tree = thread_view(name)["calltree_text"]
+      refute_includes tree, "Garbage Collection", "#{name}'s call tree"
+      refute_includes tree, "stack not read", "#{name}'s call tree"
+      assert_includes tree, call, "#{name}'s call tree"
+      assert_match(/Blocked \/ sleeping (100|9\d)/, thread_view(name)["sidebar_text"], "#{name}'s sidebar")
+    end
+  end
+end
