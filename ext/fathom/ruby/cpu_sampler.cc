@@ -40,6 +40,13 @@ struct ThreadSlot {
   std::atomic<bool> active{false};     // the handler may sample
   std::atomic<bool> busy{false};       // the handler is running on this slot
   std::atomic<uint8_t> state{static_cast<uint8_t>(ThreadState::kRunning)};  // from GVL events
+  // Wall mode, 3.2+: a thread that was outside Ruby code when sampling
+  // started, whose timer is not armed yet: its first GVL event takes its
+  // first sample (covering the wait) and arms it. Signalling it instead
+  // would interrupt its ppoll/read with EINTR, and it would wait for the GVL
+  // to check interrupts before waiting again (as SIGPROF blocking does for
+  // threads that block later: see g_masked).
+  std::atomic<bool> dormant{false};
   timer_t timer{};
   bool has_timer = false;              // GVL only
   // Handler-only once active (set before, with the GVL).
@@ -174,7 +181,7 @@ ThreadSlot* FindSlot(int32_t tid) {
 // the GVL; blocked for every other thread alive at start, which therefore
 // does not (asleep, blocked, in C, or waiting for the GVL, which its next
 // RESUMED will tell).
-void AddThread(pid_t tid, ThreadState initial = ThreadState::kRunning) {
+void AddThread(pid_t tid, ThreadState initial = ThreadState::kRunning, bool dormant = false) {
   if (tid <= 0 || IsInternalThread(tid)) return;
   if (ThreadSlot* known = FindSlot(tid)) {
     // A native thread Ruby 3.1 took from its thread cache for a new Ruby
@@ -216,8 +223,9 @@ void AddThread(pid_t tid, ThreadState initial = ThreadState::kRunning) {
   s.last_wall_ns = MonotonicNs();
   s.rng = 0x9e3779b97f4a7c15ULL ^ (static_cast<uint64_t>(tid) * 0xbf58476d1ce4e5b9ULL) ^ static_cast<uint64_t>(s.last_wall_ns);
   if (s.rng == 0) s.rng = 1;
+  s.dormant.store(dormant);
   s.active.store(true);
-  Arm(&s);
+  if (!dormant) Arm(&s);
 }
 
 // GVL held (or in a forked child before any other thread exists). After
@@ -252,6 +260,13 @@ void ThreadEventHook(rb_event_flag_t event, const rb_internal_thread_event_data_
   if (!enabled) return;
   ThreadSlot* s = FindSlot(tid);
   if (s == nullptr) return;
+  if (event != RUBY_INTERNAL_THREAD_EVENT_SUSPENDED && s->dormant.load(std::memory_order_relaxed) &&
+      s->dormant.exchange(false)) {
+    // Its first sample, in the state it had since start (blocked), taken
+    // here on the thread itself as the signal handler would; it arms the
+    // timer.
+    CpuSampler::OnSignal(static_cast<int>(s - g_slots), nullptr);
+  }
   ThreadState state;
   if (event == RUBY_INTERNAL_THREAD_EVENT_READY) {
     state = ThreadState::kGvlWait;
@@ -356,7 +371,8 @@ void StopAtExit(VALUE) {
 }
 
 // Wall mode at stop: threads still blocked (SIGPROF blocked, their sample
-// pending) would lose the time since their last sample. Ruby 3.3+ reads
+// pending; or dormant since start, never sampled) would lose the time since
+// their last sample. Ruby 3.3+ reads
 // their stack with rb_profile_thread_frames (GVL held; the thread is outside
 // Ruby code, its frames are still) and a last sample goes into the ring.
 // Before 3.3 the sample has no stack. g_enabled is already false: the
@@ -366,14 +382,17 @@ void AccountBlockedThreads() {
   for (int i = 0; i < high; i++) {
     ThreadSlot& s = g_slots[i];
     int32_t tid = s.tid.load();
-    if (tid == 0 || !s.active.load() || !MaskedContains(tid)) continue;
+    if (tid == 0 || !s.active.load() || !(s.dormant.load() || MaskedContains(tid))) continue;
     while (s.busy.load()) sched_yield();
     SampleRing::Slot cell = g_ring->Claim();
     if (!cell) continue;
     int64_t wall = MonotonicNs();
     SampleHeader* h = cell.header;
     h->time_ns = wall;
-    h->cpu_delta_ns = 0;
+    // Its CPU clock read from here: a thread in C without the GVL (deflate)
+    // has burned CPU since it released the GVL.
+    int64_t cpu = ClockNs(ThreadCpuClock(tid));
+    h->cpu_delta_ns = cpu > s.last_cpu_ns ? cpu - s.last_cpu_ns : 0;
     h->wall_delta_ns = wall - s.last_wall_ns;
     h->thread_id = tid;
     h->state = ThreadState::kBlocked;
@@ -433,8 +452,13 @@ bool CpuSampler::Start(SampleRing* ring, const Config& config, const PostponedJo
   WatchThreads();
   pid_t self = CurrentTid();
   AddThread(self, ThreadState::kRunning);
+#ifdef HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK
+  bool dormant = config.mode == CpuMode::kWall;
+#else
+  bool dormant = false;  // no GVL events to wake them: signalled from the start
+#endif
   for (pid_t tid : tids)
-    if (tid != self) AddThread(tid, ThreadState::kBlocked);
+    if (tid != self) AddThread(tid, ThreadState::kBlocked, dormant);
   if (g_slot_high.load() == 0) {
     Stop();
     *error = "cannot create a per-thread timer (timer_create failed)";
@@ -447,7 +471,7 @@ void CpuSampler::Stop(bool account_blocked) {
   if (!g_running) return;
   UnwatchThreads();
   g_enabled.store(false);
-  if (account_blocked && g_config.mode == CpuMode::kWall && g_masked_count.load() > 0) AccountBlockedThreads();
+  if (account_blocked && g_config.mode == CpuMode::kWall) AccountBlockedThreads();
   RemoveAllSlots();
   g_running = false;
   g_ring = nullptr;

@@ -75,19 +75,26 @@ std::map<int32_t, firefox::Thread*> AddCpuTracks(firefox::Profile& profile, cons
       run_samples = 0;
     };
     // A sample is taken at the end of the time it stands for (the deltas
-    // since the thread's previous sample); the Firefox Profiler reads a
-    // sample as lasting from its time to the next sample's. So each is
-    // placed at its start: in wall mode the previous sample's time; in CPU
-    // mode, where a sample's wall delta can span a long sleep before the
-    // CPU time it counts, its last cpu_delta. A thread's state and stack
-    // then show over the time they held, and runs of samples (the markers)
-    // cover exactly that time, never the gap before a late sample.
+    // since the thread's previous sample), which is how the Firefox
+    // Profiler reads threadCPUDelta, so each sample stays at its end. Its
+    // stack, though, the viewer draws from its time to the next sample's:
+    // after a long stretch (a wall sample covering a whole wait, taken when
+    // the thread wanted the GVL back) that would paint the previous
+    // sample's stack over the stretch, and this one's after it. So a
+    // stretch longer than 1.5 intervals gets a weightless sample with this
+    // sample's stack at its start; in CPU mode, where a sample's CPU time
+    // may follow a long sleep, a weightless empty sample first marks the
+    // time with no CPU. Runs of samples (the markers) cover the samples'
+    // own stretches, from the first one's start to the last one's end,
+    // never the gap before a late sample.
+    double long_stretch = 1.5 * Ms(data.interval_ns > 0 ? data.interval_ns : 10000000);
     double previous_end = 0;
     for (const CpuTimelineSample* s : samples) {
       double end = offset_ms + Ms(s->time_ns - data.start_monotonic_ns);
       if (end < 0) end = 0;
       double span = Ms(wall ? s->wall_ns : std::min(s->wall_ns, s->cpu_ns));
       double t = std::max({0.0, previous_end, end - span});
+      double idle_from = previous_end;
       previous_end = end;
       int state_index = static_cast<int>(s->state) < kThreadStateCount ? static_cast<int>(s->state)
                                                                        : static_cast<int>(ThreadState::kUnknown);
@@ -117,7 +124,9 @@ std::map<int32_t, firefox::Thread*> AddCpuTracks(firefox::Profile& profile, cons
       }
       // threadCPUDelta: the thread's own CPU clock since its previous sample
       // (both modes measure it).
-      thread.AddSample(t, stack, Ms(wall ? s->wall_ns : s->cpu_ns), s->cpu_ns);
+      if (!wall && t - idle_from > long_stretch / 3) thread.AddSample(idle_from, std::nullopt, 0, 0);
+      if (end - t > long_stretch) thread.AddSample(t, stack, 0, 0);
+      thread.AddSample(end, stack, Ms(wall ? s->wall_ns : s->cpu_ns), s->cpu_ns);
       if (run_samples > 0 && s->state == run_state) {
         run_end = end;
         run_samples++;
