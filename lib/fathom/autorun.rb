@@ -108,7 +108,7 @@ module Fathom
         when :gc
           s[:source] == :counters ? "#{s[:cycles]} GCs, from Ruby's GC counters" : "#{s[:cycles]} GCs, #{s[:steps]} steps"
         when :retention then "#{s[:objects]} objects, GVL held #{Options.format_ns(s[:gvl_held_ns])}"
-        when :cpu then "#{s[:samples]} #{s[:mode]} samples of #{s[:threads_seen]} threads, #{s[:dropped]} dropped"
+        when :cpu then "#{s[:window_samples]} #{s[:mode]} samples of #{s[:window_threads]} threads, #{s[:dropped]} dropped"
         else "#{s[:samples]} samples, #{s[:live_samples]} live"
         end
       end

@@ -160,7 +160,14 @@ class CpuCliTest < Minitest::Test
                                             env: TestHelper::PLAIN_ENV)
     assert status.success?, err
     %w[cpu gc heap].each { |m| assert File.exist?("#{base}.#{m}.pb.gz"), "#{m} profile written: #{err}" }
-    assert_match(/wrote cpu profile .*cpu samples of \d+ threads, 0 dropped/, err)
+    printed = err[/wrote cpu profile .*?(\d+) cpu samples of (\d+) threads, 0 dropped/] &&
+              [Regexp.last_match(1).to_i, Regexp.last_match(2).to_i]
+    assert printed, err
+    # What fathom run says is what the file holds (it once counted Fathom's
+    # own helper threads and threads that ended unsampled).
+    raw = PprofRaw.read("#{base}.cpu.pb.gz")
+    assert_equal raw.by_label("samples", "thread id").size, printed[1], "threads in the file vs printed: #{err}"
+    assert_equal raw.total("samples"), printed[0], "samples in the file vs printed: #{err}"
     report, err, status = TestHelper.run_fathom("report", "#{base}.cpu.pb.gz", "--top", "5")
     assert status.success?, err
     assert_match(/Type: cpu/, report)

@@ -100,15 +100,15 @@ class HeapProfileTest < Minitest::Test
     assert_in_delta 1.0, total.fdiv(truth), 0.10, "estimated #{total} allocations, Ruby counted #{truth}"
   end
 
-  # Ruby 3.3+ triggers the arming job straight from the timer thread
-  # (rb_postponed_job_trigger); older Rubies signal the GVL holder. Found by
-  # have_func at build time: on 3.1 the 3.3 path must be absent.
+  # Ruby 3.2+ signals the GVL owner known from the GVL events; 3.1 finds
+  # the holder by round-robin. Found by have_func at build time: on 3.1 the
+  # 3.2+ path must be absent.
   def test_timer_mechanism_matches_ruby_version
     profiler = Fathom::HeapProfiler.new(interval: 0.001).start
     KeepAndDrop.run
     stats = profiler.stats
     profiler.stop
-    expected = Gem::Version.new(RUBY_VERSION) >= Gem::Version.new("3.3") ? "trigger" : "signal"
+    expected = Gem::Version.new(RUBY_VERSION) >= Gem::Version.new("3.2") ? "gvl-owner" : "signal"
     assert_equal expected, stats[:timer_mechanism]
     assert_operator stats[:samples_taken], :>, 0
   end

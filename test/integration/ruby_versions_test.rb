@@ -21,8 +21,10 @@ class RubyVersionsTest < Minitest::Test
     FileUtils.rm_rf(@dir)
   end
 
-  # 3.3+: rb_postponed_job_preregister/trigger from the timer thread, no
-  # signal at all. Before 3.3: SIGPROF to the thread that holds the GVL.
+  # 3.2+ (GVL events): SIGPROF to the thread that last took the GVL, whose
+  # handler triggers the job on its own context (gvl_owner.h says why the
+  # 3.3 timer thread no longer triggers it itself). 3.1: SIGPROF round-robin
+  # until the GVL holder is found.
   def test_timer_mechanism_matches_this_ruby
     profiler = Fathom::HeapProfiler.new(interval: "1ms").start
     kept = []
@@ -31,14 +33,41 @@ class RubyVersionsTest < Minitest::Test
     stats = profiler.stats
     profiler.stop
     assert_operator stats[:samples_taken], :>, 20
-    if RUBY_33
-      assert_equal "trigger", stats[:timer_mechanism]
-      assert_equal 0, stats[:timer_signals], "3.3 must sample without signals"
-    else
-      assert_equal "signal", stats[:timer_mechanism]
-      assert_operator stats[:timer_signals], :>, 0
-    end
+    assert_equal RUBY_33 ? "gvl-owner" : "signal", stats[:timer_mechanism]
+    assert_operator stats[:timer_signals], :>, 0
     assert_operator kept.size, :>, 0
+  end
+
+  # SIGPROF owned by someone else (another profiler): 3.3 falls back to
+  # triggering the job from the timer thread, which needs no signal; 3.1
+  # cannot and refuses with a clear error. In a child: the handler, once
+  # ours, stays for the process's life.
+  def test_sigprof_taken_by_another_profiler
+    script = <<~RUBY
+      require "fathom"
+      trap("PROF") {}
+      begin
+        profiler = Fathom::HeapProfiler.new(interval: "1ms").start
+        kept = []
+        t = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) + 0.2
+        kept << "x" * 20 while Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) < t
+        s = profiler.stats
+        profiler.stop
+        puts [s[:timer_mechanism], s[:timer_signals], s[:samples_taken]].join(" ")
+      rescue Fathom::Error => e
+        puts "refused: \#{e.message}"
+      end
+    RUBY
+    out, err, status = Open3.capture3(TestHelper::PLAIN_ENV, RbConfig.ruby, "-I", TestHelper::LIB, "-e", script)
+    assert status.success?, err
+    if RUBY_33
+      mechanism, signals, samples = out.split
+      assert_equal "trigger", mechanism, out
+      assert_equal 0, signals.to_i
+      assert_operator samples.to_i, :>, 0
+    else
+      assert_match(/refused: .*SIGPROF already has a handler/, out)
+    end
   end
 
   def test_heap_gc_and_retention_under_yjit

@@ -37,6 +37,22 @@ class TopReportTest < Minitest::Test
     assert_equal %w[leaf rec main mid], top.rows.map(&:name) # flat desc, then name
   end
 
+  # The heap sampler's comment on its ticks: most lost is worth a warning;
+  # ticks skipped for a good reason (burst armed, no thread running Ruby)
+  # are not counted against it.
+  def test_warns_when_most_timer_ticks_never_reached_ruby
+    t = hand_built
+    t.comments = ["Sampling: 16 bursts from 100 timer ticks that could start one (of 130; 30 while a burst waited " \
+                  "for an allocation, 0 with no thread running Ruby)"]
+    assert_match(/^Warning: only 16 of 100 timer ticks reached Ruby code/, top_for(t).to_s)
+    t.comments = ["Sampling: 98 bursts from 100 timer ticks that could start one (of 400; 300 while a burst waited " \
+                  "for an allocation, 0 with no thread running Ruby)"]
+    refute_match(/timer ticks reached/, top_for(t).to_s)
+    t.comments = ["Sampling: 1 bursts from 10 timer ticks that could start one (of 10; 0 while a burst waited " \
+                  "for an allocation, 0 with no thread running Ruby)"]
+    refute_match(/timer ticks reached/, top_for(t).to_s, "too few ticks to tell")
+  end
+
   def test_other_sample_index
     top = top_for(hand_built, sample_index: "alloc_objects")
     assert_equal 15, top.total

@@ -58,6 +58,9 @@ struct CpuCollector {
   std::map<int32_t, std::string> ended_names;  // threads that ended this window
   int64_t start_realtime_ns = 0, start_monotonic_ns = 0;
   uint64_t drains = 0, drain_jobs = 0, dropped_reported = 0;
+  // What the last encoded window held: what `fathom run` prints must be
+  // what the file has (threads_seen also counts threads that ended unsampled).
+  int64_t window_samples = 0, window_threads = 0;
 };
 
 CpuCollector* g_active = nullptr;  // the one the sampler writes into
@@ -441,6 +444,8 @@ CpuProfileData TakeData(CpuCollector* c) {
   }
   d.thread_names = c->ended_names;
   LiveThreadNames(&d.thread_names);
+  c->window_samples = c->agg.total().samples;
+  c->window_threads = static_cast<int64_t>(c->agg.threads().size());
   // The next encode covers what happens from now on.
   c->dropped_reported = c->ring->dropped();
   c->agg.Clear();
@@ -512,6 +517,8 @@ VALUE CollectorStats(VALUE self) {
     set("ignored_signals", static_cast<long long>(s.foreign_signals));
     set("timer_errors", static_cast<long long>(s.timer_errors));
     set("threads_seen", static_cast<long long>(s.threads_seen));
+    set("window_samples", c->window_samples);
+    set("window_threads", c->window_threads);
     set("threads_sampled_now", s.threads_now);
     set("drains", static_cast<long long>(c->drains));
     set("drain_jobs", static_cast<long long>(c->drain_jobs));

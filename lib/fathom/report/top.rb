@@ -200,7 +200,28 @@ module Fathom
                    "every share below is a guess (profile for longer, or with a shorter interval)"
         end
         lines << "Showing top #{shown.size} nodes out of #{rows.size}" if shown.size < rows.size
+        lines << lost_ticks_warning if lost_ticks_warning
         lines
+      end
+
+      SAMPLING_COMMENT = /\ASampling: (\d+) bursts from (\d+) timer ticks that could start one/
+
+      # The heap sampler says how many of its timer ticks became bursts of
+      # samples (core/heap/tick_accounting.h). When most were lost on their
+      # way to Ruby the profile is much sparser than its interval, and
+      # leans towards the moments the ticks did get through: say so. Same
+      # rule as the core's MostTicksLost: over half of at least 20.
+      def lost_ticks_warning
+        return @lost_ticks_warning if defined?(@lost_ticks_warning)
+
+        m = @profile.comments.lazy.map { |c| SAMPLING_COMMENT.match(c) }.find(&:itself)
+        bursts, eligible = m && [m[1].to_i, m[2].to_i]
+        @lost_ticks_warning =
+          if bursts && eligible >= 20 && (eligible - bursts) * 2 > eligible
+            "Warning: only #{bursts} of #{eligible} timer ticks reached Ruby code (the others were lost on their " \
+              "way to the thread holding the GVL): the sample is sparser than its interval says and may lean " \
+              "towards the moments the ticks got through"
+          end
       end
 
       def label_summary(key)
