@@ -77,6 +77,61 @@ class CpuSamplingTest < Minitest::Test
       assert_equal 0, Fathom::Native.internal_errors[:count]
     end
 
+    # Threads in every state, entered before the profilers start (wall mode
+    # on 3.2+ leaves those dormant until their first GVL event, whose hook
+    # then samples them), while the heap sampler signals whoever holds the
+    # GVL: start/stop loops, GC.compact and a fork in between, then the
+    # threads wake (the dormant ones' first samples) while sampling.
+    define_method("test_threads_in_every_state_with_the_heap_sampler_#{mode}") do
+      require "zlib"
+      stop = false
+      r, w = IO.pipe
+      data = Random.new(5).bytes(1 << 18) * 4
+      sleeper = Thread.new { sleep }
+      reader = Thread.new { r.read(1) }
+      queue = Queue.new
+      parked = Thread.new { queue.pop }
+      nogvl = Thread.new { Zlib::Deflate.deflate(data) until stop }
+      burner = Thread.new { x = 0; x += 1 until stop }
+      Thread.pass until [sleeper, reader, parked].all? { |t| t.status == "sleep" }
+      cpu = Fathom::CpuProfiler.new(mode: mode, interval: "200us")
+      heap = Fathom::HeapProfiler.new(interval: "200us")
+      kept = []
+      3.times do |round|
+        cpu.start
+        heap.start
+        deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + (asan? ? 0.15 : 0.05)
+        kept << "x" * 10 while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+        GC.compact if round == 1
+        if round == 2
+          pid = fork { kept << "child" * 3; exit!(0) }
+          Process.wait(pid)
+          assert_predicate $?, :success?
+        end
+        heap.stop
+        cpu.stop
+        heap.flush
+        cpu.flush
+      end
+      cpu.start
+      heap.start
+      sleeper.wakeup
+      w.write("x")
+      queue << 1
+      [sleeper, reader, parked].each(&:join)
+      stop = true
+      [nogvl, burner].each(&:join)
+      heap.stop
+      cpu.stop
+      assert_kind_of String, cpu.flush.report(top: 3)
+      assert_operator heap.stats[:bursts], :>, 0
+      heap.flush
+      assert_equal 0, Fathom::Native.internal_errors[:count]
+    ensure
+      stop = true
+      [sleeper, reader, parked, nogvl, burner].compact.each { |t| t.kill.join(1) }
+    end
+
     define_method("test_gc_compact_and_stress_while_sampling_#{mode}") do
       profiler = Fathom::CpuProfiler.new(mode: mode, interval: "100us").start
       kept = []

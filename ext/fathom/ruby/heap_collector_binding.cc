@@ -367,6 +367,7 @@ VALUE CollectorStats(VALUE self) {
     set("timer_armed_skips", t.armed_skips);
     set("timer_idle_ticks", t.idle_ticks);
     set("bursts", c->bursts);
+    set("census_refreshes", c->census.refreshes);
     if (!c->exact) set("window_lost_ticks", WindowTicks(*c).lost());
     rb_hash_aset(h, ID2SYM(rb_intern("timer_mechanism")), rb_str_new_cstr(SampleTimer::mechanism()));
     rb_hash_aset(h, ID2SYM(rb_intern("liveness")), rb_str_new_cstr(LivenessName(*c)));
