@@ -105,6 +105,14 @@ class FirefoxCombinedTest < Minitest::Test
     web1 = report.lines.find { |l| l.split.first == "web-1" } or flunk(report)
     assert_includes web1.split, track(json, "web-1")["jsAllocations"]["length"].to_s, report
     refute_match(/Idle/, report)
+    # What fathom run printed is what the file and the report hold: the
+    # threads with CPU samples and their samples (weightless rows that mark
+    # where a long stretch began are not samples).
+    printed = err[/cpu: (\d+) cpu samples of (\d+) threads/] && [Regexp.last_match(1).to_i, Regexp.last_match(2).to_i]
+    assert printed, err
+    cpu_rows = report.lines.map(&:split).select { |cols| %w[main web-1 web-2 compressor sleeper].include?(cols.first) }
+    assert_equal printed[1], cpu_rows.size, "threads printed vs in the report:\n#{err}\n#{report}"
+    assert_equal printed[0], cpu_rows.sum { |cols| cols[1].to_i }, "samples printed vs in the report:\n#{err}\n#{report}"
   end
 
   def test_single_mode_and_pprof_keep_their_own_files

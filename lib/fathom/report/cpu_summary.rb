@@ -134,7 +134,10 @@ module Fathom
         sums = Hash.new(0.0)
         stacks.each_with_index { |st, i| sums[@categories[cats[st]] || "Other"] += weights[i].to_f unless st.nil? }
         allocations = thread["jsAllocations"]
-        { name: thread["name"].to_s, samples: stacks.size, sums: sums,
+        # Weightless rows are not samples: the CPU writer adds them to mark
+        # where a long stretch began (core/cpu/cpu_firefox.cc).
+        count = samples["weight"] ? weights.count { |w| w.to_f.positive? } : stacks.size
+        { name: thread["name"].to_s, samples: count, sums: sums,
           allocs: allocations && allocations["length"].to_i,
           alloc_bytes: allocations && Array(allocations["weight"]).sum(&:to_i),
           markers: thread.dig("markers", "length").to_i }
