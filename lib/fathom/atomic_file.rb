@@ -39,7 +39,10 @@ module Fathom
       tmp = File.join(dir, temp_name(File.basename(path)))
       begin
         # 0666 & ~umask, like an ordinary File.write (Tempfile would use 0600).
-        File.open(tmp, File::WRONLY | File::CREAT | File::EXCL | File::BINARY, 0o666) do |f|
+        # binmode: File::BINARY is 0 on Linux, so with Encoding.default_internal
+        # set (Rails sets UTF-8) the gzip bytes were transcoded and raised
+        # Encoding::UndefinedConversionError: no file under Rails.
+        File.open(tmp, File::WRONLY | File::CREAT | File::EXCL, 0o666, binmode: true) do |f|
           f.write(data)
           f.flush
           f.fsync

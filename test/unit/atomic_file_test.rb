@@ -21,6 +21,29 @@ class AtomicFileTest < Minitest::Test
     assert_equal [File.basename(path)], Dir.children(@dir)
   end
 
+  # Rails sets Encoding.default_internal to UTF-8; the bytes must still be
+  # written as they are (issue 23: Encoding::UndefinedConversionError and no
+  # file). In a child, so this process's encodings stay as they are; the
+  # child also writes a real profile that go tool pprof must read.
+  def test_writes_bytes_unchanged_with_encoding_default_internal_set
+    out = File.join(@dir, "rails.pb.gz")
+    raw = File.join(@dir, "raw.bin")
+    script = <<~RUBY
+      Encoding.default_internal = "UTF-8"
+      require "fathom"
+      Fathom::AtomicFile.write(#{raw.dump}, (0..255).map(&:chr).join.b)
+      Fathom.profile(mode: :cpu, out: #{out.dump}) { 1 }
+    RUBY
+    _o, err, status = Open3.capture3(TestHelper::PLAIN_ENV, RbConfig.ruby, "-I", TestHelper::LIB, "-e", script)
+    assert status.success?, err
+    assert_equal (0..255).map(&:chr).join.b, File.binread(raw)
+    if TestHelper.tool_available?("go")
+      top, perr, pstatus = Open3.capture3("go", "tool", "pprof", "-top", out)
+      assert pstatus.success?, perr
+      assert_match(/Type: cpu/, top)
+    end
+  end
+
   def test_creates_parent_directories
     path = File.join(@dir, "a/b/c/p.pb.gz")
     Fathom::AtomicFile.write(path, "x")
