@@ -2,6 +2,8 @@
 
 require "json"
 require "open3"
+require "zlib"
+require "fileutils"
 
 # Opens a Firefox-format profile in the real Firefox Profiler web app, in
 # headless Chromium, via test/viewers/firefox_view.js, and returns what the
@@ -63,6 +65,41 @@ module FirefoxViewer
 
   def available?
     skip_reason.nil?
+  end
+
+  # Makes a profile with the block (which must write `out`), opens it once
+  # and keeps the page's report beside the screenshots (tmp/viewers/
+  # NAME-view.json, to read when a test fails). Returns [the file's threads
+  # as {"index", "name"}, the report]. Test classes memoize it, so one
+  # browser run serves every test of the class.
+  def profile_and_view(out, name:)
+    FileUtils.mkdir_p(File.dirname(out))
+    FileUtils.rm_f(out)
+    yield
+    threads = JSON.parse(Zlib.gunzip(File.binread(out)))["threads"].each_with_index.map do |t, i|
+      { "index" => i, "name" => t["name"] }
+    end
+    view = inspect(out, threads: threads.map { |t| t["index"] }, name: name)
+    File.write(File.join(File.dirname(out), "#{name}-view.json"), JSON.pretty_generate(view))
+    [threads, view]
+  end
+
+  # What a viewer test reads: @file_threads and @view from profile_and_view.
+  module Reading
+    def file_names
+      @file_threads.map { |t| t["name"] }
+    end
+
+    def track(name)
+      @view["tracks"].find { |t| t["name"] == name } or
+        flunk("no track #{name.inspect} shown; tracks: #{@view["tracks"].map { |t| t["name"] }}, " \
+              "hidden: #{@view["hidden_tracks"]}")
+    end
+
+    def thread_view(name)
+      t = @file_threads.find { |x| x["name"] == name } or flunk("the file holds no thread #{name.inspect}: #{file_names}")
+      @view["threads"][t["index"].to_s] or flunk("no call tree read for #{name}")
+    end
   end
 
   # In a test: returns if the viewer can run; skips when the viewer build is

@@ -13,7 +13,6 @@ require "support/firefox_viewer"
 # browser run serve every test here (about 15 s in all).
 class FirefoxViewerSmokeTest < Minitest::Test
   OUT = File.join(TestHelper::ROOT, "tmp/viewers/app.json.gz")
-  REPORT = File.join(TestHelper::ROOT, "tmp/viewers/app-view.json")
   APP = File.join(TestHelper::ROOT, "examples/threaded_app.rb")
   # The threads examples/threaded_app.rb names that burn CPU, so that a CPU
   # profile holds them; its "sleeper" only sleeps (a CPU profile has no
@@ -22,23 +21,17 @@ class FirefoxViewerSmokeTest < Minitest::Test
   CPU_THREADS = %w[main web-1 web-2 compressor].freeze
   GC_TRACK = "Garbage Collection"
 
+  include FirefoxViewer::Reading
+
   class << self
     # [file threads, viewer report], made once for the whole class.
     def result
       @result ||= begin
-        FileUtils.mkdir_p(File.dirname(OUT))
-        FileUtils.rm_f(OUT)
-        _o, err, status = TestHelper.run_fathom("run", "--mode", "cpu,gc,heap", "--format", "firefox", "-o", OUT,
-                                                "--", RbConfig.ruby, APP, env: TestHelper::PLAIN_ENV)
-        raise "fathom run failed (#{status.exitstatus}): #{err}" unless status.success? && File.exist?(OUT)
-
-        threads = JSON.parse(Zlib.gunzip(File.binread(OUT)))["threads"].each_with_index.map do |t, i|
-          { "index" => i, "name" => t["name"] }
+        FirefoxViewer.profile_and_view(OUT, name: "app") do
+          _o, err, status = TestHelper.run_fathom("run", "--mode", "cpu,gc,heap", "--format", "firefox", "-o", OUT,
+                                                  "--", RbConfig.ruby, APP, env: TestHelper::PLAIN_ENV)
+          raise "fathom run failed (#{status.exitstatus}): #{err}" unless status.success? && File.exist?(OUT)
         end
-        view = FirefoxViewer.inspect(OUT, threads: threads.map { |t| t["index"] })
-        # Kept beside the screenshots, to read when a test here fails.
-        File.write(REPORT, JSON.pretty_generate(view))
-        [threads, view]
       rescue StandardError => e
         e
       end
@@ -52,21 +45,6 @@ class FirefoxViewerSmokeTest < Minitest::Test
     require_native!
     FirefoxViewer.require!(self)
     @file_threads, @view = self.class.result
-  end
-
-  def file_names
-    @file_threads.map { |t| t["name"] }
-  end
-
-  def track(name)
-    @view["tracks"].find { |t| t["name"] == name } or
-      flunk("no track #{name.inspect} shown; tracks: #{@view["tracks"].map { |t| t["name"] }}, " \
-            "hidden: #{@view["hidden_tracks"]}")
-  end
-
-  def thread_view(name)
-    t = @file_threads.find { |x| x["name"] == name } or flunk("the file holds no thread #{name.inspect}: #{file_names}")
-    @view["threads"][t["index"].to_s] or flunk("no call tree read for #{name}")
   end
 
   def test_one_track_per_thread_the_file_holds

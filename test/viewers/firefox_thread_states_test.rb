@@ -14,22 +14,18 @@ class FirefoxThreadStatesTest < Minitest::Test
   FIXTURE = File.join(TestHelper::ROOT, "test/fixtures/cpu_thread_states.rb")
   OUT = File.join(TestHelper::ROOT, "tmp/viewers/thread-states.json.gz")
   TRUTH = File.join(TestHelper::ROOT, "tmp/viewers/thread-states-truth.json")
-  REPORT = File.join(TestHelper::ROOT, "tmp/viewers/thread-states-view.json")
+
+  include FirefoxViewer::Reading
 
   class << self
     def result
       @result ||= begin
-        FileUtils.mkdir_p(File.dirname(OUT))
-        FileUtils.rm_f([OUT, TRUTH])
-        _o, err, status = Open3.capture3(TestHelper::PLAIN_ENV, RbConfig.ruby, "-I", TestHelper::LIB, FIXTURE,
-                                         "wall", "firefox", OUT, TRUTH, "1.5")
-        raise "fixture failed: #{err}" unless status.success?
-
-        threads = JSON.parse(Zlib.gunzip(File.binread(OUT)))["threads"].each_with_index.map do |t, i|
-          { "index" => i, "name" => t["name"] }
+        FileUtils.rm_f(TRUTH)
+        threads, view = FirefoxViewer.profile_and_view(OUT, name: "thread-states") do
+          _o, err, status = Open3.capture3(TestHelper::PLAIN_ENV, RbConfig.ruby, "-I", TestHelper::LIB, FIXTURE,
+                                           "wall", "firefox", OUT, TRUTH, "1.5")
+          raise "fixture failed: #{err}" unless status.success?
         end
-        view = FirefoxViewer.inspect(OUT, threads: threads.map { |t| t["index"] }, name: "thread-states")
-        File.write(REPORT, JSON.pretty_generate(view))
         [threads, view, JSON.parse(File.read(TRUTH))]
       rescue StandardError => e
         e
@@ -44,15 +40,6 @@ class FirefoxThreadStatesTest < Minitest::Test
     require_native!
     FirefoxViewer.require!(self)
     @file_threads, @view, @truth = self.class.result
-  end
-
-  def track(name)
-    @view["tracks"].find { |t| t["name"] == name } or flunk("no track #{name.inspect}: #{@view["tracks"].map { |t| t["name"] }}")
-  end
-
-  def thread_view(name)
-    t = @file_threads.find { |x| x["name"] == name } or flunk("the file holds no thread #{name.inspect}")
-    @view["threads"][t["index"].to_s] or flunk("no call tree read for #{name}")
   end
 
   def test_every_thread_has_its_track

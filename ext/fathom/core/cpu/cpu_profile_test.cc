@@ -186,26 +186,20 @@ TEST(CpuAggregateTest, BlockedSampleWithCpuIsSplitIntoRunningWithoutGvlAndBlocke
 
 TEST(CpuAggregateTest, ASampleTakenDuringGcReusesItsThreadsPreviousStack) {
   SampleRing ring(16, 4);
-  Push(ring, 1, 0x100, 3, 0, 10, ThreadState::kBlocked);
-  {  // during a GC: no walk, the thread's previous stack
+  // A sample taken during a GC: no walk, "the thread's previous stack".
+  auto push_during_gc = [&ring](int32_t tid) {
     SampleRing::Slot cell = ring.Claim();
-    cell.header->thread_id = 1;
+    cell.header->thread_id = tid;
     cell.header->depth = 0;
     cell.header->wall_delta_ns = 10;
     cell.header->cpu_delta_ns = 0;
     cell.header->state = ThreadState::kBlocked;
     cell.header->stack_from_previous = true;
     ring.Publish(cell);
-  }
-  {  // a thread with no previous stack in the window: the empty stack
-    SampleRing::Slot cell = ring.Claim();
-    cell.header->thread_id = 2;
-    cell.header->depth = 0;
-    cell.header->wall_delta_ns = 10;
-    cell.header->state = ThreadState::kBlocked;
-    cell.header->stack_from_previous = true;
-    ring.Publish(cell);
-  }
+  };
+  Push(ring, 1, 0x100, 3, 0, 10, ThreadState::kBlocked);
+  push_during_gc(1);
+  push_during_gc(2);  // a thread with no previous stack in the window: the empty stack
   CpuAggregate agg;
   agg.set_mode(CpuMode::kWall);
   ring.Drain([&](const SampleHeader& h, const uint64_t* f, const int32_t* l) { agg.Add(h, f, l); });
