@@ -84,6 +84,23 @@ module FirefoxViewer
     [threads, view]
   end
 
+  # The block's value, computed once per test class (one browser run serves
+  # all its tests); an error is kept and raised again in each test.
+  def once(test_class)
+    result = test_class.instance_variable_get(:@viewer_result)
+    unless result
+      result = begin
+        yield
+      rescue StandardError => e
+        e
+      end
+      test_class.instance_variable_set(:@viewer_result, result)
+    end
+    raise result if result.is_a?(Exception)
+
+    result
+  end
+
   # What a viewer test reads: @file_threads and @view from profile_and_view.
   module Reading
     def file_names

@@ -17,22 +17,15 @@ class FirefoxThreadStatesTest < Minitest::Test
 
   include FirefoxViewer::Reading
 
-  class << self
-    def result
-      @result ||= begin
-        FileUtils.rm_f(TRUTH)
-        threads, view = FirefoxViewer.profile_and_view(OUT, name: "thread-states") do
-          _o, err, status = Open3.capture3(TestHelper::PLAIN_ENV, RbConfig.ruby, "-I", TestHelper::LIB, FIXTURE,
-                                           "wall", "firefox", OUT, TRUTH, "1.5")
-          raise "fixture failed: #{err}" unless status.success?
-        end
-        [threads, view, JSON.parse(File.read(TRUTH))]
-      rescue StandardError => e
-        e
+  def self.result
+    FirefoxViewer.once(self) do
+      FileUtils.rm_f(TRUTH)
+      threads, view = FirefoxViewer.profile_and_view(OUT, name: "thread-states") do
+        _o, err, status = Open3.capture3(TestHelper::PLAIN_ENV, RbConfig.ruby, "-I", TestHelper::LIB, FIXTURE,
+                                         "wall", "firefox", OUT, TRUTH, "1.5")
+        raise "fixture failed: #{err}" unless status.success?
       end
-      raise @result if @result.is_a?(Exception)
-
-      @result
+      [threads, view, JSON.parse(File.read(TRUTH))]
     end
   end
 
