@@ -25,9 +25,9 @@ require "json"
 class HeapThreadsTest < Minitest::Test
   FIXTURE = File.expand_path("../fixtures/heap_threads.rb", __dir__)
   SCENARIOS = %w[parked gvl_wait sleeping nogvl].freeze
-  # Loops long enough for >= 40 bursts at the interval (~0.1 s of CPU per
-  # 30k iterations here).
-  ITERATIONS = { "1ms" => 30_000, "10ms" => 120_000 }.freeze
+  # Loops long enough for ~40 bursts at the interval or more (~0.1 s of CPU
+  # per 30k-40k iterations here, depending on the Ruby and the vCPU).
+  ITERATIONS = { "1ms" => 30_000, "10ms" => 160_000 }.freeze
 
   def setup
     require_native!
@@ -58,7 +58,8 @@ class HeapThreadsTest < Minitest::Test
       results = SCENARIOS.to_h { |s| [s, run_scenario(s, interval)] }
       results.each { |s, r| lines << describe(s, r) }
       table = lines.join("\n")
-      assert_operator alone["stats"]["bursts"], :>=, 30, "too short a loop to compare:\n#{table}"
+      # At >= 20 bursts one burst more or less is 5%, against the 25% asked.
+      assert_operator alone["stats"]["bursts"], :>=, 20, "too short a loop to compare:\n#{table}"
       results.each do |scenario, r|
         assert_in_delta 1.0, rate(r) / rate(alone), 0.25, "#{scenario} at #{interval}:\n#{table}"
         # The ticks that could start a burst did (a lost tick is one whose job
