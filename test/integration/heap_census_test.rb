@@ -194,7 +194,14 @@ class HeapCensusTest < Minitest::Test
     session.start
     heap = session.profilers[:heap]
     kept = []
-    kept << Sites.small until heap.stats[:samples_taken] - heap.stats[:samples_thinned] > 100
+    # Chance: 40 bursts of 64 candidates, all but a stats Hash per 1000 of
+    # them kept Sites.small strings (all live), each kept by thinning with
+    # p >= 40 B / 1 KB (the threshold starts at 1 KB and only adapts down):
+    # >= 2.5 live samples a burst, a Poisson mean >= 100, P(none) < e^-100.
+    # (Stopping at 100 kept candidates, with heap.stats allocating a Hash
+    # and strings each iteration, left 0-4 live Sites.small samples: 4 runs
+    # in 15 failed with a CPU-bound process beside.)
+    1000.times { kept << Sites.small } until heap.stats[:bursts] >= 40
     session.stop
     profiles = session.finish
     assert_equal "on", profiles[:heap].stats[:census]
