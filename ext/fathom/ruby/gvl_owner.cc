@@ -15,6 +15,7 @@ namespace GvlOwner {
 namespace {
 
 std::atomic<pid_t> g_owner{0};
+std::atomic<bool> g_watching{false};
 
 pid_t CurrentTid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
 
@@ -26,6 +27,7 @@ rb_internal_thread_event_hook_t* g_hook = nullptr;
 // caller (the next owner's RESUMED may not have come yet, or may already
 // have: compare-and-swap keeps the newer one).
 void OnGvlEvent(rb_event_flag_t event, const rb_internal_thread_event_data_t*, void*) {
+  if (!g_watching.load(std::memory_order_relaxed)) return;
   pid_t me = CurrentTid();
   if (event == RUBY_INTERNAL_THREAD_EVENT_RESUMED) {
     g_owner.store(me, std::memory_order_relaxed);
@@ -48,12 +50,15 @@ bool Available() {
 
 void Watch() {
   g_owner.store(CurrentTid());
+  g_watching.store(true);
 #ifdef HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK
   if (g_hook == nullptr)
     g_hook = rb_internal_thread_add_event_hook(
         OnGvlEvent, RUBY_INTERNAL_THREAD_EVENT_RESUMED | RUBY_INTERNAL_THREAD_EVENT_SUSPENDED, nullptr);
 #endif
 }
+
+void Unwatch() { g_watching.store(false); }
 
 pid_t Current() { return g_owner.load(std::memory_order_relaxed); }
 

@@ -25,10 +25,14 @@ namespace GvlOwner {
 
 // Whether this Ruby has GVL events (3.2+).
 bool Available();
-// GVL held. Installs the hook once (kept for the process lifetime: it costs
-// one gettid and a store per GVL handover) and records the caller, which
-// holds the GVL now, as the owner.
+// GVL held. Installs the hook once (kept for the process lifetime: while
+// watching it costs one gettid and a store per GVL handover) and records
+// the caller, which holds the GVL now, as the owner.
 void Watch();
+// Sampling stopped: the hook stays installed (removing it while another
+// thread may be inside it is not safe) but returns at once, costing a load
+// per GVL handover instead of a gettid. Watch() turns it on again.
+void Unwatch();
 // The owner's native thread id; 0 when no thread holds the GVL (all Ruby
 // threads are blocked) or when unknown.
 pid_t Current();

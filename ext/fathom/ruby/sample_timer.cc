@@ -357,6 +357,7 @@ void SampleTimer::Stop(bool unwatch_threads) {
   g_paused_for_fork = false;
   if (unwatch_threads) UnwatchThreads();
   if (!g_thread_running) return;
+  GvlOwner::Unwatch();
   JoinThread();
   g_enabled.store(false, std::memory_order_release);
   hook_armed.store(false);
