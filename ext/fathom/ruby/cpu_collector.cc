@@ -93,12 +93,17 @@ std::string NameOf(VALUE thread, int32_t tid) {
   return "thread " + std::to_string(tid);
 }
 
-// A sampled thread ends: keep its name for the profile.
+// A watched thread ends: keep its name for the profile. Kept whether or not
+// a sample of it has been drained yet: the timer thread may still be
+// publishing one it took for this thread (a blocked thread's wall sample)
+// when the thread leaves, and that sample would then carry no name (seen on
+// 3.3: a track "thread 12471" for a thread named t1). The window's encode
+// drops names of threads that have no sample.
 void OnThreadEnd(int32_t tid, VALUE thread) {
   CpuCollector* c = g_active;
   if (c == nullptr) return;
   Drain(c);
-  if (c->agg.threads().count(tid)) c->ended_names[tid] = NameOf(thread, tid);
+  c->ended_names[tid] = NameOf(thread, tid);
 }
 
 // ---------------------------------------------------------------- GC glue
@@ -444,6 +449,8 @@ CpuProfileData TakeData(CpuCollector* c) {
   }
   d.thread_names = c->ended_names;
   LiveThreadNames(&d.thread_names);
+  for (auto it = d.thread_names.begin(); it != d.thread_names.end();)
+    it = c->agg.threads().count(it->first) ? std::next(it) : d.thread_names.erase(it);
   c->window_samples = c->agg.total().samples;
   c->window_threads = static_cast<int64_t>(c->agg.threads().size());
   // The next encode covers what happens from now on.
