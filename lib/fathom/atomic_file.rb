@@ -1,8 +1,7 @@
 # frozen_string_literal: true
 
-require "fileutils"
-require "securerandom"
 require_relative "error"
+require_relative "stdlib"
 
 module Fathom
   # Writes whole files so that readers see either the old content or the new
@@ -34,7 +33,7 @@ module Fathom
     def write(path, data, overwrite: false)
       path = check_target!(path, overwrite: overwrite)
       dir = File.dirname(path)
-      FileUtils.mkdir_p(dir)
+      Stdlib.mkdir_p(dir)
       remove_stale_temps(dir)
       tmp = File.join(dir, temp_name(File.basename(path)))
       begin
@@ -85,7 +84,7 @@ module Fathom
     # watchers globbing "*.pb.gz" skip it; the pid lets the next writer
     # remove it if its writer died.
     def temp_name(name)
-      ".#{name}.#{Process.pid}.#{SecureRandom.hex(4)}#{TMP_SUFFIX}"
+      ".#{name}.#{Process.pid}.#{Random.urandom(4).unpack1("H*")}#{TMP_SUFFIX}"
     end
 
     # Returns the absolute path if `path` may be written, else raises

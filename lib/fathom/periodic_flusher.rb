@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "atomic_file"
+require_relative "stdlib"
 require_relative "flush_schedule"
 require_relative "fork_hooks"
 require_relative "notice"
@@ -275,7 +276,7 @@ module Fathom
     # thread, which would wait for the GVL after each syscall. A directory
     # that cannot be created raises here, before any flush.
     def prepare_dir
-      FileUtils.mkdir_p(@dir)
+      Stdlib.mkdir_p(@dir)
       AtomicFile.remove_stale_temps(@dir)
     rescue SystemCallError => e
       raise Fathom::Error, "fathom: PeriodicFlusher cannot create #{@dir}: #{e.message}"

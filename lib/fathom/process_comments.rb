@@ -1,6 +1,5 @@
 # frozen_string_literal: true
 
-require "socket"
 require_relative "profile"
 require_relative "pprof/edit"
 
@@ -38,6 +37,7 @@ module Fathom
     end
 
     def hostname
+      require "socket" # here, not at load (lib/fathom/stdlib.rb)
       @hostname ||= Socket.gethostname.to_s.scrub.gsub(/[[:cntrl:]\s]/, "_")
     rescue StandardError
       "unknown"

@@ -1,7 +1,5 @@
 # frozen_string_literal: true
 
-require "zlib"
-require "stringio"
 require_relative "../error"
 require_relative "../profile_bytes"
 
@@ -150,6 +148,7 @@ module Fathom
       # The protobuf bytes of a profile, gzipped (Fathom's own output,
       # trusted: no inflate limit) or not.
       def plain(bytes)
+        require "zlib" # here, not at load (lib/fathom/stdlib.rb)
         ProfileBytes.gzip?(bytes) ? Zlib.gunzip(bytes) : bytes.b
       end
 
@@ -171,6 +170,8 @@ module Fathom
       # Gzip with the "fathom" header comment (core/encode/gzip.h does the
       # same), so that the result is recognized as Fathom's file.
       def gzip(raw)
+        require "zlib"
+        require "stringio"
         io = StringIO.new(+"".b)
         gz = Zlib::GzipWriter.new(io, Zlib::DEFAULT_COMPRESSION)
         gz.comment = "fathom"

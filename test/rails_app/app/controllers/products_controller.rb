@@ -1,0 +1,24 @@
+# frozen_string_literal: true
+
+class ProductsController < ApplicationController
+  # The page: every product, each through two partials.
+  def index
+    @products = Product.order(:id).to_a
+  end
+
+  # JSON for one product (and a restock job when it runs low).
+  def show
+    product = Product.find(params[:id])
+    RestockJob.perform_later(product.id) if product.low_stock?
+    render json: product.as_json(only: %i[id name description price_cents stock]).merge(price: product.price)
+  end
+
+  # A slow request: loads every product and holds them while it waits
+  # (SLOW_SECONDS, default 2 s) in the request's own stack; a retention
+  # snapshot taken meanwhile must name this request's thread.
+  def slow
+    records = Product.order(:id).to_a
+    SlowRequests.wait(params.fetch(:seconds, "2").to_f)
+    render plain: "held #{records.size} products\n"
+  end
+end
