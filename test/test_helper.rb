@@ -7,6 +7,7 @@ require "fileutils"
 require "rbconfig"
 require "zlib"
 require "stringio"
+require "json"
 require "fathom"
 
 # Shared helpers for the minitest suites (unit tests and crash tests).

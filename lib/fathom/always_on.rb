@@ -69,6 +69,21 @@ module Fathom
       raise
     end
 
+    # Whether `mode` runs here, so that an endpoint can take a #window of it.
+    def running?(mode)
+      profiler = @profilers[mode]
+      !profiler.nil? && profiler.running?
+    end
+
+    # The profile of `mode` while the block runs (a request, or an endpoint's
+    # ?seconds=N), taken from the running profiler instead of refusing
+    # because it holds Ruby's hooks; always-on's own files lose nothing
+    # (PeriodicFlusher#window). Annotated (ProcessComments) like its files.
+    def window(mode, gc: false, &block)
+      flusher = @flushers.fetch(mode) { raise ArgumentError, "fathom: #{mode} is not running always-on" }
+      flusher.window(gc: gc, &block)
+    end
+
     # Stops the flushers (each writes its last file) and the profilers.
     def stop
       @flushers.each_value do |f|

@@ -96,6 +96,10 @@ module Fathom
       @gc = Options.boolean("gc", gc)
       @lock = Mutex.new
       @wakeup = ConditionVariable.new
+      # Serializes flushes (the tick's, #flush_now's, a window's): two
+      # flushes of one profiler must not run at once.
+      @flush_lock = Mutex.new
+      @held = 0
       @thread = nil
       @stopping = false
       reset_stats
@@ -140,9 +144,40 @@ module Fathom
     end
 
     # Flushes and writes one file now; returns its path.
-    def flush_now
-      started = now_ns
-      profile = @profiler.flush(gc: @gc)
+    def flush_now(gc: @gc)
+      flush_profile(gc: gc).first
+    end
+
+    # A window of the running profile, for an endpoint (Fathom::Rack) that
+    # would otherwise have to refuse because this profiler holds Ruby's
+    # hooks: what came before is flushed to its own file first, the ticks
+    # are held while the block runs (their data goes into the window), and
+    # the window is written as the next file, so the always-on files keep
+    # every event exactly once. Returns the window's profile.
+    def window(gc: @gc)
+      begin
+        flush_now
+      rescue StandardError => e # a full disk must not cost the window
+        Fathom.notice { "fathom: flush to #{@dir} before a window failed: #{e.class}: #{e.message}" }
+      end
+      @lock.synchronize { @held += 1 }
+      begin
+        yield
+      ensure
+        @lock.synchronize { @held -= 1 }
+      end
+      flush_profile(gc: gc).last
+    end
+
+    private def flush_profile(gc:)
+      @flush_lock.synchronize do
+        started = now_ns
+        profile = @profiler.flush(gc: gc)
+        write_profile(profile, started)
+      end
+    end
+
+    private def write_profile(profile, started)
       # A name new by construction: one native write without the GVL in
       # between (AtomicFile.write_new); an existing name is replaced only
       # if Fathom wrote it (a pattern without %{index} rotates in place).
@@ -152,7 +187,7 @@ module Fathom
         @last_path = path
         @schedule&.record_flush_ns(now_ns - started)
       end
-      path
+      [path, profile]
     end
 
     # How the flusher is doing: files written, failed flushes (errors,
@@ -173,6 +208,8 @@ module Fathom
     def after_fork_child
       @lock = Mutex.new
       @wakeup = ConditionVariable.new
+      @flush_lock = Mutex.new
+      @held = 0
       reset_stats
       self.class.reset_index_after_fork
       return unless @thread
@@ -296,7 +333,12 @@ module Fathom
     end
 
     def flush_on_tick
-      late = @lock.synchronize { @schedule.begin_flush(now_ns) }
+      late = @lock.synchronize do
+        # A window is open (#window): its closing flush takes this tick's data.
+        return if @held.positive?
+
+        @schedule.begin_flush(now_ns)
+      end
       announce_lateness(late)
       flush_now
     rescue StandardError => e

@@ -27,6 +27,13 @@ module Fathom
       out
     end
 
+    # The same lines atop a text report (?debug=1), for any profile: which
+    # process answered (a puma worker's pid) matters there too.
+    def text_header(profile)
+      lines = profile.format == :pprof ? lines(profile.bytes) : ["pid=#{Process.pid}", "hostname=#{hostname}"]
+      "#{lines.join("\n")}\n"
+    end
+
     # A new Profile with the comments added (and `default_sample_type`
     # switched when given); the stats, kind and format are kept.
     def annotate(profile, default_sample_type: nil)

@@ -60,6 +60,16 @@ module Fathom
         running(@gc, :gc)
       end
 
+      # The always-on profiling (fathom/setup, the Railtie) when it runs
+      # `mode`: endpoints and per-request profiles then take a window of it
+      # (AlwaysOn#window) instead of refusing. nil otherwise.
+      def always_on(mode)
+        return nil unless defined?(Fathom::Setup)
+
+        always_on = Fathom::Setup.always_on
+        always_on if always_on&.running?(mode)
+      end
+
       # Never shows the token (inspect ends up in logs and error pages).
       def inspect
         "#<#{self.class} enabled=#{@enabled} prefix=#{@prefix.inspect} token=#{@token ? "[set]" : "none"} " \

@@ -63,8 +63,18 @@ module Fathom
       def gc(params)
         format = params.format(%i[pprof firefox])
         seconds = params.seconds
+        if (always_on = @config.always_on(:gc))
+          # The next N seconds of the always-on GC profiler (its files keep them too).
+          running = always_on.profilers[:gc].format
+          unless format == running
+            raise Refusal.new(409, "the always-on GC profiler in this process writes #{running}: ask for ?format=#{running}")
+          end
+
+          profile = always_on.window(:gc) { sleep(seconds) }
+          return reply(profile, params, "gc", capped: params.capped, annotated: true)
+        end
         if @config.gc_profiler
-          raise Refusal.new(409, "a GC profiler is already running in this process (always-on): its files hold the same data")
+          raise Refusal.new(409, "a GC profiler that this app started itself is running in this process")
         end
 
         profile = run_for(seconds, "another GC profiler is running in this process") { GcProfiler.new(format: format) }
@@ -88,7 +98,9 @@ module Fathom
         format = params.format(%i[pprof firefox])
         seconds = params.seconds
         busy = "another CPU profiler is running in this process, or SIGPROF is taken"
-        profile = run_for(seconds, busy) { Fathom::CpuProfiler.new(mode: mode, format: format) }
+        interval = params.interval(nil)
+        options = interval ? { interval: interval } : {}
+        profile = run_for(seconds, busy) { Fathom::CpuProfiler.new(mode: mode, format: format, **options) }
         reply(profile, params, mode.to_s, capped: params.capped)
       end
 
@@ -165,7 +177,8 @@ module Fathom
       # (a snapshot's native graph, which lives in its Ruby object) and the
       # reply's own garbage are freed, and given back, now rather than at a
       # later GC, after which no trim would run.
-      def reply(profile, params, name, default_sample_type: nil, capped: false, gc: false)
+      # annotated: the profile already carries them (an always-on window).
+      def reply(profile, params, name, default_sample_type: nil, capped: false, gc: false, annotated: false)
         headers = capped ? { "x-fathom-seconds-capped" => @config.max_seconds.to_s } : {}
         if params.debug?
           text = profile.report(sample_index: default_sample_type)
@@ -173,7 +186,8 @@ module Fathom
           return Response.text(text, headers: headers)
         end
 
-        response = Response.profile(ProcessComments.annotate(profile, default_sample_type: default_sample_type), name, headers)
+        profile = ProcessComments.annotate(profile, default_sample_type: default_sample_type) unless annotated
+        response = Response.profile(profile, name, headers)
         GC.start if gc
         give_back_memory
         response

@@ -22,12 +22,26 @@ module Fathom
     #         end so in-use is what the request left behind. Other threads'
     #         allocations meanwhile are in it too (the hooks are process-wide).
     #   gc    the GCs during the request.
-    #   cpu   CPU time of every thread while the request runs (Fathom::CpuProfiler).
+    #   cpu   CPU time of every thread while the request runs
+    #         (Fathom::CpuProfiler, every 1 ms unless ?interval=; a request is
+    #         short: at the profiler's 10 ms one gave 15 samples).
+    #
+    # When always-on profiling (fathom/setup, the Railtie's FATHOM_DIR) runs
+    # that kind, it holds Ruby's hooks: the profile is then a window of it
+    # around the request (AlwaysOn#window; heap: sampled, not exact), and
+    # X-Fathom-Source says "always-on" instead of "request".
     #
     # The page's body is read to its end inside the profile (a streamed body
     # does its work while it is read), then served as it was or replaced by
-    # the profile. With dir:, the file's name is in the X-Fathom-Profile
-    # response header. Requests without ?fathom= pass straight through.
+    # the profile (?debug=1: its text report). With dir:, the file's name is
+    # in the X-Fathom-Profile response header. Requests without ?fathom=
+    # pass straight through.
+    #
+    # A heap request runs the app on a copy of the Rack env: after the
+    # response, the controller and whatever it loaded hang off the env
+    # (env["action_controller.instance"]), which the server keeps until the
+    # connection moves on; with the copy dropped before the GC, in-use is
+    # what the request left behind, not what it is still answering with.
     class Middleware
       KINDS = %i[heap gc cpu].freeze
       @index = 0
@@ -60,27 +74,40 @@ module Fathom
       def profiled(env, params)
         @guard.authorize!(env)
         kind = params.one_of("fathom", KINDS, nil)
-        profiler = new_profiler(kind)
+        interval = params.interval(DEFAULT_CPU_INTERVAL) if kind == :cpu
         page = nil
+        source = "request"
         # 1 s: what others are told to wait (Retry-After); a request is short.
         profile = @guard.exclusive(1) do
-          start(profiler)
-          begin
-            page = run_app(env)
-          ensure
-            profiler.stop
+          if (always_on = @config.always_on(kind))
+            source = "always-on"
+            always_on.window(kind, gc: kind == :heap) { page = run_app(env, kind) }
+          else
+            own_profile(kind, interval) { page = run_app(env, kind) }
           end
-          profiler.flush(gc: kind == :heap)
         end
-        profile = ProcessComments.annotate(profile)
-        deliver(kind, profile, page)
+        deliver(kind, profile, page, params, source)
       end
 
-      def new_profiler(kind)
+      DEFAULT_CPU_INTERVAL = "1ms"
+
+      # A profiler of our own around the block; its annotated profile.
+      def own_profile(kind, interval)
+        profiler = new_profiler(kind, interval)
+        start(profiler)
+        begin
+          yield
+        ensure
+          profiler.stop
+        end
+        ProcessComments.annotate(profiler.flush(gc: kind == :heap))
+      end
+
+      def new_profiler(kind, interval)
         case kind
         when :heap then HeapProfiler.new(exact: true)
         when :gc then GcProfiler.new
-        else Fathom::CpuProfiler.new(mode: :cpu)
+        else Fathom::CpuProfiler.new(mode: :cpu, interval: interval)
         end
       end
 
@@ -91,8 +118,11 @@ module Fathom
         raise Refusal.new(409, "a #{profiler.class.name.split("::").last} is already running in this process")
       end
 
-      # The app's response with its body read to the end (and closed).
-      def run_app(env)
+      # The app's response with its body read to the end (and closed). For
+      # heap, on a shallow copy of the env (see the class comment), which
+      # goes out of scope when this returns.
+      def run_app(env, kind)
+        env = env.dup if kind == :heap
         status, headers, body = @app.call(env)
         chunks = []
         begin
@@ -103,8 +133,12 @@ module Fathom
         [status, headers, chunks]
       end
 
-      def deliver(kind, profile, page)
-        return Response.profile(profile, "request-#{kind}") unless @config.dir
+      def deliver(kind, profile, page, params, source)
+        headers = { "x-fathom-source" => source }
+        if params.debug?
+          return Response.text("#{ProcessComments.text_header(profile)}#{profile.report}", headers: headers)
+        end
+        return Response.profile(profile, "request-#{kind}", headers) unless @config.dir
 
         name = format("request-%s-%d-%s-%d%s", kind, Process.pid, Time.now.utc.strftime("%Y%m%dT%H%M%SZ"),
                       self.class.next_index, profile.format == :firefox ? ".json.gz" : ".pb.gz")
@@ -117,6 +151,7 @@ module Fathom
         status, headers, body = page
         headers = headers.dup
         headers["x-fathom-profile"] = name
+        headers["x-fathom-source"] = source
         [status, headers, body]
       end
     end

@@ -2,6 +2,7 @@
 
 require "uri"
 require_relative "response"
+require_relative "../options"
 
 module Fathom
   module Rack
@@ -14,6 +15,7 @@ module Fathom
     #   gc=1         heap/allocs: run a full GC first (as Go's ?gc=1)
     #   force=1      retention: snapshot even above retention_max_objects
     #   mode=cpu|wall  profile: what the CPU profiler samples
+    #   interval=1ms   ?fathom=cpu (middleware) and profile: mean sampling interval
     class Params
       MAX_QUERY = 2048
       FLAGS = { "1" => true, "true" => true, "0" => false, "false" => false, "" => false }.freeze
@@ -63,6 +65,19 @@ module Fathom
         return text.to_sym if allowed.include?(text.to_sym)
 
         raise Refusal.new(400, "format must be one of #{allowed.join(", ")} here")
+      end
+
+      # ?interval= (a duration: "1ms", "500us"), checked as the profilers
+      # check it; `default` when absent.
+      def interval(default)
+        text = @values["interval"]
+        return default if text.nil? || text.empty?
+
+        Options.duration_ns("interval", text, min_ns: Options::SAMPLING_INTERVAL_NS.begin,
+                                              max_ns: Options::SAMPLING_INTERVAL_NS.end)
+        text
+      rescue ArgumentError => e
+        raise Refusal.new(400, e.message.delete_prefix("fathom: "))
       end
 
       def one_of(name, allowed, default)
