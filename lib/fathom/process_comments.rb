@@ -27,11 +27,14 @@ module Fathom
       out
     end
 
-    # The same lines atop a text report (?debug=1), for any profile: which
-    # process answered (a puma worker's pid) matters there too.
+    # What to print atop the text report (?debug=1) of an annotated
+    # profile, so that it says which process answered (a puma worker's
+    # pid): nothing for pprof, whose report prints the comments; pid and
+    # hostname for a Firefox profile, which has no comments.
     def text_header(profile)
-      lines = profile.format == :pprof ? lines(profile.bytes) : ["pid=#{Process.pid}", "hostname=#{hostname}"]
-      "#{lines.join("\n")}\n"
+      return "" if profile.format == :pprof
+
+      "pid=#{Process.pid}\nhostname=#{hostname}\n"
     end
 
     # A new Profile with the comments added (and `default_sample_type`

@@ -17,4 +17,4 @@ loops.times do |i|
   session.get "/products/#{(i * 97 % 2000) + 1}.json"
   raise "GET /products/N.json: #{session.response.status}" unless session.response.status == 200
 end
-puts "rendered #{loops} pages, #{bytes} bytes; GC.count=#{GC.count}"
+puts "rendered #{loops} pages, #{bytes} bytes; GC.count=#{GC.count}; default_internal=#{Encoding.default_internal.inspect}"
