@@ -114,6 +114,38 @@ class HeapCensusTest < Minitest::Test
     old.size
   end
 
+  # The walk yields the GVL; under load the other threads' allocations ran
+  # a GC in it and voided the calibration (2 of 6 flushes of a Rails app
+  # under wrk; here, before the fix, ~400 GCs during the flush, every run).
+  # GC stays off from the census to the end of the walk: deterministic,
+  # whatever the allocating thread does, as no GC can start but GC.start.
+  def test_other_threads_allocating_during_the_walk_leave_it_calibrated
+    keep = []
+    profiler = Fathom::HeapProfiler.new(interval: "100us").start
+    i = 0
+    # Enough records that the walk holds the GVL past 2 ms and yields.
+    while profiler.stats[:samples_taken].to_i < 20_000 && i < 3_000_000
+      s = "x#{i}" * 3
+      keep << s if (i % 3).zero?
+      i += 1
+    end
+    stop = false
+    allocator = Thread.new { Array.new(1000) { "y" * 10 } until stop }
+    sleep 0.01
+    profile = profiler.flush
+    stop = true
+    allocator.join
+    assert_operator profile.stats[:gvl_yields], :>, 0, "the walk yielded to the allocating thread"
+    assert_includes profile.decode.comments.join("\n"), "Live bytes: calibrated to a heap census"
+    refute GC.enable, "GC is on again after the flush"
+    GC.disable
+    profiler.flush
+    assert GC.enable, "a GC the app had disabled stays disabled"
+  ensure
+    GC.enable
+    profiler&.stop
+  end
+
   def test_census_can_be_turned_off
     profile = profile_of(interval: "1ms", census: false) { 1000.times { Sites.small } }
     assert_equal "census: false", profile.stats[:census]

@@ -56,6 +56,7 @@ struct FlushState {
   int64_t census_ns = 0;
   size_t census_gc_count = 0;
   int64_t census_started_ns = INT64_MAX;
+  bool enable_gc_after_walk = false;  // we disabled GC for the census and the walk
 };
 
 // Ends a stretch of holding the GVL (for the statistics).
@@ -141,9 +142,20 @@ void WalkRecords(FlushState* f) {
 // (on Ruby < 3.2.3 a dead sample's object_id lookup raises: an exception,
 // its message and backtrace each), and those objects, new and never
 // sampled, would be counted as live bytes no sample reached.
+//
+// GC stays off from the census to the end of the walk (unless the flush ran
+// its own full GC first, after which a GC during the walk is harmless, see
+// CalibrateToCensus): the walk yields the GVL, and under load the other
+// threads' allocations ran a GC in that window often enough that 2 of 6
+// flushes of a Rails app under wrk were left uncalibrated ("a GC ran during
+// the flush's walk"). The cost: what the other threads allocate during the
+// walk (a few ms per 100k records) waits for the next GC. An explicit
+// GC.start still runs (Ruby ignores GC.disable for it) and still leaves
+// that flush uncalibrated. A GC already disabled by the app stays disabled.
 void TakeCensusBeforeWalk(FlushState* f) {
   f->census_off = CensusOffReason(f->c);
   if (f->census_off) return;
+  if (!f->gc) f->enable_gc_after_walk = !RTEST(rb_gc_disable());
   int64_t t0 = MonotonicNs();
   f->census_started_ns = t0;
   if (!TakeCensus(f->c, &f->strata, &f->occupied_now)) f->census_off = "GC.compact moved objects";
@@ -181,7 +193,7 @@ std::string CensusComment(const FlushState& f) {
   LiveStrata::Totals all = f.strata.Census(), unsampled = f.strata.Unsampled();
   auto count = [](uint64_t n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); };
   std::string line = "Live bytes: calibrated to a heap census of " + count(all.objects, "object", "objects") + " (" +
-                     std::to_string(all.bytes) + " bytes) allocated in the window, in " +
+                     std::to_string(all.bytes) + " bytes) allocated since the profiler started (inuse_* cover all of that time; Duration is alloc_*'s window), in " +
                      count(all.strata, "class/type/size class", "class/type/size classes");
   if (unsampled.strata == 0) return line + "; every one has a sample";
   return line + "; " + std::to_string(unsampled.bytes) + " bytes (" + count(unsampled.objects, "object", "objects") +
@@ -296,6 +308,10 @@ void FlushBody(FlushState* f) {
   TakeCensusBeforeWalk(f);
   WalkRecords(f);
   CalibrateToCensus(f);
+  if (f->enable_gc_after_walk) {
+    f->enable_gc_after_walk = false;
+    rb_gc_enable();
+  }
   // Taken every flush (a pprof flush has no use for them) so none outlive
   // the stacks their keys name.
   std::vector<AllocEvent> events = c->store.TakeAllocEvents();
@@ -403,6 +419,14 @@ VALUE FlushHeapProfile(Collector* c, bool gc, FirefoxParts* parts) {
   f->parts = parts;
   FlushScope scope(c);
   FlushState* state = f.get();
+  // An exception out of the walk (an interrupt raised while it yielded)
+  // must not leave GC disabled.
+  struct GcEnabler {
+    FlushState* f;
+    ~GcEnabler() {
+      if (f->enable_gc_after_walk) rb_gc_enable();
+    }
+  } enabler{state};
   Protect([state] { FlushBody(state); });
   scope.Complete();
   return state->result;

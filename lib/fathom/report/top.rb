@@ -32,7 +32,9 @@ module Fathom
       CENSUS_NOTE = "inuse_* are calibrated to a heap census of the live objects allocated since start: a row is " \
                     "exact where its site is the only one sampled in its class and size class, so the interval " \
                     "(from the sample count alone) overstates its uncertainty; \"[not sampled]\" rows are live " \
-                    "objects whose class and size no sample reached.\n"
+                    "objects whose class and size no sample reached (big, rare objects, most often: sampling " \
+                    "picks allocations by count, not by size; exact mode, --exact or ?fathom=heap, names their " \
+                    "sites).\n"
 
       # The label summarized below the table when samples carry it.
       SUMMARY_LABEL = "class"
