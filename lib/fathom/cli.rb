@@ -336,10 +336,13 @@ module Fathom
         o.separator "-top` (flat: in the function itself, cum: including callees)."
         o.separator "GC profiles (pprof or Firefox JSON): GC counts, time in GC, pause percentiles."
         o.separator "Retention profiles: the top retainers with their reference chain."
+        o.separator "CPU/wall profiles (pprof or Firefox JSON, also combined with gc and heap): the top"
+        o.separator "functions, the top allocating ones (combined with heap) and a row per thread."
         o.separator ""
         o.on("--sample-index NAME", "alloc_objects, alloc_space, inuse_objects or inuse_space",
              "(default: the profile's default, inuse_space); for a GC",
-             "profile the column its table is sorted by: wall, cpu, gc_steps, gcs") { |v| opts[:sample_index] = v }
+             "profile the column its table is sorted by: wall, cpu, gc_steps, gcs;",
+             "for a CPU/wall profile the functions' measure: cpu, wall, samples") { |v| opts[:sample_index] = v }
         o.on("--top N", "rows to show (default: 20; more than the report has: all)") { |v| opts[:top] = v }
         o.on("-h", "--help", "show this help") { opts[:help] = true }
       end

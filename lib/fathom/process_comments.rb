@@ -22,19 +22,24 @@ module Fathom
 
     def lines(bytes)
       start_ns, duration_ns = Pprof::Edit.time_window(bytes)
-      out = ["pid=#{Process.pid}", "hostname=#{hostname}", "ruby=#{RUBY_VERSION} (#{RUBY_PLATFORM})"]
+      out = who
       out << "window=#{iso(start_ns)}/#{iso(start_ns + duration_ns)}" if start_ns.positive?
       out
     end
 
-    # What to print atop the text report (?debug=1) of an annotated
-    # profile, so that it says which process answered (a puma worker's
-    # pid): nothing for pprof, whose report prints the comments; pid and
-    # hostname for a Firefox profile, which has no comments.
-    def text_header(profile)
-      return "" if profile.format == :pprof
+    # pid, hostname and Ruby: which process (which puma worker) wrote it.
+    def who
+      ["pid=#{Process.pid}", "hostname=#{hostname}", "ruby=#{RUBY_VERSION} (#{RUBY_PLATFORM})"]
+    end
 
-      "pid=#{Process.pid}\nhostname=#{hostname}\n"
+    # The same lines for a text reply (the endpoints' ?debug=1), which has
+    # no comments to carry them: a pprof profile's own lines (with its
+    # window); for a Firefox profile, whose window is in its JSON, the time
+    # of the reply instead.
+    def text_lines(profile)
+      return lines(profile.bytes) if profile.format == :pprof
+
+      who << "time=#{iso(Process.clock_gettime(Process::CLOCK_REALTIME, :nanosecond))}"
     end
 
     # A new Profile with the comments added (and `default_sample_type`

@@ -77,7 +77,7 @@ module Fathom
       Report::SampleIndex.check_type!(sample_index)
       if @format == :firefox
         json = firefox_json
-        return Report::CpuFirefoxSummary.new(json).to_s if Report::CpuFirefoxSummary.cpu_firefox?(json)
+        return Report::CpuFirefoxSummary.new(json, sample_index: sample_index, top: top).to_s if Report::CpuFirefoxSummary.cpu_firefox?(json)
 
         return Report::FirefoxSummary.new(json, sample_index: sample_index).to_s
       end

@@ -31,7 +31,7 @@ module Fathom
       SampleIndex.check_type!(sample_index)
       if firefox_json?(bytes)
         json = parse_firefox_json(bytes)
-        return CpuFirefoxSummary.new(json) if CpuFirefoxSummary.cpu_firefox?(json)
+        return CpuFirefoxSummary.new(json, sample_index: sample_index, top: top) if CpuFirefoxSummary.cpu_firefox?(json)
 
         return FirefoxSummary.new(json, sample_index: sample_index)
       end

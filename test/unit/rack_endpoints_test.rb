@@ -105,6 +105,31 @@ class RackEndpointsTest < Minitest::Test
     assert_match(/Type: alloc_space/, body)
   end
 
+  # Behind a preforking server (puma workers) the text must say which
+  # process answered, as the pprof form's comments do: the same lines, at
+  # the top, then the report.
+  def test_debug_1_text_starts_with_the_process_lines
+    app = heap_app
+    _, body = fetch(app, "/debug/fathom/heap", "debug=1")
+    head = body.lines.take_while { |l| l != "\n" }.map(&:chomp)
+    assert_equal "pid=#{Process.pid}", head[0], body
+    assert_equal "hostname=#{Fathom::ProcessComments.hostname}", head[1]
+    assert_equal "ruby=#{RUBY_VERSION} (#{RUBY_PLATFORM})", head[2]
+    assert_match(/\Awindow=\d{4}-\d\d-\d\dT[\d:.]+Z\/\d{4}-/, head[3])
+    assert_match(/^Type: inuse_space$/, body.lines.drop(head.size).join)
+
+    # A Firefox profile's text (no pprof window): the reply's time instead.
+    app = Fathom::Rack::App.new(enabled: true, max_seconds: 1)
+    headers, body = fetch(app, "/debug/fathom/gc", "seconds=2&format=firefox&debug=1")
+    assert_equal "1", headers["x-fathom-seconds-capped"]
+    lines = body.lines.map(&:chomp)
+    assert_equal "pid=#{Process.pid}", lines[0], body
+    assert lines[1].start_with?("hostname=")
+    assert_match(/\Atime=\d{4}-\d\d-\d\dT[\d:.]+Z\z/, lines[3])
+    assert_equal "(seconds capped at 1)", lines[4]
+    assert_match(/GC profile/, body)
+  end
+
   def test_gc_pprof_and_firefox
     app = Fathom::Rack::App.new(enabled: true)
     _, body = fetch(app, "/debug/fathom/gc", "seconds=1")

@@ -172,7 +172,7 @@ module Fathom
       end
 
       # The profile as pprof with who/when comments, or its text report
-      # (?debug=1). capped: say that ?seconds= was lowered.
+      # (?debug=1) headed by the same lines. capped: say that ?seconds= was lowered.
       # gc: run a GC before the trim, so that what the profile was made of
       # (a snapshot's native graph, which lives in its Ruby object) and the
       # reply's own garbage are freed, and given back, now rather than at a
@@ -181,8 +181,13 @@ module Fathom
       def reply(profile, params, name, default_sample_type: nil, capped: false, gc: false, annotated: false)
         headers = capped ? { "x-fathom-seconds-capped" => @config.max_seconds.to_s } : {}
         if params.debug?
-          text = profile.report(sample_index: default_sample_type)
-          text = "(seconds capped at #{@config.max_seconds})\n#{text}" if capped
+          # Who answered first (pid, hostname, Ruby, the window): behind a
+          # preforking server each worker is its own process, and the pprof
+          # form carries these as comments; the text has none.
+          # (An always-on window is annotated: its report prints them.)
+          text = annotated && profile.format == :pprof ? +"" : ProcessComments.text_lines(profile).join("\n") << "\n"
+          text << "(seconds capped at #{@config.max_seconds})\n" if capped
+          text << "\n" << profile.report(sample_index: default_sample_type)
           return Response.text(text, headers: headers)
         end
 

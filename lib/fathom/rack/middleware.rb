@@ -136,7 +136,10 @@ module Fathom
       def deliver(kind, profile, page, params, source)
         headers = { "x-fathom-source" => source }
         if params.debug?
-          return Response.text("#{ProcessComments.text_header(profile)}#{profile.report}", headers: headers)
+          # An annotated pprof profile's report prints its comments (pid
+          # first); a Firefox one has none: its own lines then.
+          head = profile.format == :pprof ? "" : "#{ProcessComments.text_lines(profile).join("\n")}\n\n"
+          return Response.text("#{head}#{profile.report}", headers: headers)
         end
         return Response.profile(profile, "request-#{kind}", headers) unless @config.dir
 

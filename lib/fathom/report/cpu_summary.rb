@@ -1,6 +1,8 @@
 # frozen_string_literal: true
 
 require_relative "top"
+require_relative "firefox_tables"
+require_relative "firefox_summary"
 require_relative "units"
 require_relative "../options"
 
@@ -84,8 +86,18 @@ module Fathom
     end
   
     # `fathom report` of a CPU/wall profile written as a Firefox Profiler
-    # file: per thread (track), the summed sample weights (CPU or wall ms)
-    # by state category. The timeline itself is for profiler.firefox.com.
+    # file (alone, or combined with GC and heap): the top functions of the
+    # samples, the top allocating functions of the allocations
+    # (jsAllocations), both by the `pprof -top` table (Top, through
+    # FirefoxTables), then per thread (track) the summed sample weights (CPU
+    # or wall ms) by state category with a total, then the GC markers'
+    # summary. The timeline itself is for profiler.firefox.com.
+    #
+    # GC counted once: the threads' GC column holds the samples taken while
+    # GC stopped each thread; the "Garbage Collection" track shows the same
+    # time as the GC profiler measured it. The total adds the threads only,
+    # and the GC track's row comes after it, marked as a view
+    # (IMPLEMENTATION.md "GC counted once").
     class CpuFirefoxSummary
       # "Fathom cpu profile", or a combined file: "Fathom cpu+gc+heap profile".
       PRODUCT = /\AFathom (cpu|wall)(?:\+[a-z]+)* profile/
@@ -94,53 +106,112 @@ module Fathom
         Hash === json && Hash === json["meta"] && PRODUCT.match?(json["meta"]["product"].to_s)
       end
 
-      def initialize(json)
+      # sample_index picks the functions table's measure (samples, cpu, or
+      # wall in a wall profile); top, its rows and the allocations table's.
+      def initialize(json, sample_index: nil, top: 20)
         raise Fathom::Error, "fathom: not a Fathom CPU/wall Firefox profile" unless self.class.cpu_firefox?(json)
 
         @json = json
-        @categories = Array(json["meta"]["categories"]).map { |c| c["name"].to_s }
+        @mode = json["meta"]["product"][PRODUCT, 1]
+        @categories = Array(json["meta"]["categories"]).map { |c| Hash === c ? c["name"].to_s : "" }
+        cpu = FirefoxTables.cpu(json, mode: @mode)
+        # Built now, so that a wrong sample_index is refused before printing.
+        @functions = cpu && Top.new(cpu, sample_index: sample_index, top: top)
+        allocations = FirefoxTables.allocations(json)
+        @allocations = allocations && Top.new(allocations, top: top)
+        gc = FirefoxTables.tracks(json).find { |t| FirefoxTables.gc_track?(t) }
+        @gc = gc && FirefoxSummary.new(json)
       end
 
-      # One row per track: samples and summed weights by category (only the
-      # categories some track has time in), then, in a combined file, the
-      # heap samples on that track (jsAllocations: count and bytes, each a
-      # sampled allocation standing for the allocations of its period) and
-      # its marker count (GC periods on the GC track).
       def to_s
-        rows = Array(@json["threads"]).map { |t| row(t) }
-        names = @categories.drop(1).select { |n| rows.any? { |r| r[:sums][n].positive? } }
-        allocs = rows.any? { |r| r[:allocs] }
         kinds = @json["meta"]["product"][/\AFathom ([a-z+]+) profile/, 1]
         out = +"#{kinds} profile (Firefox Profiler JSON; open it at https://profiler.firefox.com)\n"
-        head = format("  %-20s %8s", "thread", "samples") + names.map { |n| format(" %18s", n) }.join
-        head << format(" %12s %12s", "heap samples", "heap bytes") if allocs
-        out << head << format(" %8s\n", "markers")
-        rows.each do |r|
-          line = format("  %-20s %8d", r[:name], r[:samples])
-          line << names.map { |n| format(" %18s", Units.format_value((r[:sums][n] * 1e6).round, "nanoseconds")) }.join
-          line << format(" %12d %12s", r[:allocs].to_i, Units.format_value(r[:alloc_bytes].to_i, "bytes")) if allocs
-          out << line << format(" %8d\n", r[:markers])
+        out << "\n" << @functions.to_s if @functions
+        out << "\n" << @allocations.to_s if @allocations
+        out << "\n" << threads_table
+        if @gc
+          out << "\nGC (the #{FirefoxTables::GC_TRACK} track's markers):\n"
+          @gc.to_s.lines.drop(1).each { |line| out << "  " << line }
         end
         out
       end
 
       private
 
+      # One row per track: samples and summed weights by category (only the
+      # categories some track has time in), then, in a combined file, the
+      # heap samples on that track (jsAllocations: count and bytes, each a
+      # sampled allocation standing for the allocations of its period) and
+      # its marker count (GC periods on the GC track). A total of the
+      # threads' rows, then the GC track's row, which the total leaves out.
+      def threads_table
+        tracks = FirefoxTables.tracks(@json)
+        gc_track = tracks.find { |t| FirefoxTables.gc_track?(t) }
+        rows = tracks.reject { |t| t.equal?(gc_track) }.map { |t| row(t) }
+        gc_row = gc_track && gc_row(gc_track)
+        all = rows + [gc_row].compact
+        names = @categories.drop(1).select { |n| all.any? { |r| r[:sums][n].positive? } }
+        allocs = all.any? { |r| r[:allocs] }
+        width = [all.map { |r| r[:name].size }.max.to_i, "total (00 tracks)".size, 20].max
+        out = +"Threads (#{@mode} profile: each track's #{@mode} time by category):\n"
+        head = format("  %-#{width}s %8s", "thread", "samples") + names.map { |n| format(" %18s", n) }.join
+        head << format(" %12s %12s", "heap samples", "heap bytes") if allocs
+        out << head << format(" %8s\n", "markers")
+        line = lambda do |r|
+          text = format("  %-#{width}s %8d", r[:name], r[:samples])
+          text << names.map { |n| format(" %18s", Units.format_value((r[:sums][n] * 1e6).round, "nanoseconds")) }.join
+          text << format(" %12d %12s", r[:allocs].to_i, Units.format_value(r[:alloc_bytes].to_i, "bytes")) if allocs
+          out << text << format(" %8d\n", r[:markers])
+        end
+        rows.each(&line)
+        if rows.size > 1
+          total = { name: "total (#{rows.size} tracks)", samples: rows.sum { |r| r[:samples] },
+                    sums: Hash.new(0.0), allocs: rows.sum { |r| r[:allocs].to_i },
+                    alloc_bytes: rows.sum { |r| r[:alloc_bytes].to_i }, markers: rows.sum { |r| r[:markers] } }
+          rows.each { |r| r[:sums].each { |n, v| total[:sums][n] += v } }
+          line.call(total)
+        end
+        if gc_row
+          line.call(gc_row)
+          out << "  (#{FirefoxTables::GC_TRACK}: the GC time of the threads above, as the GC profiler measured it " \
+                 "(wall time in GC); a view of the same time, not in the total)\n"
+        end
+        out
+      end
+
       def row(thread)
-        samples = thread["samples"] || {}
-        stacks = samples["stack"] || []
-        weights = samples["weight"] || Array.new(stacks.size, 1)
-        cats = thread.dig("stackTable", "category") || []
+        samples = FirefoxTables.object(thread["samples"], "samples")
+        stacks = FirefoxTables.array(samples["stack"], "samples.stack")
+        weights = samples["weight"] ? FirefoxTables.array(samples["weight"], "samples.weight") : Array.new(stacks.size, 1)
+        cats = FirefoxTables.array(FirefoxTables.object(thread["stackTable"], "stackTable")["category"],
+                                   "stackTable.category")
         sums = Hash.new(0.0)
-        stacks.each_with_index { |st, i| sums[@categories[cats[st]] || "Other"] += weights[i].to_f unless st.nil? }
-        allocations = thread["jsAllocations"]
+        stacks.each_with_index do |st, i|
+          next if st.nil?
+
+          category = Integer === st ? cats[st] : nil
+          name = (Integer === category && @categories[category]) || "Other"
+          sums[name] += FirefoxTables.number(weights[i], "samples.weight").to_f
+        end
+        allocations = thread["jsAllocations"] && FirefoxTables.object(thread["jsAllocations"], "jsAllocations")
         # Weightless rows are not samples: the CPU writer adds them to mark
         # where a long stretch began (core/cpu/cpu_firefox.cc).
-        count = samples["weight"] ? weights.count { |w| w.to_f.positive? } : stacks.size
+        count = samples["weight"] ? weights.count { |w| FirefoxTables.number(w, "samples.weight").positive? } : stacks.size
         { name: thread["name"].to_s, samples: count, sums: sums,
           allocs: allocations && allocations["length"].to_i,
-          alloc_bytes: allocations && Array(allocations["weight"]).sum(&:to_i),
-          markers: thread.dig("markers", "length").to_i }
+          alloc_bytes: allocations && FirefoxTables.array(allocations["weight"], "jsAllocations.weight")
+                                                   .sum { |w| FirefoxTables.number(w, "jsAllocations.weight").to_i },
+          markers: FirefoxTables.object(thread["markers"], "markers")["length"].to_i }
+      end
+
+      # The GC track's own measure, from its markers: the summed time in GC
+      # (its samples weigh nothing beside CPU tracks; older files weighted
+      # them by the same time).
+      def gc_row(thread)
+        r = row(thread)
+        r[:name] = "#{FirefoxTables::GC_TRACK} (view)"
+        r[:sums] = Hash.new(0.0).merge!("GC" => @gc.gc_ms.to_f)
+        r
       end
     end
   end

@@ -19,6 +19,9 @@ module Fathom
     # A Firefox file has no sample types, so a sample_index (which would
     # be silently ignored) is refused.
     class FirefoxSummary
+      # The summed GC wall time of the markers, in ms.
+      attr_reader :gc_ms
+
       def initialize(json, sample_index: nil)
         unless NilClass === sample_index
           raise ArgumentError, "fathom: sample_index does not apply to a Firefox Profiler file (it has no sample " \
