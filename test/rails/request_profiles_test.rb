@@ -1,0 +1,40 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "support/rails_app"
+
+# One request's profiles on the suite's Rails app without always-on
+# (puma cluster mode, 1 worker so that every request meets the same
+# process), and a retention snapshot taken while a slow request holds its
+# records.
+class RequestProfilesTest < Minitest::Test
+  def setup
+    require_native!
+    RailsApp.require!(self)
+    @server = RailsApp::Server.new({ "FATHOM_RACK" => "1", "SHOP_THREADS" => "3" }, workers: 1)
+  end
+
+  def teardown
+    @server&.stop
+  end
+
+  def inuse_by_class(profile, klass)
+    i = profile.sample_types.index { |t| t.first == "inuse_objects" }
+    profile.samples.select { |s| s.labels["class"] == klass }.sum { |s| s.values[i] }
+  end
+
+  # Exact mode records every allocation of the request: the page's 2,000
+  # Products are allocated (deterministic), and none is in use after it:
+  # the controller that held them hangs off the env, which the middleware
+  # gave the app as a copy it drops before the GC.
+  def test_heap_of_one_request_counts_what_it_left_not_what_it_answered_with
+    res = @server.get("/products?fathom=heap")
+    assert_equal "200", res.code, res.body
+    assert_equal "request", res["x-fathom-source"]
+    profile = Fathom::Pprof.read(res.body)
+    alloc = profile.sample_types.index { |t| t.first == "alloc_objects" }
+    allocated = profile.samples.select { |s| s.labels["class"] == "Product" }.sum { |s| s.values[alloc] }
+    assert_operator allocated, :>=, 2000
+    assert_operator inuse_by_class(profile, "Product"), :<, 100, "the page's products are not in use after the request"
+  end
+end
