@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "monitor"
 
 # Which holder names an object in a retention snapshot. Stacks hold things
 # for a moment — a C function's locals (the conservative machine_context
@@ -13,6 +14,11 @@ class RetentionOwnerTest < Minitest::Test
   end
 
   OWNER = /\Avm → .*RetentionOwnerTest::Store::SESSIONS \(Hash\)\z/
+
+  # A Logger-like global whose Monitor a request thread holds: the
+  # Monitor's owner field points at that thread's fiber.
+  Product = Struct.new(:name, :description)
+  LOG = Struct.new(:mon).new(Monitor.new)
 
   def setup
     require_native!
@@ -113,5 +119,73 @@ class RetentionOwnerTest < Minitest::Test
   ensure
     thread&.kill&.join
     Store.send(:remove_const, :LIVE) if Store.const_defined?(:LIVE, false)
+  end
+
+  # A request thread holds LOG's Monitor (as Rails' logger does while a
+  # request logs) while its stack holds the request's records. The
+  # Monitor's owner field references the thread's fiber, and the walk used
+  # to reach that fiber through LOG before the thread's own stack edges
+  # (deferred), so the records read "LOG → .mon → via Monitor (Fiber) →
+  # via Fiber (Array)" on 3.3. They must be named through the thread.
+  # `in_fiber`: the request runs in a fiber of its own (Async/Falcon
+  # style), the lock's owner is then that fiber, the thread's current one.
+  def request_holding_the_lock(name, in_fiber: false)
+    ready = Queue.new
+    release = Queue.new
+    thread = Thread.new do
+      Thread.current.name = name
+      request = lambda do
+        LOG.mon.synchronize do
+          records = Array.new(2000) { |i| Product.new("p#{i}", "d" * 100) }
+          # Ids, not the objects: nothing but this stack may hold them.
+          ready << [records.first.__id__, records[1000].__id__, records.last.__id__]
+          release.pop
+          records.size
+        end
+      end
+      in_fiber ? Fiber.new(&request).resume : request.call
+    end
+    ids = ready.pop
+    yield ids
+  ensure
+    release << true
+    thread&.join
+  end
+
+  def assert_named_by_the_thread(paths, name)
+    paths.each do |path|
+      chain = path.join(" | ")
+      assert_includes chain, "thread \"#{name}\"", path.inspect
+      refute_match(/LOG|Monitor|machine_context/, chain)
+      assert_match(/\(RetentionOwnerTest::Product\)\z/, path.last)
+    end
+  end
+
+  def test_a_request_threads_records_are_named_by_the_thread_not_the_lock_it_holds
+    request_holding_the_lock("request-1") do |ids|
+      assert LOG.mon.mon_locked?, "the request must hold the monitor for this test to mean anything"
+      refute LOG.mon.mon_owned?
+      profile = Fathom.retention_snapshot(focus: ids.map { |id| ObjectSpace._id2ref(id) }, progress: nil)
+      assert_named_by_the_thread(profile.stats[:focus_paths], "request-1")
+      # And in the profile itself: every record's stack goes through the
+      # thread, none through LOG.
+      pprof = Fathom::Pprof.read(profile.bytes)
+      objects = pprof.sample_type_index("inuse_objects")
+      records = pprof.samples.map { |s| [pprof.stack_names(s), s.values[objects]] }
+                     .select { |names, _| names.first.end_with?("(RetentionOwnerTest::Product)") }
+      assert_equal 2000, records.sum { |_, n| n }, records.inspect
+      records.each do |names, _|
+        assert_includes names.join(" | "), "thread \"request-1\"", names.inspect
+        refute_match(/LOG|Monitor/, names.join(" | "))
+      end
+    end
+  end
+
+  def test_records_of_a_request_running_in_a_fiber_are_named_by_its_thread
+    request_holding_the_lock("request-2", in_fiber: true) do |ids|
+      assert LOG.mon.mon_locked?
+      profile = Fathom.retention_snapshot(focus: ids.map { |id| ObjectSpace._id2ref(id) }, progress: nil)
+      assert_named_by_the_thread(profile.stats[:focus_paths], "request-2")
+    end
   end
 end

@@ -162,7 +162,7 @@ int HashCallback(VALUE key, VALUE val, VALUE arg) {
 // disabled and the world is stopped. Struct members use rb_struct_members,
 // constants rb_const_get_at, globals rb_gv_get: C-level, no method lookup.
 struct OriginalMethods {
-  VALUE thread_keys, thread_variables, thread_variable_get;
+  VALUE thread_keys, thread_variables, thread_variable_get, thread_name, thread_native_thread_id;
   VALUE proc_binding, binding_local_variables, binding_local_variable_get;
   VALUE kernel_global_variables;
 };
@@ -256,6 +256,34 @@ void NameThread(Namer& n, VALUE thread) {
   }
 }
 
+// A thread by its label, as the CPU profile's thread tracks show it:
+// `thread "puma srv tp 001"` (Thread#name), `thread "main"`, else its
+// native id, `thread 12345`. The edge that reaches a thread from its
+// Ractor (or from anything that has no name of its own for it) gets it, so
+// what a running request's stack holds reads `... → thread "request-1" →
+// via Thread (Array)`, not `via Ractor → via Thread`.
+std::string ThreadLabel(VALUE thread) {
+  VALUE name;
+  if (CallOriginal(g_methods.thread_name, thread, &name) && RB_TYPE_P(name, T_STRING))
+    return "thread \"" + KeyText(name) + "\"";
+  if (thread == rb_thread_main()) return "thread \"main\"";
+  VALUE tid;
+  if (CallOriginal(g_methods.thread_native_thread_id, thread, &tid) && RB_INTEGER_TYPE_P(tid))
+    return "thread " + std::to_string(NUM2LL(tid));
+  return "thread (ended)";  // no native thread any more
+}
+
+// Names the referrer's unnamed tree children that are threads by their
+// label (after its own names: a constant, ivar or array slot holding a
+// thread keeps that name).
+void NameThreads(Namer& n) {
+  for (auto& item : n.children.items()) {
+    VALUE v = item.first;
+    if (n.g.edge_name(item.second) != 0 || !RB_TYPE_P(v, T_DATA) || RBASIC_CLASS(v) == 0) continue;
+    if (RTEST(rb_obj_is_kind_of(v, rb_cThread))) n.g.SetEdgeName(item.second, ThreadLabel(v));
+  }
+}
+
 void CollectGlobals(Namer& n) {
   VALUE names;
   if (!CallOriginal(g_methods.kernel_global_variables, rb_mKernel, &names) || !RB_TYPE_P(names, T_ARRAY)) return;
@@ -293,6 +321,7 @@ void NameChildrenOf(Namer& n, uint32_t parent) {
     if (g.name(g.edge_name(parent)) == "global_tbl")
       for (auto& gv : n.globals) n.Name(gv.first, gv.second);
     NameModules(n);
+    NameThreads(n);
     // What else a root category holds has no name of its own.
     std::string via = "in " + g.name(g.edge_name(parent));
     for (auto& item : n.children.items())
@@ -355,6 +384,7 @@ void NameChildrenOf(Namer& n, uint32_t parent) {
   if (!internal && (RBASIC_CLASS(obj) != 0 || type == RUBY_T_CLASS || type == RUBY_T_MODULE))
     rb_ivar_foreach(obj, IvarCallback, reinterpret_cast<st_data_t>(&n));
   NameModules(n);
+  NameThreads(n);
   // Whatever is left is named after the referrer's class.
   const std::string& cls = g.name(g.class_name(parent));
   std::string via = "via " + cls;
@@ -390,6 +420,8 @@ void InitEdgeNames() {
   g_methods.thread_keys = OriginalMethod(rb_cThread, "keys");
   g_methods.thread_variables = OriginalMethod(rb_cThread, "thread_variables");
   g_methods.thread_variable_get = OriginalMethod(rb_cThread, "thread_variable_get");
+  g_methods.thread_name = OriginalMethod(rb_cThread, "name");
+  g_methods.thread_native_thread_id = OriginalMethod(rb_cThread, "native_thread_id");
   g_methods.proc_binding = OriginalMethod(rb_cProc, "binding");
   g_methods.binding_local_variables = OriginalMethod(cBinding, "local_variables");
   g_methods.binding_local_variable_get = OriginalMethod(cBinding, "local_variable_get");

@@ -9,8 +9,10 @@
 //     from rb_objspace_reachable_objects_from, breadth-first, into the core's
 //     HeapGraphBuilder (compact arrays, no Ruby objects). The references
 //     of threads and fibers (their stacks) join the walk once everything
-//     else is walked, and machine_context, the conservative root, last: a
-//     stack names only what no constant, ivar or global holds. Both functions are exported by
+//     else is walked, then other objects' references to threads and fibers
+//     (a Monitor's owner), and machine_context, the conservative root,
+//     last: a stack names only what no constant, ivar or global holds, and
+//     is named by its own thread, not by a lock that points at it. Both functions are exported by
 //     libruby but declared in no installed header: our own prototypes in
 //     ruby_private_api.h, behind have_func.
 //  2. edge_names.cc (GVL, GC enabled: naming calls Ruby methods, and
@@ -74,6 +76,9 @@ struct Snapshot {
   // How ChildCallback adds the current object's edges: -1 plain, else
   // deferred in that HeapGraphBuilder tier (a thread's or fiber's stacks).
   int child_tier = -1;
+  // Whether ChildCallback defers the current object's plain edges to a
+  // thread or fiber (anything but a Ractor, thread or fiber holding one).
+  bool defer_thread_references = false;
   std::vector<uint32_t> focus_nodes;
   bool has_focus = false;
   // Per focus node: the root categories that hold it themselves (e.g.

@@ -24,12 +24,16 @@ ID id_write;
 VALUE cWeakMap = Qnil;  // ObjectSpace::WeakMap (and 3.3's WeakKeyMap): weak edges only
 VALUE cWeakKeyMap = Qnil;
 VALUE cFiber = Qnil;
+VALUE cRactor = Qnil;  // holds the list of its live threads
 
 // The order in which deferred holders join the walk (HeapGraphBuilder's
-// tiers): first the stacks of threads and fibers, then the conservative
-// machine_context. Everything else is walked before both.
+// tiers): first the stacks of threads and fibers, then the references to
+// a thread or fiber from anything but its own thread or Ractor (a lock's
+// owner, Thread.list), then the conservative machine_context. Everything
+// else is walked before all three.
 constexpr uint8_t kStackTier = 0;
-constexpr uint8_t kConservativeTier = 1;
+constexpr uint8_t kThreadReferenceTier = 1;
+constexpr uint8_t kConservativeTier = 2;
 constexpr int kNotDeferred = -1;
 
 // A weak reference does not keep anything alive, but Ruby reports a weak
@@ -53,6 +57,19 @@ bool HoldsStacks(VALUE obj, int type) {
   if (type != RUBY_T_DATA || RBASIC_CLASS(obj) == 0) return false;
   return RTEST(rb_obj_is_kind_of(obj, rb_cThread)) || (!NIL_P(cFiber) && RTEST(rb_obj_is_kind_of(obj, cFiber)));
 }
+
+// A Ractor's references include its live threads: the edge that should
+// name a thread (and so everything only its stacks hold).
+bool IsRactor(VALUE obj, int type) {
+  return type == RUBY_T_DATA && RBASIC_CLASS(obj) != 0 && !NIL_P(cRactor) && RTEST(rb_obj_is_kind_of(obj, cRactor));
+}
+
+// Whose edges to a thread or fiber are deferred to kThreadReferenceTier
+// (see ChildCallback): everything but the thread's own holders, i.e. a
+// Ractor (its live threads) and threads and fibers themselves (a thread's
+// current and root fiber, a fiber's thread; their edges are in
+// kStackTier anyway). Roots are never deferred this way.
+bool DefersThreadReferences(VALUE obj, int type) { return !HoldsStacks(obj, type) && !IsRactor(obj, type); }
 
 #if defined(FATHOM_HAVE_HEAP_WALK) && defined(HAVE_RB_OBJ_MEMSIZE_OF)
 constexpr bool kHeapWalkAvailable = true;
@@ -93,10 +110,18 @@ void ChildCallback(VALUE child, void* data) {
     if (s->walk_failed) return;
     try {
       FATHOM_FAULT_POINT("retention_walk");
-      if (s->child_tier == kNotDeferred)
-        s->builder->AddEdgeTo(child);
-      else
+      if (s->child_tier != kNotDeferred)
         s->builder->AddDeferredEdgeTo(child, static_cast<uint8_t>(s->child_tier));
+      else if (s->defer_thread_references && HoldsStacks(child, RB_BUILTIN_TYPE(child)))
+        // A lock's owner field (Monitor's owner fiber), Thread.list, a
+        // pool's @workers: the thread is reached through its Ractor
+        // first, so that what its stacks alone hold is named by that
+        // thread, not by some Logger's @mon_data that happens to point at
+        // the fiber holding the lock (which was reached before the
+        // thread's own stack edges, deferred to kStackTier, were walked).
+        s->builder->AddDeferredEdgeTo(child, kThreadReferenceTier);
+      else
+        s->builder->AddEdgeTo(child);
     } catch (const std::exception& e) {
       RecordWalkFailure(s, e.what());
     }
@@ -221,6 +246,8 @@ void InitRetentionWalk() {
   rb_gc_register_address(&cWeakKeyMap);
   cFiber = rb_const_get(rb_cObject, rb_intern("Fiber"));
   rb_gc_register_address(&cFiber);
+  if (rb_const_defined_at(rb_cObject, rb_intern("Ractor"))) cRactor = rb_const_get(rb_cObject, rb_intern("Ractor"));
+  rb_gc_register_address(&cRactor);
 }
 
 void Walk(Snapshot* s) {
@@ -238,8 +265,10 @@ void Walk(Snapshot* s) {
     // maps retain nothing.
     if (obj == s->self || obj == s->skip_children_of || HoldsOnlyWeakReferences(obj, type)) continue;
     s->child_tier = HoldsStacks(obj, type) ? kStackTier : kNotDeferred;
+    s->defer_thread_references = DefersThreadReferences(obj, type);
     rb_objspace_reachable_objects_from(obj, ChildCallback, s);
     s->child_tier = kNotDeferred;
+    s->defer_thread_references = false;
     ThrowIfWalkFailed(s);
     if ((i & (kProgressEvery - 1)) == 0) Progress(s, "walking", i);
     s->peak_bytes = std::max(s->peak_bytes, b.MemoryBytes());
