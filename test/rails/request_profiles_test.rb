@@ -37,4 +37,26 @@ class RequestProfilesTest < Minitest::Test
     assert_operator allocated, :>=, 2000
     assert_operator inuse_by_class(profile, "Product"), :<, 100, "the page's products are not in use after the request"
   end
+
+  # A retention snapshot while /slow holds its 2,000 records on the request
+  # thread's stack: they are charged to that puma thread, by name, and
+  # not through the logger's Monitor (whose owner field points at the
+  # request's fiber on 3.3) or any other global. Deterministic: the request
+  # holds them for 6 s (small sleeps) and the snapshot comes 1.5 s after
+  # it was sent, far past the time the action needs to load them (30-80 ms
+  # measured; a second even beside a CPU-bound process).
+  def test_retention_during_a_slow_request_names_the_request_thread
+    slow = Thread.new { @server.get("/slow?seconds=6") }
+    sleep 1.5
+    res = @server.get("/debug/fathom/retention")
+    assert_equal "200", res.code, res.body
+    profile = Fathom::Pprof.read(res.body)
+    i = profile.sample_types.index { |t| t.first == "inuse_objects" }
+    products = profile.samples.select { |s| profile.stack_names(s).first.to_s.end_with?("(Product)") }
+    chains = products.map { |s| [s.values[i], profile.stack_names(s).reverse.join(" → ")] }
+    held = chains.select { |_, chain| chain.match?(/thread "puma srv tp \d+"/) }.sum(&:first)
+    assert_operator held, :>=, 2000, chains.first(5).inspect
+    refute chains.any? { |_, chain| chain.match?(/@logger|Monitor/) }, chains.first(5).inspect
+    assert_match(/held 2000 products/, slow.value.body)
+  end
 end
