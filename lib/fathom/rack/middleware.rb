@@ -37,11 +37,12 @@ module Fathom
     # in the X-Fathom-Profile response header. Requests without ?fathom=
     # pass straight through.
     #
-    # A heap request runs the app on a copy of the Rack env: after the
-    # response, the controller and whatever it loaded hang off the env
-    # (env["action_controller.instance"]), which the server keeps until the
-    # connection moves on; with the copy dropped before the GC, in-use is
-    # what the request left behind, not what it is still answering with.
+    # A heap request runs the app on a copy of the Rack env, on a thread of
+    # its own: after the response, the controller and whatever it loaded
+    # hang off the env (env["action_controller.instance"]), which the
+    # server keeps until the connection moves on, and the server thread's
+    # stack still pointed at them; with both out of the way before the GC,
+    # in-use is what the request left behind, not what it answered with.
     class Middleware
       KINDS = %i[heap gc cpu].freeze
       @index = 0
@@ -119,10 +120,23 @@ module Fathom
       end
 
       # The app's response with its body read to the end (and closed). For
-      # heap, on a shallow copy of the env (see the class comment), which
-      # goes out of scope when this returns.
+      # heap, on a shallow copy of the env (see the class comment) and on a
+      # thread of its own: the server thread's stack kept a reference to
+      # the request (puma 6 on Ruby 3.3: a retention snapshot found the
+      # page's records through `thread "puma srv tp 002" → via Fiber
+      # (ActionDispatch::Http::Headers) → @req → @env`, after the
+      # response); a finished thread's stack holds nothing. The app then
+      # sees none of the server thread's thread-locals (nothing above this
+      # middleware in the Railtie's stack sets any).
       def run_app(env, kind)
-        env = env.dup if kind == :heap
+        return call_app(env) unless kind == :heap
+
+        thread = Thread.new { call_app(env.dup) }
+        thread.report_on_exception = false
+        thread.value
+      end
+
+      def call_app(env)
         status, headers, body = @app.call(env)
         chunks = []
         begin
