@@ -2,6 +2,7 @@
 
 require_relative "units"
 require_relative "../error"
+require_relative "firefox_fields"
 
 module Fathom
   module Report
@@ -19,6 +20,9 @@ module Fathom
     # A Firefox file has no sample types, so a sample_index (which would
     # be silently ignored) is refused.
     class FirefoxSummary
+      include FirefoxFields
+      private :object, :array, :number
+
       # The summed GC wall time of the markers, in ms.
       attr_reader :gc_ms
 
@@ -73,22 +77,6 @@ module Fathom
 
           data.select { |d| Hash === d && d["type"] == "GC" }
         end
-      end
-
-      # A JSON object (nil: empty), else Fathom::Error naming the field.
-      def object(value, what)
-        return {} if value.nil?
-        return value if Hash === value
-
-        raise Fathom::Error, "fathom: not a Firefox Profiler profile (#{what} is not an object)"
-      end
-
-      # A finite number (nil: 0), else Fathom::Error naming the field.
-      def number(value, what)
-        return 0 if value.nil?
-        return value if (Integer === value) || (Float === value && value.finite?)
-
-        raise Fathom::Error, "fathom: not a usable Firefox Profiler profile (#{what} is not a number)"
       end
     end
   end

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "../error"
+require_relative "firefox_fields"
 require_relative "../options"
 require_relative "../pprof/reader"
 
@@ -32,6 +33,8 @@ module Fathom
       CPU_WEIGHTS = "threadCPUDelta (CPU time since the thread's previous sample)"
       WALL_WEIGHTS = "sample weights (wall time since the thread's previous sample)"
       COUNT_WEIGHTS = "sample counts (the file has no CPU or wall time per sample)"
+
+      extend FirefoxFields
 
       module_function
 
@@ -132,27 +135,6 @@ module Fathom
         threads.each { |t| object(t, "threads[]") }
       end
 
-      def object(value, what)
-        return {} if value.nil?
-        return value if Hash === value
-
-        raise Fathom::Error, "fathom: not a Firefox Profiler profile (#{what} is not an object)"
-      end
-
-      def array(value, what)
-        return [] if value.nil?
-        return value if Array === value
-
-        raise Fathom::Error, "fathom: not a Firefox Profiler profile (#{what} is not an array)"
-      end
-
-      # A finite number (nil: 0), else Fathom::Error naming the field.
-      def number(value, what)
-        return 0 if value.nil?
-        return value if (Integer === value) || (Float === value && value.finite?)
-
-        raise Fathom::Error, "fathom: not a usable Firefox Profiler profile (#{what} is not a number)"
-      end
 
       # Interns function names across tracks and turns each track's stack
       # indices into location ids (leaf first).
