@@ -20,6 +20,9 @@ module Fathom
   #   always_on.stop               # writes the last file of each mode
   class AlwaysOn
     MODES = %i[heap gc].freeze
+    WHY_NOT = { retention: "a retention snapshot stops the world",
+                cpu: "CPU and wall profiling cannot run always-on yet: use the profile endpoint or ?fathom=cpu",
+                wall: "CPU and wall profiling cannot run always-on yet: use the profile endpoint or ?fathom=cpu" }.freeze
     KEEP_MB_RANGE = (1..1_000_000).freeze
 
     # What a PeriodicFlusher flushes: the profiler's profile with the
@@ -43,7 +46,7 @@ module Fathom
     def initialize(modes:, dir:, every: 60, keep_files: 50, keep_mb: 100, **options)
       @modes = Modes.parse(modes, "modes")
       bad = @modes - MODES
-      raise ArgumentError, "fathom: #{bad.join(", ")} cannot run always-on (a retention snapshot stops the world); modes: #{MODES.join(", ")}" unless bad.empty?
+      raise ArgumentError, "fathom: #{bad.join(", ")} cannot run always-on (#{bad.map { |m| WHY_NOT[m] || "unknown mode" }.uniq.join("; ")}); modes: #{MODES.join(", ")}" unless bad.empty?
 
       @dir = File.expand_path(Options.path("dir", dir))
       @every = every

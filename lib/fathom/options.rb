@@ -8,8 +8,9 @@ module Fathom
   #   ArgumentError when it has the right type but a wrong value / is unknown,
   # with a message that starts with "fathom:" and names the option.
   module Options
-    NS_PER_UNIT = { "ns" => 1, "us" => 1_000, "µs" => 1_000, "ms" => 1_000_000, "s" => 1_000_000_000 }.freeze
-    DURATION_RE = /\A\s*(\d+(?:\.\d*)?|\.\d+)(?:e([-+]?\d+))?\s*(ns|us|µs|ms|s)?\s*\z/.freeze
+    NS_PER_UNIT = { "ns" => 1, "us" => 1_000, "µs" => 1_000, "ms" => 1_000_000, "s" => 1_000_000_000,
+                    "m" => 60_000_000_000, "min" => 60_000_000_000, "h" => 3_600_000_000_000 }.freeze
+    DURATION_RE = /\A\s*(\d+(?:\.\d*)?|\.\d+)(?:e([-+]?\d+))?\s*(ns|us|µs|ms|min|s|m|h)?\s*\z/.freeze
     DURATION_HINT = 'a positive duration in seconds (Float/Integer) or a String like "1ms"'
 
     # Limits shared by the profilers, the CLI and autorun. Below 10us each
@@ -49,7 +50,8 @@ module Fathom
     end
 
     # A duration: Numeric seconds (Integer/Float/Rational) or a String with a
-    # unit ("500us", "1ms", "2.5s", "100ns"; a bare number is seconds).
+    # unit ("500us", "1ms", "2.5s", "100ns", "5m" or "5min", "1h"; a bare
+    # number is seconds). Each option's range still applies.
     # Returns whole nanoseconds (at least 1). `min_ns`/`max_ns` bound it
     # (max_ns nil: DEFAULT_MAX_NS).
     def duration_ns(name, value, min_ns: 1, max_ns: nil)

@@ -3,6 +3,8 @@
 require "test_helper"
 require "fathom/rack"
 require "timeout"
+require "socket"
+require "tmpdir"
 
 # Each rule of Fathom::Rack::Guard, through the app as a server calls it
 # (a Rack env Hash: the rack gem is not needed, and REMOTE_ADDR is ours to
@@ -62,6 +64,94 @@ class RackSecurityTest < Minitest::Test
     end
   end
 
+  # Proxies and CDNs that name the client in headers of their own, and
+  # servers that report a unix-socket client as 127.0.0.1 (puma, unicorn):
+  # behind any of them every client would be "loopback".
+  def test_every_client_address_header_a_unix_socket_and_http_1_0_are_not_loopback
+    %w[HTTP_X_CLIENT_IP HTTP_TRUE_CLIENT_IP HTTP_CF_CONNECTING_IP HTTP_X_CLUSTER_CLIENT_IP
+       HTTP_FASTLY_CLIENT_IP HTTP_X_FORWARDED_FOR].each do |h|
+      ["203.0.113.9", "127.0.0.1", ""].each do |value|
+        status, _, body = call(app, "/debug/fathom/", headers: { h => value })
+        assert_equal 403, status, "#{h}: #{value.inspect}"
+        assert_match(/not through a proxy/, body)
+      end
+    end
+    # nginx's default proxy_pass: HTTP/1.0 to the upstream, no forwarding header.
+    assert_equal 403, call(app, "/debug/fathom/", headers: { "SERVER_PROTOCOL" => "HTTP/1.0" }).first
+    assert_equal 200, call(app, "/debug/fathom/", headers: { "SERVER_PROTOCOL" => "HTTP/1.1" }).first
+    # A unix socket: no address, a path, or puma's 127.0.0.1 with the socket in the env.
+    ["", "unix:/run/app.sock", "unix"].each do |addr|
+      assert_equal 403, call(app, "/debug/fathom/", addr: addr).first, addr
+    end
+    assert_equal 403, app.call(env("/debug/fathom/").tap { |e| e.delete("REMOTE_ADDR") }).first
+    Dir.mktmpdir do |dir|
+      server = UNIXServer.new(File.join(dir, "s"))
+      client = UNIXSocket.new(File.join(dir, "s"))
+      %w[puma.socket unicorn.socket].each do |key|
+        assert_equal 403, call(app, "/debug/fathom/", headers: { key => client }).first, key
+      end
+      tcp = TCPServer.new("127.0.0.1", 0)
+      tcp_client = TCPSocket.new("127.0.0.1", tcp.addr[1])
+      assert_equal 200, call(app, "/debug/fathom/", headers: { "puma.socket" => tcp_client }).first
+    ensure
+      [server, client, tcp, tcp_client].each { |io| io&.close }
+    end
+    # With a token, a proxied request is served (the token is what protects).
+    status, = call(app(token: TOKEN), "/debug/fathom/", addr: "",
+                                                         headers: { "HTTP_X_CLIENT_IP" => "203.0.113.9", "HTTP_AUTHORIZATION" => "Bearer #{TOKEN}" })
+    assert_equal 200, status
+  end
+
+  # DNS rebinding: a page on evil.example, whose name the attacker then
+  # points at 127.0.0.1, makes the browser a loopback client; it still
+  # sends Host: evil.example.
+  def test_a_foreign_host_is_refused_without_a_token
+    ["evil.example", "evil.example:9292", "localhost.evil.example", "127.0.0.1.nip.io", "[::1].evil", "",
+     "a b", "localhost:80:80", "user@localhost", "0.0.0.0", "10.0.0.1"].each do |host|
+      status, _, body = call(app, "/debug/fathom/", headers: { "HTTP_HOST" => host })
+      assert_equal 403, status, host.inspect
+      assert_match(/is not a local name/, body) if host == "evil.example"
+    end
+    ["localhost", "LocalHost:9292", "127.0.0.1", "127.0.0.1:3000", "[::1]", "[::1]:8080", "127.1.2.3:1"].each do |host|
+      assert_equal 200, call(app, "/debug/fathom/", headers: { "HTTP_HOST" => host }).first, host
+    end
+    # The per-request middleware follows the same rule.
+    mw = Fathom::Rack::Middleware.new(->(_) { [200, {}, ["page"]] }, enabled: true, token: nil)
+    status, _, body = mw.call(env("/", query: "fathom=heap", headers: { "HTTP_HOST" => "rebind.attacker.example" }))
+    assert_equal [403, true], [status, body.join.include?("not a local name")]
+    # The server's own names, from hosts: or FATHOM_RACK_HOSTS.
+    named = app(hosts: ["profiler.internal", "[fd00::1]"])
+    assert_equal 200, call(named, "/debug/fathom/", headers: { "HTTP_HOST" => "Profiler.Internal:8080" }).first
+    assert_equal 200, call(named, "/debug/fathom/", headers: { "HTTP_HOST" => "[fd00::1]:80" }).first
+    assert_equal 403, call(named, "/debug/fathom/", headers: { "HTTP_HOST" => "other.internal" }).first
+    with_env("FATHOM_RACK_HOSTS" => "a.internal, b.internal") do
+      from_env = app
+      assert_equal %w[a.internal b.internal], from_env.config.hosts
+      assert_equal 200, call(from_env, "/debug/fathom/", headers: { "HTTP_HOST" => "b.internal" }).first
+    end
+    # With a token, any name is served (servers are reached by many names).
+    status, = call(app(token: TOKEN), "/debug/fathom/", addr: "10.0.0.5",
+                                                        headers: { "HTTP_HOST" => "shop.example", "HTTP_AUTHORIZATION" => "Bearer #{TOKEN}" })
+    assert_equal 200, status
+  end
+
+  def test_bad_hosts_are_refused_at_configuration
+    assert_raises(ArgumentError) { app(hosts: ["http://x.example"]) }
+    assert_raises(ArgumentError) { app(hosts: "x.example:80") }
+    assert_raises(ArgumentError) { app(hosts: ["a/b"]) }
+    assert_raises(TypeError) { app(hosts: [1]) }
+    assert_raises(TypeError) { app(hosts: :x) }
+    assert_equal ["x.example"], app(hosts: " X.example ,,").config.hosts
+  end
+
+  def with_env(vars)
+    old = vars.to_h { |k, _| [k, ENV[k]] }
+    vars.each { |k, v| ENV[k] = v }
+    yield
+  ensure
+    old.each { |k, v| ENV[k] = v }
+  end
+
   def test_wrong_or_missing_token_is_refused
     secured = app(token: TOKEN)
     [nil, "Bearer wrong", "Bearer #{TOKEN}x", "Bearer #{TOKEN[0..-2]}", "Basic #{TOKEN}", TOKEN].each do |auth|
@@ -96,7 +186,7 @@ class RackSecurityTest < Minitest::Test
     sleep 0.02 until Thread.list.any? { |t| t.name == "fathom-profile" } || !server.alive?
     server.raise(Timeout::Error, "request timed out")
     sleep 0.2
-    assert Fathom::Rack::Guard::LOCK.locked?, "the guard was released while the profile still ran"
+    assert Fathom::Rack::Guard.lock.locked?, "the guard was released while the profile still ran"
     assert_equal 429, call(slow, "/debug/fathom/gc", query: "seconds=1").first
     # The app turns an unexpected StandardError into its fixed 500.
     outcome = begin
@@ -105,7 +195,7 @@ class RackSecurityTest < Minitest::Test
       :raised
     end
     assert_includes [500, :raised], outcome
-    refute Fathom::Rack::Guard::LOCK.locked?
+    refute Fathom::Rack::Guard.lock.locked?
     refute(Thread.list.any? { |t| t.name == "fathom-profile" })
     assert_equal 200, call(slow, "/debug/fathom/gc", query: "seconds=1").first
   end
@@ -115,7 +205,7 @@ class RackSecurityTest < Minitest::Test
     slow = app(max_seconds: 2)
     profile_threads = -> { Thread.list.count { |t| t.name == "fathom-profile" } }
     first = Thread.new { call(slow, "/debug/fathom/gc", query: "seconds=2") }
-    sleep 0.05 until (Fathom::Rack::Guard::LOCK.locked? && profile_threads.call == 1) || !first.alive?
+    sleep 0.05 until (Fathom::Rack::Guard.lock.locked? && profile_threads.call == 1) || !first.alive?
     status, headers, body = call(slow, "/debug/fathom/gc", query: "seconds=1")
     assert_equal 429, status
     assert_equal 1, profile_threads.call, "a refused request must not start a profile thread (glibc would give it an arena)"
@@ -135,7 +225,10 @@ class RackSecurityTest < Minitest::Test
     assert_equal 200, status
     assert_equal "1", headers["x-fathom-seconds-capped"]
     assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - started, :<, 30 # runaway limit
-    %w[-1 0 1.5 abc 99999999999999999].each do |bad|
+    # Any number of digits is capped, not refused (test/hostile/rack_production_test.rb).
+    status, headers, = call(app(max_seconds: 1), "/debug/fathom/gc", query: "seconds=99999999999999999")
+    assert_equal [200, "1"], [status, headers["x-fathom-seconds-capped"]]
+    %w[-1 0 1.5 abc].each do |bad|
       status, _, body = call(app, "/debug/fathom/gc", query: "seconds=#{bad}")
       assert_equal 400, status, bad
       assert_match(/seconds must be a positive integer/, body)

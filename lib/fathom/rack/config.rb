@@ -14,6 +14,10 @@ module Fathom
     #   token:       a bearer token. Without one only loopback clients are
     #                served; with one every request must send
     #                `Authorization: Bearer <token>` (default: FATHOM_RACK_TOKEN).
+    #   hosts:       without a token, the Host names served besides
+    #                localhost, 127.0.0.1 and [::1] (any port): an Array of
+    #                names, or a comma-separated String (default:
+    #                FATHOM_RACK_HOSTS). See Guard (DNS rebinding).
     #   max_seconds: the cap on ?seconds= (60); longer requests are capped
     #                and say so (X-Fathom-Seconds-Capped).
     #   default_seconds: ?seconds= when absent (30, as Go).
@@ -31,14 +35,16 @@ module Fathom
       SECONDS_RANGE = (1..3600).freeze
       OBJECTS_RANGE = (1..(1 << 31)).freeze
 
-      attr_reader :prefix, :token, :max_seconds, :default_seconds, :retention_max_objects, :dir
+      attr_reader :prefix, :token, :hosts, :max_seconds, :default_seconds, :retention_max_objects, :dir
 
       def initialize(enabled: ENV["FATHOM_RACK"] == "1", prefix: DEFAULT_PREFIX, token: ENV["FATHOM_RACK_TOKEN"],
+                     hosts: ENV["FATHOM_RACK_HOSTS"],
                      max_seconds: 60, default_seconds: 30, retention_max_objects: 2_000_000,
                      heap: nil, gc: nil, dir: nil)
         @enabled = Options.boolean("enabled", enabled)
         @prefix = check_prefix(prefix)
         @token = check_token(token)
+        @hosts = check_hosts(hosts)
         @max_seconds = Options.integer("max_seconds", max_seconds, SECONDS_RANGE)
         @default_seconds = [Options.integer("default_seconds", default_seconds, SECONDS_RANGE), @max_seconds].min
         @retention_max_objects = Options.integer("retention_max_objects", retention_max_objects, OBJECTS_RANGE)
@@ -72,7 +78,7 @@ module Fathom
 
       # Never shows the token (inspect ends up in logs and error pages).
       def inspect
-        "#<#{self.class} enabled=#{@enabled} prefix=#{@prefix.inspect} token=#{@token ? "[set]" : "none"} " \
+        "#<#{self.class} enabled=#{@enabled} prefix=#{@prefix.inspect} token=#{@token ? "[set]" : "none"} hosts=#{@hosts.inspect} " \
           "max_seconds=#{@max_seconds} retention_max_objects=#{@retention_max_objects}>"
       end
 
@@ -91,6 +97,27 @@ module Fathom
         end
 
         prefix == "/" ? "" : prefix.chomp("/")
+      end
+
+      HOST_NAME = /\A(?:[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.?|[0-9a-f:.]+)\z/.freeze
+
+      def check_hosts(hosts)
+        list =
+          case hosts
+          when nil then []
+          when String then hosts.split(",")
+          when Array then hosts
+          else raise TypeError, "fathom: hosts must be an Array of Strings or a comma-separated String, got #{Options.describe(hosts)}"
+          end
+        list.filter_map do |name|
+          raise TypeError, "fathom: hosts must hold Strings, got #{Options.describe(name)}" unless String === name
+
+          name = name.strip.downcase.delete_prefix("[").delete_suffix("]")
+          next if name.empty?
+          raise ArgumentError, "fathom: hosts must hold host names (no port, scheme or path), got #{Options.shown(name)}" unless name.bytesize <= 253 && name.match?(HOST_NAME)
+
+          name.freeze
+        end.uniq.freeze
       end
 
       def check_token(token)

@@ -117,7 +117,7 @@ module Fathom
           raise Refusal.new(409, busy)
         end
         begin
-          sleep(seconds)
+          Guard.stop_in_child(profiler) { sleep(seconds) }
         ensure
           profiler.stop
         end

@@ -34,8 +34,8 @@ module Fathom
     # The page's body is read to its end inside the profile (a streamed body
     # does its work while it is read), then served as it was or replaced by
     # the profile (?debug=1: its text report). With dir:, the file's name is
-    # in the X-Fathom-Profile response header. Requests without ?fathom=
-    # pass straight through.
+    # in the X-Fathom-Profile response header. Requests without a non-empty
+    # ?fathom= pass straight through, unchanged.
     #
     # A heap request runs the app on a copy of the Rack env, on a thread of
     # its own: after the response, the controller and whatever it loaded
@@ -58,12 +58,17 @@ module Fathom
         @guard = Guard.new(@config)
       end
 
+      # Only a query with a non-empty fathom= parameter is Fathom's: any
+      # other request, whatever its query (too long, malformed, fathom=
+      # empty), reaches the app untouched.
+      FATHOM_PARAM = /(?:\A|[&;])fathom=[^&;]/.freeze
+
       def call(env)
         query = env["QUERY_STRING"].to_s
-        return @app.call(env) unless @config.enabled? && query.include?("fathom=")
+        return @app.call(env) unless @config.enabled? && query.include?("fathom=") && query.match?(FATHOM_PARAM)
 
         params = Params.new(query, @config)
-        return @app.call(env) if params["fathom"].nil?
+        return @app.call(env) if params["fathom"].to_s.empty?
 
         profiled(env, params)
       rescue Refusal => e
@@ -97,7 +102,7 @@ module Fathom
         profiler = new_profiler(kind, interval)
         start(profiler)
         begin
-          yield
+          Guard.stop_in_child(profiler) { yield }
         ensure
           profiler.stop
         end

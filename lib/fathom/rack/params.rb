@@ -41,9 +41,14 @@ module Fathom
       def seconds
         text = @values["seconds"]
         return @config.default_seconds if text.nil? || text.empty?
-        raise Refusal.new(400, "seconds must be a positive integer") unless text.match?(/\A\d{1,12}\z/) && text.to_i.positive?
+        raise Refusal.new(400, "seconds must be a positive integer") unless text.match?(/\A\d+\z/)
 
-        asked = text.to_i
+        # Any number of digits (the query is at most MAX_QUERY bytes): big
+        # values are capped like the others, never refused.
+        digits = text.sub(/\A0+/, "")
+        raise Refusal.new(400, "seconds must be a positive integer") if digits.empty?
+
+        asked = digits.size > 12 ? Float::INFINITY : digits.to_i
         @capped = asked > @config.max_seconds
         [asked, @config.max_seconds].min
       end
