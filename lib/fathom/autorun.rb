@@ -8,7 +8,7 @@
 #
 # Settings come from FATHOM_MODE (comma-separated: heap, gc, retention),
 # FATHOM_OUT, FATHOM_FORCE, FATHOM_FORMAT, FATHOM_EXACT, FATHOM_CENSUS, FATHOM_INTERVAL,
-# FATHOM_MAX_DEPTH, FATHOM_NATIVE, FATHOM_COALESCE; the CLI has validated them. The run is a
+# FATHOM_MAX_DEPTH, FATHOM_NATIVE, FATHOM_COALESCE, FATHOM_STRING_CONTENTS; the CLI has validated them. The run is a
 # Fathom::Session, as in Fathom.profile: started here, finished at exit.
 # Whatever goes wrong here is reported on $stderr (Fathom.notice) and never
 # changes what the program does or its exit status.
@@ -72,6 +72,10 @@ module Fathom
           if (v = env["FATHOM_MAX_DEPTH"])
             opts[:max_depth] = Options.parse_integer("FATHOM_MAX_DEPTH", v, Options::MAX_DEPTH_RANGE)
           end
+        end
+        # Retention: String hash keys by their bytes (off: by their shape).
+        if modes.include?(:retention) && (v = env["FATHOM_STRING_CONTENTS"])
+          opts[:string_contents] = Options.parse_boolean("FATHOM_STRING_CONTENTS", v)
         end
         if modes.include?(:gc) && (v = env["FATHOM_COALESCE"])
           bounds = { min_ns: Options::COALESCE_NS.begin, max_ns: Options::COALESCE_NS.end } # GcProfiler's

@@ -222,6 +222,9 @@ module Fathom
                             "heap at the flush (which costs ~10 ms per 250k live objects)") { opts[:census] = false }
         o.on("--native", "with --mode cpu or wall: C frames (libz's deflate, rb_hash_aref) under the Ruby frames " \
                          "that called them") { opts[:native] = true }
+        o.on("--string-contents", "with --mode retention: name String hash keys by their bytes ({\"sk_live_…\"}), not " \
+                                  "their shape ({\"…\" 32 bytes #8bcd}); for local debugging: the file then holds " \
+                                  "the program's data") { opts[:string_contents] = true }
         o.on("--interval DUR", "sampling interval, e.g. 1ms, 10ms, 0.002; " \
                                "#{Options.format_ns(Options::SAMPLING_INTERVAL_NS.begin)}..#{Options.format_ns(Options::SAMPLING_INTERVAL_NS.end)} " \
                                "(default: #{Modes.format_seconds(HEAP[:interval])})") { |v| opts[:interval] = v }
@@ -274,6 +277,10 @@ module Fathom
         raise UsageError, "--native needs --mode cpu or wall (C frames are sampled with the CPU profiler)"
       end
 
+      if opts[:string_contents] && !modes.include?(:retention)
+        raise UsageError, "--string-contents needs --mode retention (only retention profiles name hash keys)"
+      end
+
       interval_ns = validate do
         Options.duration_ns("--interval", opts.fetch(:interval, Modes.format_seconds(HEAP[:interval])),
                             min_ns: Options::SAMPLING_INTERVAL_NS.begin, max_ns: Options::SAMPLING_INTERVAL_NS.end)
@@ -297,6 +304,7 @@ module Fathom
         "FATHOM_EXACT" => opts[:exact] ? "1" : "0",
         "FATHOM_CENSUS" => opts[:census] == false ? "0" : "1",
         "FATHOM_NATIVE" => opts[:native] ? "1" : "0",
+        "FATHOM_STRING_CONTENTS" => opts[:string_contents] ? "1" : "0",
         "FATHOM_INTERVAL" => "#{interval_ns}ns",
         "FATHOM_MAX_DEPTH" => max_depth.to_s,
         # exec keeps our pid: autorun profiles the process whose pid this is.

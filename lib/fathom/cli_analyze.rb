@@ -19,6 +19,8 @@ module Fathom
           o.on("-o", "--out FILE", "write the retention profile (pprof, gzipped) to FILE") { |v| opts[:out] = v }
           o.on("--top N", "rows to show (default: 20)") { |v| opts[:top] = v }
           o.on("--diff", "compare 2 or 3 dumps taken in that order") { opts[:diff] = true }
+          o.on("--string-contents", "name strings by the start of their value (\"session-…\"); off by default: the " \
+                                    "dump holds the program's data, the report and profile do not") { opts[:string_contents] = true }
           o.on("-h", "--help", "show this help") { opts[:help] = true }
         end
       end
@@ -36,7 +38,7 @@ module Fathom
         path = argv.first
         require_relative "dump_analysis"
         text = with_data("analyze", path) do
-          profile = DumpAnalysis.analyze(path, top: top)
+          profile = DumpAnalysis.analyze(path, top: top, string_contents: opts[:string_contents] == true)
           profile.write(out) if out
           [Report.for_bytes(profile.bytes, top: top).to_s, DumpAnalysis.tables(profile.stats),
            out && "fathom: wrote retention profile to #{out}\n"].compact.join("\n")
@@ -52,7 +54,9 @@ module Fathom
         raise UsageError, "--diff writes no profile (-o)" if opts[:out]
 
         require_relative "dump_analysis"
-        text = with_data("analyze", printable(argv).join(", ")) { DumpAnalysis.diff_text(DumpAnalysis.diff(argv, top: top)) }
+        text = with_data("analyze", printable(argv).join(", ")) do
+          DumpAnalysis.diff_text(DumpAnalysis.diff(argv, top: top, string_contents: opts[:string_contents] == true))
+        end
         return 1 unless text
 
         @stdout.print text

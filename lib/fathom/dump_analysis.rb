@@ -16,7 +16,11 @@ module Fathom
   #   puts profile.report                 # the same report as `fathom report`
   #   puts Fathom::DumpAnalysis.tables(profile.stats)
   module DumpAnalysis
-    DEFAULTS = { max_depth: 64, top: 20, progress: :auto, parser: :auto }.freeze
+    # string_contents: name STRING objects by the start of their value
+    # ("via Session \"pppp…\""). Off: a dump holds the program's data (API
+    # keys, passwords), and a profile or report made from it must not carry
+    # it further (IMPLEMENTATION.md, "Names a dump allows").
+    DEFAULTS = { max_depth: 64, top: 20, progress: :auto, parser: :auto, string_contents: false }.freeze
     # :auto reads each line with Fathom's scanner for the dump_all shape and
     # hands a line it does not expect to simdjson's DOM parser; :dom gives
     # every line to the DOM parser (slower; for comparison and bench/dump.rb).
@@ -34,7 +38,7 @@ module Fathom
     # arrays at their peak), :phases_ns, :phases_cpu_ns (CPU time per
     # phase), :phases_hwm_bytes (the process's VmHWM after each phase),
     # :dom_lines (lines the scanner left to simdjson's DOM parser),
-    # :string_prefixes and :named_string_prefixes.
+    # :string_prefixes and :named_string_prefixes (0 unless string_contents).
     # Raises Fathom::Error (with the line number) for a file that is not a
     # usable dump, ArgumentError/TypeError for bad options.
     def analyze(path, out: nil, **opts)
@@ -44,11 +48,12 @@ module Fathom
       out = Options.path("out", out) unless NilClass === out
       max_depth = Options.integer("max_depth", opts[:max_depth], MAX_DEPTH_RANGE)
       top = Options.integer("top", opts[:top], TOP_RANGE)
+      string_contents = Options.boolean("string_contents", opts[:string_contents])
       parser = PARSERS.fetch(opts[:parser]) do
         raise ArgumentError, "fathom: parser must be one of #{PARSERS.keys.map(&:inspect).join(", ")}, got #{Options.describe(opts[:parser])}"
       end
       require_reader!
-      result = Native.analyze_dump(path, max_depth, top, progress_fd(opts[:progress], [path]), parser)
+      result = Native.analyze_dump(path, max_depth, top, progress_fd(opts[:progress], [path]), parser, string_contents)
       stats = result[:stats].merge(sites: result[:sites], generations: result[:generations], dump: path)
       profile = Profile.new(result[:profile], stats, kind: :retention)
       profile.write(out) if out
@@ -68,15 +73,16 @@ module Fathom
     # The three-dump technique (see DumpDiff in core/dump/dump_analysis.h):
     # objects of B (and still in C) that were not in A, by allocation site
     # (or class) and by dominator path. Returns a Hash.
-    def diff(paths, top: 20, progress: :auto)
+    def diff(paths, top: 20, progress: :auto, string_contents: false)
       unless Array === paths && (2..3).cover?(paths.size)
         raise ArgumentError, "fathom: a dump diff takes 2 or 3 dumps (A B [C]), got #{Options.describe(paths)}"
       end
 
       paths = paths.map { |p| Options.path("path", p) }
       top = Options.integer("top", top, TOP_RANGE)
+      string_contents = Options.boolean("string_contents", string_contents)
       require_reader!
-      Native.diff_dumps(paths, top, progress_fd(progress, paths)).merge(dumps: paths)
+      Native.diff_dumps(paths, top, progress_fd(progress, paths), string_contents).merge(dumps: paths)
     end
 
     # :auto: stderr when it is a terminal and a dump is big enough.
@@ -106,6 +112,9 @@ module Fathom
         lines << "Dangling references (to addresses not in the dump): #{stats[:dangling_references]}"
       end
       lines << "Names unavailable in a heap dump: #{stats[:unavailable_names]}"
+      if stats[:string_contents] == false
+        lines << "Strings are not named by their value (the dump's data stays out of this report; --string-contents names them)"
+      end
       if stats[:string_prefixes].to_i > stats[:named_string_prefixes].to_i
         lines << "Strings are named by the start of their value (up to the first digit): the " \
                  "#{stats[:named_string_prefixes]} most common of #{stats[:string_prefixes]} distinct prefixes; " \

@@ -28,7 +28,9 @@ module Fathom
       # gc_source :auto: Ruby's GC counters on Ruby < 3.3 (any GC hook forces
       # the slow allocation path there), the GC hooks on 3.3+ (GcProfiler).
       gc: { coalesce: 0.01, flush_on_major: true, format: :pprof, gc_source: :auto }.freeze,
-      retention: { max_depth: 64 }.freeze,
+      # string_contents: String hash keys by their bytes, not their shape
+      # (Fathom.retention_snapshot): off, profiles hold no program data.
+      retention: { max_depth: 64, string_contents: false }.freeze,
       # 10 ms: each sample costs a signal and a stack walk on the sampled
       # thread (a few microseconds), so 100 samples/s per thread stays well
       # within 1% (bench/cpu_overhead.rb). native: C frames (off: they cost

@@ -23,7 +23,8 @@ module Fathom
   #   Fathom.retention_snapshot(out: "retained2.pb.gz")
   #   # $ fathom diff retained.pb.gz retained2.pb.gz
   module Retention
-    DEFAULTS = { gc: true, max_depth: Modes::DEFAULTS.fetch(:retention).fetch(:max_depth), progress: :auto }.freeze
+    DEFAULTS = { gc: true, max_depth: Modes::DEFAULTS.fetch(:retention).fetch(:max_depth), progress: :auto,
+                 string_contents: Modes::DEFAULTS.fetch(:retention).fetch(:string_contents) }.freeze
     # At least 3: the root category, a "(truncated)" hop and the object
     # (the encoder refuses less, but only after the whole walk).
     MAX_DEPTH_RANGE = (3..4096).freeze
@@ -47,11 +48,18 @@ module Fathom
     # it wins over a thread's stack or the C stack (machine_context) that
     # also holds it for the moment; a stack names only what nothing else
     # holds (IMPLEMENTATION.md, "Owners before stacks").
+    #
+    # string_contents: false (the default) keeps the program's data out of
+    # the profile: a String hash key (and a dynamic Symbol's) is named by
+    # its shape, {"…" 32 bytes #8bcd} (length and a 16-bit hash, the same in
+    # every snapshot, so diffs match), never by its bytes. true names it
+    # {"sk_live_…"}, for local debugging only.
     def snapshot(out: nil, focus: nil, **opts)
       Options.check_unknown!(opts, DEFAULTS.keys, "Fathom.retention_snapshot")
       opts = DEFAULTS.merge(opts)
       gc = Options.boolean("gc", opts[:gc])
       max_depth = Options.integer("max_depth", opts[:max_depth], MAX_DEPTH_RANGE)
+      string_contents = Options.boolean("string_contents", opts[:string_contents])
       # :auto prints through Fathom.notice, which never fails the snapshot
       # (a closed or replaced $stderr); an IO given here is the caller's,
       # and a write that fails only ends the progress lines.
@@ -65,7 +73,7 @@ module Fathom
 
       out = Options.path("out", out) unless NilClass === out
       NativeLoader.require!
-      native = Native::RetentionSnapshot.new(max_depth)
+      native = Native::RetentionSnapshot.new(max_depth, string_contents)
       paths = quietly { native.take(gc, progress, focus) }
       bytes = native.encode
       stats = native.stats.merge(bytes: bytes.bytesize)
@@ -144,7 +152,9 @@ module Fathom
 
     def initialize(**opts)
       Options.check_unknown!(opts, DEFAULTS.keys, "Fathom::RetentionProfiler.new")
-      @max_depth = Options.integer("max_depth", DEFAULTS.merge(opts)[:max_depth], Retention::MAX_DEPTH_RANGE)
+      opts = DEFAULTS.merge(opts)
+      @max_depth = Options.integer("max_depth", opts[:max_depth], Retention::MAX_DEPTH_RANGE)
+      @string_contents = Options.boolean("string_contents", opts[:string_contents])
     end
 
     def start = self
@@ -152,14 +162,14 @@ module Fathom
     def running? = false
 
     def flush(gc: true)
-      Retention.snapshot(gc: gc, max_depth: @max_depth)
+      Retention.snapshot(gc: gc, max_depth: @max_depth, string_contents: @string_contents)
     end
 
     # A snapshot that also explains the top live allocation sites of a heap
     # profiler (Fathom::Retention.explain_sites); taken before the heap
     # profiler is flushed.
     def flush_explaining(heap_profiler)
-      Retention.explain_sites(heap_profiler, max_depth: @max_depth)
+      Retention.explain_sites(heap_profiler, max_depth: @max_depth, string_contents: @string_contents)
     end
   end
 

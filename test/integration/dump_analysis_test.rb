@@ -48,16 +48,28 @@ class DumpAnalysisTest < Minitest::Test
     want = snap_top.values[snap_retained]
     assert_in_delta want, top.values[retained], want * 0.05, "retained size of the sessions hash"
 
-    # The payload strings' chain: Hash -> Session -> String, named as far as the dump allows.
+    # The payload strings' chain: Hash -> Session -> String, named as far as
+    # the dump allows; by default without the strings' values.
     objects = dump.index_of("inuse_objects")
-    payload = dump.samples.select { |s| s.functions.first.end_with?("(String)") && s.functions.first.include?("pppp") }
+    payload = dump.samples.select { |s| s.functions.first == "via LeakFixture::Session (String)" }
                   .max_by { |s| s.values[objects] }
     refute_nil payload, dump.output[0, 2000]
     chain = payload.functions.reverse
     assert_match(/\(Hash\)\z/, chain[-3])
     assert_equal "via Hash (LeakFixture::Session)", chain[-2]
-    assert_equal "via LeakFixture::Session \"pppppppppppppppp…\" (String)", chain[-1]
     assert_in_delta 2000, payload.values[objects], 5
+    refute_includes dump.output, "pppp", "no string's value by default"
+    assert_equal false, profile.stats[:string_contents]
+
+    # string_contents: true names strings by the start of their value.
+    named_out = File.join(@dir, "named.pb.gz")
+    named = Fathom.analyze_dump(File.join(@dir, "leak.json"), out: named_out, string_contents: true)
+    assert_equal true, named.stats[:string_contents]
+    named_dump = PprofRaw.read(named_out)
+    named_payload = named_dump.samples.select { |s| s.functions.first.include?("pppp") }.max_by { |s| s.values[objects] }
+    refute_nil named_payload, named_dump.output[0, 2000]
+    assert_equal "via LeakFixture::Session \"pppppppppppppppp…\" (String)", named_payload.functions.first
+    assert_in_delta 2000, named_payload.values[objects], 5
 
     # Allocation tracing was on: sites and generations.
     sites = profile.stats[:sites]

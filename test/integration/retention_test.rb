@@ -162,23 +162,35 @@ class RetentionTest < Minitest::Test
     total.rows.each { |r| assert_operator r.retained, :<=, total.total_space, r.name }
   end
 
-  # A binary hash key is named by its bytes ("\xFF"), and every name in the
-  # profile is valid UTF-8: pprof's string table is a proto3 string, and
-  # Fathom's own reader matches names as Ruby strings.
+  # With string_contents: true a binary hash key is named by its bytes
+  # ("\xFF"), and every name in the profile is valid UTF-8: pprof's string
+  # table is a proto3 string, and Fathom's own reader matches names as Ruby
+  # strings. By default the same keys are shapes (length and hash), valid
+  # UTF-8 whatever the bytes.
   def test_binary_hash_keys_give_valid_utf8_names
     script = <<~'RUBY'
       require "fathom"
       $by_digest = { "\xFF\xFEid".b => "a" * 200, "caf\xE9".dup.force_encoding("ISO-8859-1") => "b" * 200 }
-      profile = Fathom.retention_snapshot(progress: nil)
-      names = profile.decode.functions.values.map(&:name)
-      puts "invalid=#{names.count { |n| !n.valid_encoding? }}"
-      puts names.grep(/\A\{"/).sort
+      [true, false].each do |contents|
+        profile = Fathom.retention_snapshot(progress: nil, string_contents: contents)
+        names = profile.decode.functions.values.map(&:name)
+        puts "invalid=#{names.count { |n| !n.valid_encoding? }}"
+        puts names.grep(/\A\{"/).sort.map { |n| "#{contents} #{n}" }
+      end
     RUBY
     out, err, status = Open3.capture3(TestHelper::PLAIN_ENV, RbConfig.ruby, "-I#{TestHelper::LIB}", "-e", script)
     assert status.success?, err
-    assert_includes out.lines.map(&:chomp), "invalid=0"
-    assert_includes out, '{"\xFF\xFEid"} (String)'
-    assert_includes out, '{"caf\xE9"} (String)'
+    assert_equal %w[invalid=0 invalid=0], out.lines.map(&:chomp).grep(/\Ainvalid=/)
+    assert_includes out, 'true {"\xFF\xFEid"} (String)'
+    assert_includes out, 'true {"caf\xE9"} (String)'
+    # FNV-1a of the bytes, folded to 16 bits (core/retention/key_shape.h).
+    shape = lambda do |bytes|
+      h = bytes.bytes.reduce(0x811c9dc5) { |acc, b| ((acc ^ b) * 16_777_619) & 0xffffffff }
+      format(%({"…" %d bytes #%04x}), bytes.bytesize, (h >> 16) ^ (h & 0xffff))
+    end
+    assert_includes out, "false #{shape.("\xFF\xFEid".b)} (String)"
+    assert_includes out, "false #{shape.("caf\xE9".b)} (String)"
+    refute_match(/^false .*(caf|FEid)/, out)
   end
 
   def test_focus_paths_and_stats

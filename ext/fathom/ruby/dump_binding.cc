@@ -1,5 +1,7 @@
-// Fathom::Native.analyze_dump(path, max_depth, top, progress_fd, parser) -> Hash (parser 1: DOM only)
-// Fathom::Native.diff_dumps([a, b(, c)], top, progress_fd) -> Hash
+// Fathom::Native.analyze_dump(path, max_depth, top, progress_fd, parser, string_contents) -> Hash (parser 1: DOM only)
+// Fathom::Native.diff_dumps([a, b(, c)], top, progress_fd, string_contents) -> Hash
+// string_contents (true/false): strings named by the start of their value
+// (DumpAnalysisOptions::string_contents; off keeps the program's data out).
 //
 // The whole analysis (read, graph, dominators, encode) runs without the GVL:
 // it touches no Ruby object, only the path copied here. Bad input (a
@@ -25,8 +27,10 @@ std::string PathOf(VALUE v) {
   return s;
 }
 
-DumpAnalysisOptions OptionsOf(VALUE max_depth, VALUE top, VALUE progress_fd) {
+DumpAnalysisOptions OptionsOf(VALUE max_depth, VALUE top, VALUE progress_fd, VALUE string_contents) {
+  if (string_contents != Qtrue && string_contents != Qfalse) ThrowTypeError("fathom: string_contents must be true or false");
   DumpAnalysisOptions o;
+  o.string_contents = string_contents == Qtrue;
   o.max_depth = NUM2UINT(max_depth);
   o.top = NUM2SIZET(top);
   o.progress_fd = NUM2INT(progress_fd);
@@ -57,11 +61,12 @@ struct AnalyzeJob {
   std::string error;  // a DumpError's message
 };
 
-VALUE NativeAnalyzeDump(VALUE, VALUE path, VALUE max_depth, VALUE top, VALUE progress_fd, VALUE parser) {
+VALUE NativeAnalyzeDump(VALUE, VALUE path, VALUE max_depth, VALUE top, VALUE progress_fd, VALUE parser,
+                        VALUE string_contents) {
   return RubyMethod([&]() -> VALUE {
     auto job = std::make_unique<AnalyzeJob>();
     job->path = PathOf(path);
-    job->options = OptionsOf(max_depth, top, progress_fd);
+    job->options = OptionsOf(max_depth, top, progress_fd, string_contents);
     job->options.dom_parser_only = NUM2INT(parser) == 1;
     AnalyzeJob* j = job.get();
     Protect([j] {
@@ -90,6 +95,7 @@ VALUE NativeAnalyzeDump(VALUE, VALUE path, VALUE max_depth, VALUE top, VALUE pro
     rb_hash_aset(stats, Sym("dom_lines"), ULL2NUM(r.read.dom_lines));
     rb_hash_aset(stats, Sym("string_prefixes"), ULL2NUM(r.graph.string_prefixes));
     rb_hash_aset(stats, Sym("named_string_prefixes"), ULL2NUM(r.graph.named_string_prefixes));
+    rb_hash_aset(stats, Sym("string_contents"), job->options.string_contents ? Qtrue : Qfalse);
     rb_hash_aset(stats, Sym("root_records"), ULL2NUM(r.read.roots));
     rb_hash_aset(stats, Sym("file_bytes"), ULL2NUM(r.read.file_bytes));
     rb_hash_aset(stats, Sym("input_bytes"), ULL2NUM(r.read.input_bytes));
@@ -113,13 +119,13 @@ struct DiffJob {
   std::string error;
 };
 
-VALUE NativeDiffDumps(VALUE, VALUE paths, VALUE top, VALUE progress_fd) {
+VALUE NativeDiffDumps(VALUE, VALUE paths, VALUE top, VALUE progress_fd, VALUE string_contents) {
   return RubyMethod([&]() -> VALUE {
     if (!RB_TYPE_P(paths, T_ARRAY) || (RARRAY_LEN(paths) != 2 && RARRAY_LEN(paths) != 3))
       ThrowArgumentError("fathom: diff_dumps takes 2 or 3 paths");
     auto job = std::make_unique<DiffJob>();
     for (long i = 0; i < RARRAY_LEN(paths); i++) job->paths.push_back(PathOf(RARRAY_AREF(paths, i)));
-    job->options = OptionsOf(UINT2NUM(64), top, progress_fd);
+    job->options = OptionsOf(UINT2NUM(64), top, progress_fd, string_contents);
     DiffJob* j = job.get();
     Protect([j] {
       WithoutGvl([j] {
@@ -149,8 +155,8 @@ VALUE NativeDiffDumps(VALUE, VALUE paths, VALUE top, VALUE progress_fd) {
 }  // namespace
 
 void InitDumpAnalysis(VALUE mNative) {
-  rb_define_module_function(mNative, "analyze_dump", RUBY_METHOD_FUNC(NativeAnalyzeDump), 5);
-  rb_define_module_function(mNative, "diff_dumps", RUBY_METHOD_FUNC(NativeDiffDumps), 3);
+  rb_define_module_function(mNative, "analyze_dump", RUBY_METHOD_FUNC(NativeAnalyzeDump), 6);
+  rb_define_module_function(mNative, "diff_dumps", RUBY_METHOD_FUNC(NativeDiffDumps), 4);
 }
 
 }  // namespace fathom

@@ -16,6 +16,7 @@
 #include "base/mapped_vector.h"
 #include "base/utf8.h"
 #include "boundary.h"
+#include "retention/key_shape.h"
 #include "retention_snapshot.h"
 
 namespace fathom {
@@ -78,6 +79,9 @@ struct Namer {
   // (3.3 reaches them through the thread's main fiber, not the thread).
   std::unordered_map<uint32_t, std::vector<std::pair<VALUE, std::string>>> env_locals;  // child node -> names
   std::vector<std::pair<VALUE, std::string>> globals;  // value -> "$name"
+  // Whether hash keys that are data (Strings, dynamic Symbols) are named by
+  // their bytes (opt-in, local debugging) or by their shape (KeyShape).
+  bool string_contents = false;
 
   void Name(VALUE obj, const std::string& name) {
     uint32_t child = children.Find(obj);
@@ -121,13 +125,26 @@ std::string KeyText(VALUE str) { return EscapeInvalidUtf8(StrOf(str)); }
 
 // "{:name}", "{\"key\"}", "{42}", or "" when the key is not small and printable.
 // Only built-in key types, formatted here: no user #inspect runs.
-std::string KeyLabel(VALUE key) {
+//
+// A String key is the program's data, not its code (API_CLIENTS =
+// {"sk_live_…" => client}), and profiles leave the machine: unless
+// string_contents, it is named by its shape only, `{"…" 32 bytes #8bcd}`
+// (core/retention/key_shape.h: length and a 16-bit unkeyed hash, the same
+// in every snapshot and process, so diffs still match). Any String key gets
+// a shape, binary or long ones included: the shape is small and printable
+// whatever the key. A Symbol key is an identifier of the program and keeps
+// its name, unless it is a dynamic Symbol (String#to_sym of a name the
+// program never interned: `token.to_sym`, JSON's symbolize_names), which is
+// data again and shaped like a String key.
+std::string KeyLabel(VALUE key, bool string_contents) {
   if (RB_FIXNUM_P(key)) return "{" + std::to_string(FIX2LONG(key)) + "}";
   if (RB_SYMBOL_P(key)) {
+    if (!string_contents && RB_DYNAMIC_SYM_P(key)) return "{" + KeyShape(StrOf(rb_sym2str(key)), true) + "}";
     std::string name = KeyText(rb_sym2str(key));
     return Printable(name) ? "{:" + name + "}" : "";
   }
   if (RB_TYPE_P(key, T_STRING) && rb_obj_class(key) == rb_cString) {
+    if (!string_contents) return "{" + KeyShape(StrOf(key)) + "}";
     std::string text = KeyText(key);
     return Printable(text) && text.find('"') == std::string::npos ? "{\"" + text + "\"}" : "";
   }
@@ -147,7 +164,7 @@ int HashCallback(VALUE key, VALUE val, VALUE arg) {
   return NoThrow("retention hash callback", ST_STOP, [&] {
     auto* h = reinterpret_cast<HashNaming*>(arg);
     if (!RB_SPECIAL_CONST_P(val)) {
-      std::string label = h->named_keys ? KeyLabel(key) : "";
+      std::string label = h->named_keys ? KeyLabel(key, h->n->string_contents) : "";
       h->n->Name(val, label.empty() ? "$hashval" : label);
     }
     if (!RB_SPECIAL_CONST_P(key)) h->n->Name(key, "$hashkey");
@@ -396,7 +413,7 @@ void NameChildrenOf(Namer& n, uint32_t parent) {
 
 void NameEdges(Snapshot* s) {
   FATHOM_FAULT_POINT("retention_edge_names");
-  Namer n{s->graph, {}, {}, {}};
+  Namer n{s->graph, {}, {}, {}, s->string_contents};
   CollectGlobals(n);
   HeapGraph& g = s->graph;
   for (uint32_t p = 1; p < g.node_count(); p++) {

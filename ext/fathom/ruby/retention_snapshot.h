@@ -58,6 +58,9 @@ constexpr uint32_t kProgressEvery = 1 << 16;
 struct Snapshot {
   VALUE self = Qnil;
   int max_depth = 64;
+  // Hash keys that are data (Strings, dynamic Symbols) by their bytes, not
+  // their shape: an opt-in for local debugging (edge_names.cc, KeyLabel).
+  bool string_contents = false;
   // While raw VALUEs are live: the builder (walk) or the graph (naming).
   std::unique_ptr<HeapGraphBuilder> builder;
   HeapGraph graph;

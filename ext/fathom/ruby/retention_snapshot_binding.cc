@@ -175,9 +175,16 @@ VALUE SnapshotAlloc(VALUE klass) {
   });
 }
 
-VALUE SnapshotInitialize(VALUE self, VALUE max_depth) {
+// new(max_depth, string_contents = false): string_contents names String
+// hash keys by their bytes instead of their shape (edge_names.cc KeyLabel).
+VALUE SnapshotInitialize(int argc, VALUE* argv, VALUE self) {
   Snapshot* s = Get(self);
   return RubyMethod([&] {
+    if (argc < 1 || argc > 2) ThrowArgumentError("fathom: wrong number of arguments (given %d, expected 1..2)", argc);
+    VALUE max_depth = argv[0];
+    VALUE contents = argc > 1 ? argv[1] : Qfalse;
+    if (contents != Qtrue && contents != Qfalse) ThrowTypeError("fathom: string_contents must be true or false");
+    s->string_contents = contents == Qtrue;
     if (!RB_INTEGER_TYPE_P(max_depth) || !RB_FIXNUM_P(max_depth)) ThrowTypeError("fathom: max_depth must be an Integer");
     long depth = FIX2LONG(max_depth);
     if (depth < 2 || depth > 4096) ThrowArgumentError("fathom: max_depth must be between 2 and 4096, got %ld", depth);
@@ -306,7 +313,7 @@ void InitRetentionSnapshot(VALUE mNative) {
   VALUE klass = rb_define_class_under(mNative, "RetentionSnapshot", rb_cObject);
   rb_gc_register_mark_object(klass);
   rb_define_alloc_func(klass, retention::SnapshotAlloc);
-  rb_define_method(klass, "initialize", RUBY_METHOD_FUNC(retention::SnapshotInitialize), 1);
+  rb_define_method(klass, "initialize", RUBY_METHOD_FUNC(retention::SnapshotInitialize), -1);
   rb_define_method(klass, "take", RUBY_METHOD_FUNC(retention::SnapshotTake), 3);
   rb_define_method(klass, "encode", RUBY_METHOD_FUNC(retention::SnapshotEncode), 0);
   rb_define_method(klass, "stats", RUBY_METHOD_FUNC(retention::SnapshotStats), 0);

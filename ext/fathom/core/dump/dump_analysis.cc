@@ -99,6 +99,7 @@ DumpHeap Read(const std::string& path, const DumpAnalysisOptions& options, Progr
              DumpReadStats* stats) {
   DumpReadOptions ro;
   ro.dom_parser_only = options.dom_parser_only;
+  if (!options.string_contents) ro.string_prefix_bytes = 0;  // no value reaches a name
   ro.progress = [&](uint64_t bytes) { progress.Show("parse", bytes); };
   return ReadDump(path, ro, stats);
 }

@@ -25,6 +25,11 @@ struct DumpAnalysisOptions {
   size_t top = 20;  // rows kept in each table
   int progress_fd = -1;  // >= 0: a progress line ("\r...") on this fd
   bool dom_parser_only = false;  // see DumpReadOptions::dom_parser_only
+  // Name STRING objects by the start of their value ("via Session
+  // \"pppp…\""). Off by default: a dump holds the program's data (API keys,
+  // passwords, emails), and the profile and tables must not carry it on;
+  // `fathom analyze --string-contents` opts in for local debugging.
+  bool string_contents = false;
 };
 
 struct DumpPhase {

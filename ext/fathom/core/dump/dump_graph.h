@@ -7,7 +7,9 @@
 //   class of a node   the "name" of the CLASS record its "class" points to
 //                     ("<imemo>", "<hidden String>" like the snapshot);
 //   edge to a class or module   its name ("LeakFixture::Registry");
-//   edge to a string  the name the rules below give it, plus a short prefix
+//   edge to a string  the name the rules below give it, plus (only with
+//                     DumpAnalysisOptions::string_contents: a value is the
+//                     program's data) a short prefix
 //                     of its value cut before the first digit
 //                     ("via Hash \"session-…\"") when that prefix is among
 //                     the kMaxNamedPrefixes most common (dump_heap.h);

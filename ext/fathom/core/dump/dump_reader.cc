@@ -185,6 +185,7 @@ class LineParser {
   // only and cut before the first digit (see dump_heap.h); a string of other
   // bytes, or one that starts with a digit, is named by its class alone.
   uint32_t StringName(std::string_view value) {
+    if (options_.string_prefix_bytes == 0) return 0;  // contents not wanted: not even "" for an empty one
     size_t n = value.size() < options_.string_prefix_bytes ? value.size() : options_.string_prefix_bytes;
     size_t cut = 0;
     for (; cut < n; cut++) {

@@ -49,7 +49,9 @@ struct DumpReadOptions {
   size_t max_line_bytes = size_t{256} << 20;
   // Every line to simdjson's DOM parser, none to the scanner (comparison).
   bool dom_parser_only = false;
-  // Strings are named by at most this many bytes of their value.
+  // Strings are named by at most this many bytes of their value; 0: strings
+  // get no name at all (their contents stay out of the profile; what
+  // AnalyzeDump does unless DumpAnalysisOptions::string_contents).
   size_t string_prefix_bytes = 16;
 };
 

@@ -59,6 +59,21 @@ TEST(DumpReader, ReadsRecordsRootsNamesAndSites) {
   EXPECT_EQ(h.ref_begin[5] - h.ref_begin[4], 2u);
 }
 
+// string_prefix_bytes 0 (AnalyzeDump's default: no string contents in a
+// profile): no string gets a name, and nothing of a value is interned.
+TEST(DumpReader, NoStringNamesWithoutPrefixBytes) {
+  DumpReadOptions o;
+  o.string_prefix_bytes = 0;
+  std::string dump = std::string(kDump) +
+                     R"({"address":"0x1030", "type":"STRING", "class":"0x3008", "bytesize":0, "value":"", "memsize":40})" "\n";
+  DumpHeap h = ReadDumpBytes(dump.data(), dump.size(), o);
+  EXPECT_EQ(h.name[3], 0u);
+  EXPECT_EQ(h.name[5], 0u);
+  EXPECT_EQ(h.name[8], 0u);
+  for (uint32_t id = 0; id < h.prefixes.size(); id++) EXPECT_EQ(h.prefixes.Get(id).find("key"), std::string::npos);
+  EXPECT_EQ(h.names.Get(h.name[0]), "Registry");  // class and module names are the program's, not data
+}
+
 TEST(DumpReader, GraphDominatorsAndNames) {
   DumpHeap h = Read(kDump);
   DumpGraphStats gs;
