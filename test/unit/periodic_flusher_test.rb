@@ -27,7 +27,7 @@ class PeriodicFlusherTest < Minitest::Test
     end
   end
 
-  NAME_RE = /\Aheap-(\d+)-(\d{8}T\d{6}Z)-(\d+)\.pb\.gz\z/.freeze
+  NAME_RE = /\Aheap-(\d+)-\h{8}-(\d{8}T\d{6}Z)-(\d+)\.pb\.gz\z/.freeze
 
   def setup
     @dir = Dir.mktmpdir("fathom-flusher")
