@@ -2,6 +2,7 @@
 
 require "test_helper"
 require "fathom/process_comments"
+require "fathom/rotation"
 
 # fathom/setup from the environment: bad settings never stop the program.
 class SetupTest < Minitest::Test
