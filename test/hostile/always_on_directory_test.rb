@@ -97,7 +97,7 @@ class AlwaysOnDirectoryTest < Minitest::Test
 
     code = <<~RUBY
       t = Time.now
-      (a = []; 1000.times { a << "x" * 10 }) while Time.now - t < 3
+      (a = []; 1000.times { a << "x" * 10 }; sleep 0.005) while Time.now - t < 3 # a server waits on I/O too
       always_on = Fathom::Setup.always_on
       Fathom::Setup.stop
       puts "pid=\#{Process.pid} wrote=\#{always_on.flushers.values.sum(&:files_written)}"
@@ -110,7 +110,7 @@ class AlwaysOnDirectoryTest < Minitest::Test
       out[/wrote=(\d+)/, 1].to_i
     end
     names = profiles
-    assert_operator wrote.min, :>=, 6
+    assert_operator wrote.min, :>=, 4
     assert_equal wrote.sum, names.size, names.sort.inspect
     assert names.all? { |n| n.start_with?("heap-1-") }
     assert_equal 2, names.map { |n| n.split("-")[2] }.uniq.size, "one token per process"
