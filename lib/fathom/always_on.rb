@@ -6,6 +6,7 @@ require_relative "output_paths"
 require_relative "periodic_flusher"
 require_relative "process_comments"
 require_relative "rotation"
+require_relative "exec_hooks"
 
 module Fathom
   # Continuous profiling of the whole process: a profiler per mode, each
@@ -26,17 +27,36 @@ module Fathom
     KEEP_MB_RANGE = (1..1_000_000).freeze
 
     # What a PeriodicFlusher flushes: the profiler's profile with the
-    # comments added, after making room for it in the directory.
+    # comments added (the flusher makes room for it through the Rotation).
     class Source
-      def initialize(profiler, rotation)
+      def initialize(profiler)
         @profiler = profiler
-        @rotation = rotation
       end
 
       def flush(gc: false)
-        profile = ProcessComments.annotate(@profiler.flush(gc: gc))
-        @rotation.make_room(profile.bytes.bytesize)
-        profile
+        ProcessComments.annotate(@profiler.flush(gc: gc))
+      end
+    end
+
+    @running = []
+    @lock = Mutex.new
+
+    class << self
+      # The instances started in this process and not stopped (what the
+      # exec hook flushes).
+      def running
+        @lock.synchronize { @running.dup }
+      rescue ThreadError # the lock of a thread that did not survive fork
+        @lock = Mutex.new
+        @running.dup
+      end
+
+      def register(always_on)
+        @lock.synchronize { @running << always_on unless @running.any? { |a| a.equal?(always_on) } }
+      end
+
+      def unregister(always_on)
+        @lock.synchronize { @running.reject! { |a| a.equal?(always_on) } }
       end
     end
 
@@ -52,20 +72,22 @@ module Fathom
       @every = every
       keep_files = Options.integer("keep_files", keep_files, Rotation::FILES_RANGE)
       keep_mb = Options.integer("keep_mb", keep_mb, KEEP_MB_RANGE)
-      @rotation = Rotation.new(@dir, keep_files: keep_files, keep_bytes: keep_mb << 20, writers: @modes.size)
+      @rotation = Rotation.new(@dir, keep_files: keep_files, keep_bytes: keep_mb << 20)
       known = @modes.flat_map { |m| Modes::DEFAULTS.fetch(m).keys }
       Options.check_unknown!(options, known, "Fathom::AlwaysOn.new")
       @profilers = @modes.to_h { |m| [m, Modes.profiler_class(m).new(**options.slice(*Modes::DEFAULTS.fetch(m).keys))] }
       @flushers = @profilers.to_h do |mode, profiler|
         format = mode == :gc ? profiler.format : :pprof
-        pattern = "#{mode}-%{pid}-%{time}-%{index}#{OutputPaths.extension(mode, format)}"
-        [mode, PeriodicFlusher.new(Source.new(profiler, @rotation), dir: @dir, interval: every, pattern: pattern)]
+        pattern = "#{mode}-%{pid}-%{token}-%{time}-%{index}#{OutputPaths.extension(mode, format)}"
+        [mode, PeriodicFlusher.new(Source.new(profiler), dir: @dir, interval: every, pattern: pattern, rotation: @rotation)]
       end
     end
 
     def start
       @profilers.each_value(&:start)
       @flushers.each_value(&:start)
+      self.class.register(self)
+      ExecHooks.install
       self
     rescue StandardError
       stop
@@ -87,8 +109,20 @@ module Fathom
       flusher.window(gc: gc, &block)
     end
 
+    # Before exec (ExecHooks): each mode writes its file now, as at exit
+    # (no exit handler runs before exec), and keeps running: if exec fails
+    # the next file starts where this one ended.
+    def before_exec
+      @flushers.each_value do |f|
+        f.flush_now if f.running?
+      rescue StandardError => e
+        Fathom.notice { "fathom: the always-on profile before exec could not be written: #{e.class}: #{e.message}" }
+      end
+    end
+
     # Stops the flushers (each writes its last file) and the profilers.
     def stop
+      self.class.unregister(self)
       @flushers.each_value do |f|
         f.stop
       rescue StandardError => e

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "error"
+require_relative "notice"
 require_relative "stdlib"
 
 module Fathom
@@ -17,6 +18,11 @@ module Fathom
   #     header comment is "fathom", see core/encode/gzip.h, or a Firefox
   #     profile whose meta.product names Fathom), or with overwrite: true;
   #   - a directory that cannot be created or written: refused up front.
+  # Files are created 0600 and the directories Fathom creates 0700: a
+  # profile holds memory contents (strings, class names, paths). A directory
+  # others may write to (group- or world-writable without the sticky bit,
+  # where they could remove or replace Fathom's files) is said once per
+  # directory (Fathom.notice), not refused.
   # Temporary files are named ".<name>.<pid>.<random>.fathom-tmp"; one left by
   # a process that no longer exists (killed mid-write) is removed by the
   # next write into the same directory.
@@ -30,23 +36,26 @@ module Fathom
     # Writes `data` (a String, written as binary) to `path`, creating parent
     # directories. Returns the absolute path written. Raises Fathom::Error
     # when the target may not be replaced (see above).
-    def write(path, data, overwrite: false)
+    # replace: false never replaces anything (returns nil, writing nothing,
+    # when something is at `path`), whatever overwrite says.
+    def write(path, data, overwrite: false, replace: true)
       path = check_target!(path, overwrite: overwrite)
       dir = File.dirname(path)
       Stdlib.mkdir_p(dir)
+      warn_if_shared(dir)
       remove_stale_temps(dir)
       tmp = File.join(dir, temp_name(File.basename(path)))
       begin
-        # 0666 & ~umask, like an ordinary File.write (Tempfile would use 0600).
+        # 0600, like Tempfile: only the owner reads a profile.
         # binmode: File::BINARY is 0 on Linux, so with Encoding.default_internal
         # set (Rails sets UTF-8) the gzip bytes were transcoded and raised
         # Encoding::UndefinedConversionError: no file under Rails.
-        File.open(tmp, File::WRONLY | File::CREAT | File::EXCL, 0o666, binmode: true) do |f|
+        File.open(tmp, File::WRONLY | File::CREAT | File::EXCL, 0o600, binmode: true) do |f|
           f.write(data)
           f.flush
           f.fsync
         end
-        install(tmp, path, overwrite)
+        return nil unless install(tmp, path, overwrite, replace)
       rescue Exception # rubocop:disable Lint/RescueException -- also on Interrupt: never leave the temp file behind
         File.unlink(tmp) if File.exist?(tmp)
         raise
@@ -57,6 +66,11 @@ module Fathom
 
     # Writes `data` to `path`, a name that should not exist yet (the
     # periodic flusher's, new by construction); returns the absolute path.
+    # replace: false: nothing that exists at `path` is ever replaced, not
+    # even a file Fathom wrote (another process's: two containers with the
+    # same pid sharing a directory); nil is returned and nothing written,
+    # so that the caller picks another name. replace: true replaces a file
+    # Fathom wrote (a pattern without %{index} rotates in place).
     # With the native extension the whole write (temp file, fsync, link) is
     # one call that releases the GVL once: each syscall made from Ruby
     # releases it, and with a busy thread around, every release costs up to
@@ -64,18 +78,19 @@ module Fathom
     # of the ordinary (the name exists, the directory is missing, no hard
     # links, no extension) goes through #write and its checks. Stale temp
     # files are not looked for here (the flusher does it when it starts).
-    def write_new(path, data)
+    def write_new(path, data, replace: true)
       path = File.expand_path(path)
-      return write(path, data) unless defined?(Fathom::NativeLoader) && NativeLoader.available?
+      return write(path, data, replace: replace) unless defined?(Fathom::NativeLoader) && NativeLoader.available?
 
       dir = File.dirname(path)
       result = Native.write_new_file(dir, File.basename(path), temp_name(File.basename(path)), data)
       return path if result.nil?
-      return write(path, data) unless result.is_a?(Array) # :exists, :no_hard_links
+      return nil if result == :exists && !replace && lstat(path)
+      return write(path, data, replace: replace) unless result.is_a?(Array) # :exists, :no_hard_links
 
       errno, step = result
       # No such directory, or not one: #write creates it or says what is wrong.
-      return write(path, data) if step == "open directory"
+      return write(path, data, replace: replace) if step == "open directory"
 
       raise SystemCallError.new("fathom: cannot write #{path} (#{step})", errno)
     end
@@ -168,23 +183,52 @@ module Fathom
       true # someone else's process
     end
 
-    # Moves the finished temp file into place. A target that was absent is
-    # created with link(2), which fails rather than replace a file that
+    # Moves the finished temp file into place; false (temp removed) when
+    # something is at `path` and replace is false. A target that was absent
+    # is created with link(2), which fails rather than replace a file that
     # appeared meanwhile (then the checks run again); a file system without
-    # hard links gets the plain rename.
-    def install(tmp, path, overwrite)
+    # hard links gets the plain rename (with replace: false, only when
+    # nothing was there a moment before: Ruby has no renameat2; the native
+    # write_new uses RENAME_NOREPLACE).
+    def install(tmp, path, overwrite, replace = true)
       unless lstat(path)
         begin
           File.link(tmp, path)
           File.unlink(tmp)
-          return
+          return true
         rescue Errno::EEXIST
-          check_target!(path, overwrite: overwrite)
+          check_target!(path, overwrite: overwrite) if replace
         rescue Errno::EPERM, Errno::EOPNOTSUPP, Errno::EXDEV, Errno::EMLINK, NotImplementedError
           nil # no hard links here: rename below
         end
       end
+      if !replace && lstat(path)
+        File.unlink(tmp)
+        return false
+      end
       File.rename(tmp, path)
+      true
+    end
+
+    # Says once per directory when others may write to it: group- or
+    # world-writable without the sticky bit (/tmp, 1777, is fine: there
+    # only a file's owner may remove or rename it). Not refused: a shared
+    # volume may be meant to be shared.
+    @warned_dirs = {}
+    def warn_if_shared(dir)
+      return if @warned_dirs.key?(dir)
+
+      @warned_dirs[dir] = true
+      mode = File.stat(dir).mode
+      return if mode & 0o1000 != 0 || mode & 0o022 == 0
+
+      who = mode & 0o002 != 0 ? "everyone" : "its group"
+      Fathom.notice do
+        "fathom: #{dir} is writable by #{who} (mode #{format("%04o", mode & 0o7777)}, no sticky bit): others can " \
+          "remove or replace Fathom's profiles there (chmod go-w, or use a directory of your own)"
+      end
+    rescue SystemCallError
+      nil
     end
 
     # nil when nothing is there (ENOTDIR: a parent is not a directory,

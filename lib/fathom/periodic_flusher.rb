@@ -7,6 +7,7 @@ require_relative "fork_hooks"
 require_relative "notice"
 require_relative "options"
 require_relative "output_paths"
+require_relative "process_token"
 
 module Fathom
   # Flushes a profiler every `interval` seconds from a background Ruby thread
@@ -19,11 +20,19 @@ module Fathom
   #   profiler.stop
   #
   # The flusher does not start or stop the profiler: that stays the caller's.
-  # File names come from `pattern`: %{pid}, %{time} (UTC, 20261123T101500Z)
-  # and %{index} (1, 2, ... counting files written by this process); %% is a
-  # percent sign. The default names the profile's kind and its format's
-  # extension: heap-%{pid}-%{time}-%{index}.pb.gz, gc-....json.gz for a
-  # GcProfiler writing Firefox JSON.
+  # File names come from `pattern`: %{pid}, %{token} (8 random hex digits,
+  # new in each process image and forked child: ProcessToken), %{time}
+  # (UTC, 20261123T101500Z) and %{index} (1, 2, ... counting files written
+  # by this process); %% is a percent sign. The default names the profile's
+  # kind and its format's extension: heap-%{pid}-%{token}-%{time}-%{index}.pb.gz,
+  # gc-....json.gz for a GcProfiler writing Firefox JSON. With %{index} in
+  # the pattern a file is never replaced: a name that exists already
+  # (another process with the same pid and a user pattern without
+  # %{token}) takes the next index. Without %{index}, a file Fathom wrote
+  # is replaced (the pattern rotates in place).
+  #
+  # rotation: a Rotation for `dir`: each file is then created under its
+  # lock, after making room for it (AlwaysOn passes one).
   #
   # interval: 1 ms to 24 h. The flusher keeps to a fixed rate, but it is a
   # Ruby thread and may start late when other threads keep the GVL; a tick
@@ -38,12 +47,14 @@ module Fathom
   # After fork the child gets its own flusher thread (threads do not survive
   # fork) and writes its own files: its pid, its own index sequence.
   class PeriodicFlusher
-    DEFAULT_PATTERN = "heap-%{pid}-%{time}-%{index}.pb.gz"
+    DEFAULT_PATTERN = "heap-%{pid}-%{token}-%{time}-%{index}.pb.gz"
     # 1 ms: anything faster is a typo, not a flush rate. 24 h: longer is a
     # typo too (and waits that long overflow Ruby's sleep).
     INTERVAL_NS = (1_000_000..86_400_000_000_000).freeze
     MIN_INTERVAL_NS = INTERVAL_NS.begin
-    PLACEHOLDERS = /%\{(?:pid|time|index)\}|%%/.freeze
+    PLACEHOLDERS = /%\{(?:pid|token|time|index)\}|%%/.freeze
+    # Names tried when the one picked exists (%{index} patterns only).
+    NAME_ATTEMPTS = 20
     # A name as long as a pattern can make it (a 10-digit pid, a 20-digit
     # index) must fit in a directory entry (255 bytes on every common file
     # system) with the temporary file's additions around it.
@@ -71,19 +82,19 @@ module Fathom
       @index_lock = Mutex.new
     end
 
-    # "<kind>-%{pid}-%{time}-%{index}<ext>" for what `profiler` writes.
+    # "<kind>-%{pid}-%{token}-%{time}-%{index}<ext>" for what `profiler` writes.
     def self.default_pattern(profiler)
       mode = if defined?(GcProfiler) && GcProfiler === profiler then :gc
              elsif defined?(RetentionProfiler) && RetentionProfiler === profiler then :retention
              else :heap
              end
       format = mode == :gc ? profiler.format : :pprof
-      "#{mode}-%{pid}-%{time}-%{index}#{OutputPaths.extension(mode, format)}"
+      "#{mode}-%{pid}-%{token}-%{time}-%{index}#{OutputPaths.extension(mode, format)}"
     end
 
     attr_reader :dir, :interval, :pattern, :last_path, :files_written
 
-    def initialize(profiler, dir:, interval: 30, pattern: nil, gc: false)
+    def initialize(profiler, dir:, interval: 30, pattern: nil, gc: false, rotation: nil)
       unless Options.responds_to?(profiler, :flush)
         raise TypeError, "fathom: profiler must be a Fathom profiler (responding to #flush), got #{Options.describe(profiler)}"
       end
@@ -94,6 +105,11 @@ module Fathom
       @interval = @interval_ns / 1e9
       @pattern = NilClass === pattern ? self.class.default_pattern(profiler) : validate_pattern(pattern)
       @gc = Options.boolean("gc", gc)
+      unless rotation.nil? || rotation.respond_to?(:write_new)
+        raise TypeError, "fathom: rotation must be a Fathom::Rotation, got #{Options.describe(rotation)}"
+      end
+
+      @rotation = rotation
       @lock = Mutex.new
       @wakeup = ConditionVariable.new
       # Serializes flushes (the tick's, #flush_now's, a window's): two
@@ -178,16 +194,34 @@ module Fathom
     end
 
     private def write_profile(profile, started)
-      # A name new by construction: one native write without the GVL in
-      # between (AtomicFile.write_new); an existing name is replaced only
-      # if Fathom wrote it (a pattern without %{index} rotates in place).
-      path = AtomicFile.write_new(File.join(@dir, file_name), profile.bytes)
+      path = write_file(profile.bytes)
       @lock.synchronize do
         @files_written += 1
         @last_path = path
         @schedule&.record_flush_ns(now_ns - started)
       end
       [path, profile]
+    end
+
+    # A name new by construction: one native write without the GVL in
+    # between (AtomicFile.write_new). With %{index}, nothing is replaced: a
+    # name that exists takes the next index. Without it, a file Fathom wrote
+    # is replaced (the pattern rotates in place).
+    private def write_file(bytes)
+      unique = @pattern.include?("%{index}")
+      NAME_ATTEMPTS.times do
+        path = File.join(@dir, file_name)
+        written =
+          if @rotation && unique then @rotation.write_new(path, bytes)
+          elsif @rotation then @rotation.locked do
+                                     @rotation.make_room(bytes.bytesize)
+                                     AtomicFile.write_new(path, bytes)
+                                   end
+          else AtomicFile.write_new(path, bytes, replace: !unique)
+          end
+        return written if written
+      end
+      raise Fathom::Error, "fathom: no free file name in #{@dir} after #{NAME_ATTEMPTS} tries (pattern #{@pattern})"
     end
 
     # How the flusher is doing: files written, failed flushes (errors,
@@ -242,7 +276,8 @@ module Fathom
     end
 
     def file_name
-      format(@pattern, pid: Process.pid, time: Time.now.utc.strftime("%Y%m%dT%H%M%SZ"), index: self.class.next_index)
+      format(@pattern, pid: Process.pid, token: ProcessToken.get, time: Time.now.utc.strftime("%Y%m%dT%H%M%SZ"),
+                       index: self.class.next_index)
     end
 
     # An existing directory, or one that can be created (#start creates
@@ -273,12 +308,12 @@ module Fathom
 
     def check_pattern(pattern)
       bad = lambda do |why|
-        raise ArgumentError, "fathom: pattern #{why}, got #{Options.shown(pattern)} (a file name with %{pid}, %{time}, " \
-                             "%{index}; %% for a percent sign)"
+        raise ArgumentError, "fathom: pattern #{why}, got #{Options.shown(pattern)} (a file name with %{pid}, %{token}, " \
+                             "%{time}, %{index}; %% for a percent sign)"
       end
       bad.call("must not contain a NUL byte") if pattern.include?("\0")
       bad.call("has a % directive Fathom does not fill") if pattern.gsub(PLACEHOLDERS, "").include?("%")
-      longest = format(pattern, pid: 4_294_967_295, time: "20261123T101500Z", index: 10**20)
+      longest = format(pattern, pid: 4_294_967_295, token: "ffffffff", time: "20261123T101500Z", index: 10**20)
       bad.call("must be a file name (no directories, not . or ..)") if longest.include?("/") || %w[. ..].include?(longest)
       bad.call("must not be empty") if longest.empty?
       bad.call("must not end with #{AtomicFile::TMP_SUFFIX} (Fathom's temporary files)") if longest.end_with?(AtomicFile::TMP_SUFFIX)
@@ -314,6 +349,7 @@ module Fathom
     # that cannot be created raises here, before any flush.
     def prepare_dir
       Stdlib.mkdir_p(@dir)
+      AtomicFile.warn_if_shared(@dir)
       AtomicFile.remove_stale_temps(@dir)
     rescue SystemCallError => e
       raise Fathom::Error, "fathom: PeriodicFlusher cannot create #{@dir}: #{e.message}"

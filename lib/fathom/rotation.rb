@@ -1,47 +1,90 @@
 # frozen_string_literal: true
 
 require_relative "atomic_file"
+require_relative "stdlib"
 
 module Fathom
-  # Keeps an always-on directory bounded: at most `keep_files` profiles and
-  # `keep_bytes` bytes, the oldest removed first. Only files Fathom created
-  # are counted or removed: names of the always-on pattern
-  # (<mode>-<pid>-<time>-<index>.pb.gz / .json.gz) whose content Fathom wrote
+  # Keeps a directory of profiles bounded: at most `keep_files` profiles and
+  # `keep_bytes` bytes, the oldest removed first, at every moment (never
+  # N+1 files, not even for an instant, not even with several processes
+  # writing there). Only files Fathom created are counted or removed: names
+  # of Fathom's patterns (NAME: <mode>-<pid>[-<token>]-<time>-<index> for
+  # always-on, request-<kind>-<pid>[-<token>]-<time>-<index> for the Rack
+  # middleware, .pb.gz / .json.gz) whose content Fathom wrote
   # (AtomicFile.written_by_fathom?); anything else in the directory is left
-  # alone. Several processes (puma workers) sharing a directory share the
-  # bound: each one counts every Fathom file there, and a file another
-  # process removed first is simply gone.
+  # alone, and temporary files (".….fathom-tmp", hidden) are not profiles.
   #
-  # #make_room is called before each write with the new file's size, so the
-  # bound holds after the write too (never N+1 files for a moment). Writers
-  # of one process sharing the rotation (one flusher per mode) each leave
-  # room for the others' next file too (`writers`), so two of them making
-  # room at the same moment still end within the bound.
+  # How the bound holds: every writer creates its file through #write_new,
+  # which takes an flock(2) on "<dir>/.fathom.lock" (created 0600), removes
+  # the oldest files until the new one fits (count + 1 <= keep_files,
+  # bytes + its size <= keep_bytes), creates the file, and only then lets
+  # the next writer (a thread, another flusher, another process sharing the
+  # directory: puma workers, containers on one volume) in. The lock file is
+  # opened for each write, never kept open: a descriptor inherited across
+  # fork would share the lock with the parent.
+  #
+  # For any writer of a directory (the middleware's request-* files):
+  #
+  #   rotation = Fathom::Rotation.new(dir, keep_files: 50, keep_bytes: 100 << 20)
+  #   rotation.write_new(File.join(dir, name), profile.bytes)  # path, or nil if the name exists
+  #
+  # A file bigger than keep_bytes alone is still written (after removing
+  # every other file): the newest profile is never dropped.
   class Rotation
-    NAME = /\A(?:heap|gc|retention|cpu|wall)-\d+-\d{8}T\d{6}Z-\d+\.(?:pb|json)\.gz\z/.freeze
+    NAME = /\A(?:(?:heap|gc|retention|cpu|wall)|request-[a-z]+)-\d+-(?:\h{8}-)?\d{8}T\d{6}Z-\d+\.(?:pb|json)\.gz\z/.freeze
+    LOCK_NAME = ".fathom.lock"
     FILES_RANGE = (1..1_000_000).freeze
 
     attr_reader :dir, :keep_files, :keep_bytes, :removed
 
-    def initialize(dir, keep_files:, keep_bytes:, writers: 1)
-      @dir = dir
+    # writers: accepted for compatibility and ignored (the lock makes room
+    # for one file at a time, whoever writes it).
+    def initialize(dir, keep_files:, keep_bytes:, writers: 1) # rubocop:disable Lint/UnusedMethodArgument
+      @dir = File.expand_path(dir)
       @keep_files = keep_files
       @keep_bytes = keep_bytes
-      @writers = writers
       @removed = 0
+      @mutex = Mutex.new
+      @pid = Process.pid
+    end
+
+    # Makes room for `data` and writes it at `path` (in #dir), under the
+    # directory's lock. Returns the absolute path, or nil when something is
+    # at `path` already (never replaced; nothing written or removed:
+    # pick another name). Raises as AtomicFile.write_new does.
+    def write_new(path, data)
+      locked do
+        path = File.expand_path(path)
+        next nil if File.exist?(path) || File.symlink?(path)
+
+        make_room(data.bytesize)
+        AtomicFile.write_new(path, data, replace: false)
+      end
+    end
+
+    # Holds the directory's lock (threads of this process and other
+    # processes) while the block runs.
+    def locked
+      after_fork_reset
+      @mutex.synchronize do
+        Stdlib.mkdir_p(@dir)
+        File.open(File.join(@dir, LOCK_NAME), File::RDWR | File::CREAT | File::NOFOLLOW, 0o600) do |lock|
+          lock.flock(File::LOCK_EX)
+          yield
+        end
+      end
     end
 
     # Removes the oldest files until one more of `incoming` bytes fits.
-    # Returns the paths removed.
+    # Returns the paths removed. Without the lock (#locked) another writer
+    # may add a file meanwhile: #write_new holds it.
     def make_room(incoming)
       files = ours
       count = files.size
       total = files.sum { |_, size, _| size }
       gone = []
       files.each do |path, size, _|
-        # At least the newest file of each writer stays, whatever the bound.
-        break if count + @writers <= @keep_files && total + (incoming * @writers) <= @keep_bytes
-        break if count < @writers
+        break if count + 1 <= @keep_files && total + incoming <= @keep_bytes
 
         begin
           File.unlink(path)
@@ -72,6 +115,16 @@ module Fathom
       end.sort_by { |path, _, mtime| [mtime, path] }
     rescue SystemCallError
       []
+    end
+
+    private
+
+    # A Mutex held by a thread that did not survive fork stays locked.
+    def after_fork_reset
+      return if @pid == Process.pid
+
+      @pid = Process.pid
+      @mutex = Mutex.new
     end
   end
 end

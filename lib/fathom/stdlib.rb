@@ -18,8 +18,9 @@ module Fathom
     module_function
 
     # FileUtils.mkdir_p without fileutils: creates `dir` and its missing
-    # parents; an existing directory is fine, anything else raises
-    # SystemCallError as mkdir_p would.
+    # parents, 0700 (before the umask): they hold profiles, which hold
+    # memory contents. An existing directory is fine (its mode is left as
+    # it is), anything else raises SystemCallError as mkdir_p would.
     def mkdir_p(dir)
       dir = File.expand_path(dir)
       return if File.directory?(dir)
@@ -27,7 +28,7 @@ module Fathom
       parent = File.dirname(dir)
       mkdir_p(parent) unless parent == dir
       begin
-        Dir.mkdir(dir)
+        Dir.mkdir(dir, 0o700)
       rescue Errno::EEXIST
         raise unless File.directory?(dir)
       end

@@ -48,7 +48,7 @@ class FlusherOptionsTest < Minitest::Test
   def test_patterns_with_directives_fathom_does_not_fill
     ["%d", "%s.pb.gz", "%{host}.pb.gz", "100%.pb.gz", "%<pid>d.pb.gz"].each do |pattern|
       e = assert_refused("pattern", pattern: pattern)
-      assert_match(/%\{pid\}, %\{time\}, %\{index\}/, e.message)
+      assert_match(/%\{pid\}, %\{token\}, %\{time\}, %\{index\}/, e.message)
     end
     assert_refused("pattern", pattern: "\xff%{index}".b.force_encoding("UTF-8"))
     assert_refused("pattern", TypeError, pattern: :heap)
@@ -75,12 +75,12 @@ class FlusherOptionsTest < Minitest::Test
     assert_match(/\Aheap-%\{pid\}.*\.pb\.gz\z/, Fathom::PeriodicFlusher.new(FakeProfiler.new, dir: @dir).pattern)
     gc = Fathom::GcProfiler.new(format: :firefox)
     f = Fathom::PeriodicFlusher.new(gc, dir: @dir, interval: 60)
-    assert_equal "gc-%{pid}-%{time}-%{index}.json.gz", f.pattern
+    assert_equal "gc-%{pid}-%{token}-%{time}-%{index}.json.gz", f.pattern
     gc.start
     f.start
     path = f.stop
     gc.stop
-    assert_match(/\/gc-\d+-\d{8}T\d{6}Z-\d+\.json\.gz\z/, path)
+    assert_match(/\/gc-\d+-\h{8}-\d{8}T\d{6}Z-\d+\.json\.gz\z/, path)
     assert_equal :firefox, Fathom::Profile.load(path).format
     assert_match(/\.pb\.gz\z/, Fathom::PeriodicFlusher.new(Fathom::GcProfiler.new, dir: @dir).pattern)
   end

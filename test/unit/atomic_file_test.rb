@@ -158,9 +158,10 @@ class AtomicFileTest < Minitest::Test
     assert_match(/\Afathom: cannot write .*File name too long/m, error.message.scrub)
   end
 
-  def test_permissions_follow_umask
+  # A profile holds memory contents: only its owner reads it, whatever the umask.
+  def test_files_are_created_0600
     path = Fathom::AtomicFile.write(File.join(@dir, "p"), "x")
-    assert_equal 0o666 & ~File.umask, File.stat(path).mode & 0o777
+    assert_equal 0o600, File.stat(path).mode & 0o777
   end
 
   def test_removes_temp_file_when_the_write_fails

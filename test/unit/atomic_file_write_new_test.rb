@@ -56,4 +56,27 @@ class AtomicFileWriteNewTest < Minitest::Test
     e = assert_raises(Fathom::Error) { Fathom::AtomicFile.write_new(File.join(file, "p.pb.gz"), "x") }
     assert_match(/is not a directory/, e.message)
   end
+
+  # Two containers with the same pid sharing a volume picked the same name:
+  # the second write replaced the first one's file (a Fathom file).
+  def test_replace_false_never_replaces_even_a_fathom_file
+    path = File.join(@dir, "heap-1-20261126T101500Z-1.pb.gz")
+    theirs = "\x1f\x8b\x08\x10\x00\x00\x00\x00\x00\x03fathom\x00theirs".b
+    File.binwrite(path, theirs)
+    assert_nil Fathom::AtomicFile.write_new(path, "mine", replace: false)
+    assert_equal theirs, File.binread(path)
+    assert_equal [File.basename(path)], Dir.children(@dir), "no temporary file left"
+    assert_nil Fathom::AtomicFile.write(path, "mine", replace: false), "the Ruby path neither"
+    assert_equal theirs, File.binread(path)
+  end
+
+  def test_new_files_are_0600_and_new_directories_0700_whatever_the_umask
+    old = File.umask(0o022)
+    path = Fathom::AtomicFile.write_new(File.join(@dir, "a/b/p.pb.gz"), "x")
+    assert_equal 0o600, File.stat(path).mode & 0o777
+    assert_equal 0o700, File.stat(File.join(@dir, "a")).mode & 0o777
+    assert_equal 0o700, File.stat(File.join(@dir, "a/b")).mode & 0o777
+  ensure
+    File.umask(old) if old
+  end
 end

@@ -27,7 +27,7 @@ class PeriodicFlusherTest < Minitest::Test
     end
   end
 
-  NAME_RE = /\Aheap-(\d+)-(\d{8}T\d{6}Z)-(\d+)\.pb\.gz\z/.freeze
+  NAME_RE = /\Aheap-(\d+)-\h{8}-(\d{8}T\d{6}Z)-(\d+)\.pb\.gz\z/.freeze
 
   def setup
     @dir = Dir.mktmpdir("fathom-flusher")
@@ -127,6 +127,8 @@ class PeriodicFlusherTest < Minitest::Test
     assert_operator child_files.size, :>=, 3, "child should flush periodically and on stop: #{files}"
     assert_equal (1..child_files.size).to_a, child_files.map { |f| f[NAME_RE, 3].to_i }, "child's index restarts at 1"
     child_files.each { |f| assert_equal "profile of #{child}", File.binread(File.join(@dir, f)) }
+    tokens = files.map { |f| f.split("-")[2] }.uniq
+    assert_equal 2, tokens.size, "the child names its files with a token of its own: #{files}"
     assert @flusher.running?, "parent flusher keeps running"
   end
 
@@ -201,5 +203,26 @@ class PeriodicFlusherTest < Minitest::Test
     assert_operator stats[:flushes_on_tick], :>=, written
     assert_operator stats[:max_late_by_ns], :>, 0, "a busy main thread delays the flusher, and stats say so"
     %i[late_by_ns late_flushes skipped_ticks flush_ns max_flush_ns].each { |k| assert_kind_of Integer, stats[k], k }
+  end
+
+  # Two containers sharing a volume, both pid 1, a pattern without
+  # %{token}: a name another process wrote (a Fathom file) is never
+  # replaced; the flusher takes the next index.
+  def test_a_name_that_exists_takes_the_next_index_and_nothing_is_replaced
+    pattern = "heap-%{pid}-%{time}-%{index}.pb.gz"
+    @flusher = Fathom::PeriodicFlusher.new(FakeProfiler.new, dir: @dir, interval: 60, pattern: pattern)
+    taken = Fathom::PeriodicFlusher.next_index
+    theirs = "\x1f\x8b\x08\x10\x00\x00\x00\x00\x00\x03fathom\x00other container".b
+    now = Time.now.utc
+    [now, now + 1].each do |t|
+      (taken + 1..taken + 3).each do |i|
+        File.binwrite(File.join(@dir, format(pattern, pid: Process.pid, time: t.strftime("%Y%m%dT%H%M%SZ"), index: i)), theirs)
+      end
+    end
+    path = @flusher.flush_now
+    @flusher = nil
+    assert_equal "profile of #{Process.pid}", File.binread(path)
+    assert_operator path[/-(\d+)\.pb\.gz\z/, 1].to_i, :>, taken + 3
+    assert_equal 6, Dir.children(@dir).count { |n| File.binread(File.join(@dir, n)) == theirs }
   end
 end

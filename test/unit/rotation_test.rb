@@ -49,12 +49,35 @@ class RotationTest < Minitest::Test
 end
 
 class RotationTest
-  def test_several_writers_leave_room_for_each_other
-    paths = (1..6).map { |i| fathom_file("heap-1-20261126T101500Z-#{i}.pb.gz", 10, 100 - i) }
-    rotation = Fathom::Rotation.new(@dir, keep_files: 4, keep_bytes: 1 << 30, writers: 2)
-    assert_equal paths.first(4), rotation.make_room(10) # 2 left: room for both writers' next file
-    rotation = Fathom::Rotation.new(@dir, keep_files: 1, keep_bytes: 1, writers: 2)
-    rotation.make_room(10)
-    assert_equal 1, rotation.ours.size, "the newest file stays whatever the bound"
+  # keep_files: 1 means one file, also with two modes writing (one process
+  # heap,gc FATHOM_KEEP=1 ended with 2).
+  def test_write_new_makes_room_first_and_never_exceeds_the_bound
+    paths = (1..3).map { |i| fathom_file("heap-1-20261126T101500Z-#{i}.pb.gz", 10, 100 - i) }
+    rotation = Fathom::Rotation.new(@dir, keep_files: 1, keep_bytes: 1 << 30)
+    data = Fathom::Pprof::Edit.gzip("x")
+    new_path = File.join(@dir, "gc-1-0123abcd-20261126T101501Z-4.pb.gz")
+    assert_equal new_path, rotation.write_new(new_path, data)
+    assert_equal [new_path], rotation.ours.map(&:first)
+    paths.each { |p| refute File.exist?(p) }
+    assert_equal 0o600, File.stat(File.join(@dir, ".fathom.lock")).mode & 0o777
+  end
+
+  def test_write_new_never_replaces
+    path = fathom_file("heap-1-0123abcd-20261126T101500Z-1.pb.gz", 10, 10)
+    before = File.binread(path)
+    rotation = Fathom::Rotation.new(@dir, keep_files: 1, keep_bytes: 1 << 30)
+    assert_nil rotation.write_new(path, Fathom::Pprof::Edit.gzip("other"))
+    assert_equal before, File.binread(path)
+  end
+
+  # The names Fathom writes: old always-on names, with the token, and the
+  # middleware's request-<kind>-... files; temp files and the lock are not profiles.
+  def test_recognises_every_name_fathom_writes
+    %w[heap-1-20261126T101500Z-1.pb.gz gc-12-0123abcd-20261126T101500Z-2.json.gz
+       request-heap-7-20261126T101500Z-3.pb.gz request-cpu-7-89abcdef-20261126T101500Z-4.pb.gz].each do |name|
+      assert_match Fathom::Rotation::NAME, name
+    end
+    [".heap-1-20261126T101500Z-1.pb.gz.1.ab.fathom-tmp", ".fathom.lock", "heap-1-xyz-20261126T101500Z-1.pb.gz",
+     "notes.txt"].each { |name| refute_match Fathom::Rotation::NAME, name }
   end
 end

@@ -3,7 +3,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
 
 namespace fathom {
 
@@ -53,6 +55,26 @@ bool WriteAll(int fd, const char* data, size_t size) {
   return true;
 }
 
+// renameat2(RENAME_NOREPLACE) through syscall(2): glibc's wrapper is newer
+// than some systems we build on. -1/ENOSYS or EINVAL where the kernel or
+// the file system cannot (then nothing was renamed).
+int RenameNoReplace(int dir_fd, const char* from, const char* to) {
+#if defined(__linux__) && defined(SYS_renameat2)
+  constexpr unsigned kRenameNoReplace = 1;  // RENAME_NOREPLACE
+  return static_cast<int>(syscall(SYS_renameat2, dir_fd, from, dir_fd, to, kRenameNoReplace));
+#else
+  (void)dir_fd;
+  (void)from;
+  (void)to;
+  errno = ENOSYS;
+  return -1;
+#endif
+}
+
+bool NoHardLinks(int error) {
+  return error == EPERM || error == EOPNOTSUPP || error == EXDEV || error == EMLINK || error == ENOSYS;
+}
+
 int FsyncRetrying(int fd) {
   int rc;
   do rc = fsync(fd);
@@ -67,8 +89,8 @@ NewFileResult WriteNewFile(const std::string& dir, const std::string& name, cons
   Fd dir_fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir_fd.get() < 0) return Failed("open directory", errno);
 
-  // 0666 & ~umask, like an ordinary File.write.
-  Fd file(openat(dir_fd.get(), tmp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666));
+  // 0600: a profile holds memory contents (strings, paths); only its owner reads it.
+  Fd file(openat(dir_fd.get(), tmp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (file.get() < 0) return Failed("open", errno);
 
   NewFileResult result;
@@ -81,6 +103,13 @@ NewFileResult WriteNewFile(const std::string& dir, const std::string& name, cons
     step = "close";
   } else if (linkat(dir_fd.get(), tmp_name.c_str(), dir_fd.get(), name.c_str(), 0) != 0) {
     step = kLink;
+    // No hard links here (a FAT or some FUSE file system): a rename that
+    // does not replace either, where the kernel has one.
+    if (NoHardLinks(errno) && RenameNoReplace(dir_fd.get(), tmp_name.c_str(), name.c_str()) == 0) {
+      step = nullptr;
+    } else if (errno == ENOSYS || errno == EINVAL) {
+      errno = EPERM;  // the caller's fallback: no hard links, no safe rename
+    }
   }
   int error = step ? errno : 0;
   unlinkat(dir_fd.get(), tmp_name.c_str(), 0);  // the data lives on under `name`, or is dropped
@@ -95,7 +124,7 @@ NewFileResult WriteNewFile(const std::string& dir, const std::string& name, cons
       result.status = NewFileResult::kExists;
       return result;
     }
-    if (error == EPERM || error == EOPNOTSUPP || error == EXDEV || error == EMLINK || error == ENOSYS) {
+    if (NoHardLinks(error)) {
       result.status = NewFileResult::kNoHardLinks;
       return result;
     }

@@ -11,8 +11,9 @@
 // The protocol is lib/fathom/atomic_file.rb's for a target that is absent:
 // the data goes to `tmp_name` (created exclusively, not following links),
 // is fsynced, and is linked to `name`; link(2) fails rather than replace
-// anything that exists under `name`, file or link. Whatever fails, the
-// temporary file is removed.
+// anything that exists under `name`, file or link (where the file system has
+// no hard links, renameat2(RENAME_NOREPLACE) does the same). The file is
+// created 0600. Whatever fails, the temporary file is removed.
 #pragma once
 
 #include <cstddef>

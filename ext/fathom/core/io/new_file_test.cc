@@ -45,6 +45,17 @@ TEST_F(NewFileTest, WritesTheDataUnderTheNameAndRemovesTheTemporaryFile) {
   EXPECT_FALSE(Exists(".heap.pb.gz.1.ab.fathom-tmp"));
 }
 
+// A profile holds memory contents: only its owner reads it, whatever the umask.
+TEST_F(NewFileTest, CreatesTheFile0600) {
+  mode_t old = umask(022);
+  NewFileResult r = WriteNewFile(dir_, "p.pb.gz", ".p.fathom-tmp", "x", 1);
+  umask(old);
+  ASSERT_EQ(r.status, NewFileResult::kWritten) << r.step << ": " << r.error;
+  struct stat st;
+  ASSERT_EQ(stat(Path("p.pb.gz").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
 TEST_F(NewFileTest, NeverReplacesAFileNorALink) {
   { std::ofstream(Path("theirs")) << "keep me"; }
   NewFileResult r = WriteNewFile(dir_, "theirs", ".t.fathom-tmp", "x", 1);

@@ -1,0 +1,27 @@
+# frozen_string_literal: true
+
+module Fathom
+  # A random token naming this process image in Fathom's file names
+  # (%{token}): the pid alone does not tell processes apart when two
+  # containers (each with its own pid 1) share a volume, or when a process
+  # execs itself (same pid: puma's USR2 restart), and their files then
+  # collided and replaced each other. 8 hex digits from Random.urandom
+  # (core Ruby, no securerandom: see stdlib.rb); new in each process image
+  # (this file is loaded again after exec) and in each forked child (the
+  # pid changed since it was made).
+  module ProcessToken
+    @token = nil
+    @pid = nil
+
+    module_function
+
+    def get
+      pid = Process.pid
+      unless @pid == pid && @token
+        @token = Random.urandom(4).unpack1("H*")
+        @pid = pid
+      end
+      @token
+    end
+  end
+end
