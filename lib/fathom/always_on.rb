@@ -24,7 +24,7 @@ module Fathom
     WHY_NOT = { retention: "a retention snapshot stops the world",
                 cpu: "CPU and wall profiling cannot run always-on yet: use the profile endpoint or ?fathom=cpu",
                 wall: "CPU and wall profiling cannot run always-on yet: use the profile endpoint or ?fathom=cpu" }.freeze
-    KEEP_MB_RANGE = (1..1_000_000).freeze
+    KEEP_MB_RANGE = Rotation::MB_RANGE
 
     # What a PeriodicFlusher flushes: the profiler's profile with the
     # comments added (the flusher makes room for it through the Rotation).

@@ -34,6 +34,7 @@ module Fathom
     NAME = /\A(?:(?:heap|gc|retention|cpu|wall)|request-[a-z]+)-\d+-(?:\h{8}-)?\d{8}T\d{6}Z-\d+\.(?:pb|json)\.gz\z/.freeze
     LOCK_NAME = ".fathom.lock"
     FILES_RANGE = (1..1_000_000).freeze
+    MB_RANGE = (1..1_000_000).freeze
 
     attr_reader :dir, :keep_files, :keep_bytes, :removed
 

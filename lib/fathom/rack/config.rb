@@ -2,6 +2,7 @@
 
 require_relative "../options"
 require_relative "../error"
+require_relative "../rotation"
 
 module Fathom
   module Rack
@@ -30,17 +31,23 @@ module Fathom
     #   dir:         middleware only: write per-request profiles there and
     #                serve the page as usual; without it the profile is
     #                returned instead of the page.
+    #   keep_files:, keep_mb:  middleware with dir: at most this many of
+    #                Fathom's files / MB in dir, the oldest removed first
+    #                (default: FATHOM_KEEP / FATHOM_KEEP_MB, else 50 / 100,
+    #                as always-on, which may share the directory).
     class Config
       DEFAULT_PREFIX = "/debug/fathom"
       SECONDS_RANGE = (1..3600).freeze
       OBJECTS_RANGE = (1..(1 << 31)).freeze
 
-      attr_reader :prefix, :token, :hosts, :max_seconds, :default_seconds, :retention_max_objects, :dir
+      attr_reader :prefix, :token, :hosts, :max_seconds, :default_seconds, :retention_max_objects, :dir,
+                  :keep_files, :keep_mb
 
       def initialize(enabled: ENV["FATHOM_RACK"] == "1", prefix: DEFAULT_PREFIX, token: ENV["FATHOM_RACK_TOKEN"],
                      hosts: ENV["FATHOM_RACK_HOSTS"],
                      max_seconds: 60, default_seconds: 30, retention_max_objects: 2_000_000,
-                     heap: nil, gc: nil, dir: nil)
+                     heap: nil, gc: nil, dir: nil, keep_files: self.class.env_integer("FATHOM_KEEP", 50),
+                     keep_mb: self.class.env_integer("FATHOM_KEEP_MB", 100))
         @enabled = Options.boolean("enabled", enabled)
         @prefix = check_prefix(prefix)
         @token = check_token(token)
@@ -51,6 +58,8 @@ module Fathom
         @heap = heap
         @gc = gc
         @dir = NilClass === dir ? nil : File.expand_path(Options.path("dir", dir))
+        @keep_files = Options.integer("keep_files", keep_files, Rotation::FILES_RANGE)
+        @keep_mb = Options.integer("keep_mb", keep_mb, Rotation::MB_RANGE)
       end
 
       def enabled?
@@ -80,6 +89,12 @@ module Fathom
       def inspect
         "#<#{self.class} enabled=#{@enabled} prefix=#{@prefix.inspect} token=#{@token ? "[set]" : "none"} hosts=#{@hosts.inspect} " \
           "max_seconds=#{@max_seconds} retention_max_objects=#{@retention_max_objects}>"
+      end
+
+      # FATHOM_KEEP / FATHOM_KEEP_MB as always-on reads them, else the default.
+      def self.env_integer(name, default)
+        value = ENV[name]
+        value.nil? || value.strip.empty? ? default : Options.parse_integer(name, value, (1..(1 << 40)))
       end
 
       private

@@ -7,6 +7,8 @@ require_relative "response"
 require_relative "../process_comments"
 require_relative "../atomic_file"
 require_relative "../notice"
+require_relative "../rotation"
+require_relative "../process_token"
 
 module Fathom
   module Rack
@@ -56,6 +58,7 @@ module Fathom
         @app = app
         @config = Config.new(**options)
         @guard = Guard.new(@config)
+        @rotation = @config.dir && Rotation.new(@config.dir, keep_files: @config.keep_files, keep_bytes: @config.keep_mb << 20)
       end
 
       # Only a query with a non-empty fathom= parameter is Fathom's: any
@@ -152,6 +155,22 @@ module Fathom
         [status, headers, chunks]
       end
 
+      # Writes the request's profile into dir: through a Rotation, so the
+      # directory keeps at most keep_files / keep_mb of Fathom's files
+      # (always-on's included when they share it) at every moment. The
+      # name carries the pid and the process token (lib/fathom/process_token.rb):
+      # two containers with the same pid never collide; an existing name is
+      # never replaced, the next index is taken. Returns the file's name.
+      def write_rotated(kind, profile)
+        ext = profile.format == :firefox ? ".json.gz" : ".pb.gz"
+        time = Time.now.utc.strftime("%Y%m%dT%H%M%SZ")
+        20.times do
+          name = format("request-%s-%d-%s-%s-%d%s", kind, Process.pid, ProcessToken.get, time, self.class.next_index, ext)
+          return name if @rotation.write_new(File.join(@config.dir, name), profile.bytes)
+        end
+        raise Fathom::Error, "fathom: 20 names taken in #{@config.dir}"
+      end
+
       def deliver(kind, profile, page, params, source)
         headers = { "x-fathom-source" => source }
         if params.debug?
@@ -162,10 +181,8 @@ module Fathom
         end
         return Response.profile(profile, "request-#{kind}", headers) unless @config.dir
 
-        name = format("request-%s-%d-%s-%d%s", kind, Process.pid, Time.now.utc.strftime("%Y%m%dT%H%M%SZ"),
-                      self.class.next_index, profile.format == :firefox ? ".json.gz" : ".pb.gz")
         begin
-          profile.write(File.join(@config.dir, name))
+          name = write_rotated(kind, profile)
         rescue StandardError => e
           Fathom.notice { "fathom: could not write the request's #{kind} profile: #{e.class}: #{e.message}" }
           name = "not written (see the server's log)"
