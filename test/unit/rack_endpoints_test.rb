@@ -170,7 +170,7 @@ class RackEndpointsTest < Minitest::Test
     status, headers, body = mw.call(env("/report", "fathom=gc"))
     assert_equal [200, ["<p>done</p>"]], [status, body]
     name = headers["x-fathom-profile"]
-    assert_match(/\Arequest-gc-#{Process.pid}-\d{8}T\d{6}Z-\d+\.pb\.gz\z/, name)
+    assert_match(/\Arequest-gc-#{Process.pid}-\h{8}-\d{8}T\d{6}Z-\d+\.pb\.gz\z/, name)
     assert_includes Fathom::Pprof.read(File.binread(File.join(@dir, name))).sample_type_names, "gcs"
     assert_equal 400, mw.call(env("/report", "fathom=bogus")).first
     assert_equal 403, mw.call(env("/report", "fathom=heap").merge("REMOTE_ADDR" => "10.0.0.1")).first
