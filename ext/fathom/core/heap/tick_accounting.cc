@@ -1,7 +1,5 @@
 #include "heap/tick_accounting.h"
 
-#include <algorithm>
-
 namespace fathom {
 
 std::string TickComment(const TickCounts& c) {
@@ -13,46 +11,16 @@ std::string TickComment(const TickCounts& c) {
 bool MostTicksLost(const TickCounts& c) { return c.eligible() >= 20 && c.lost() * 2 > c.eligible(); }
 
 TickPacer::Verdict TickPacer::Wake(int runner, int64_t cpu_ns) {
-  if (runner_ == 0 || cpu_ns == 0) {  // the first runner, or one whose clock is gone
+  if (runner != runner_ || cpu_ns == 0) {
     runner_ = runner;
     last_cpu_ns_ = cpu_ns;
     owed_ns_ = 0;
     return Verdict::kTick;
   }
-  if (runner != runner_) {  // a handover (see the header)
-    int64_t credit = 0;
-    if (const Seen* s = Find(runner)) credit = std::min(std::max<int64_t>(cpu_ns - s->cpu_ns, 0), interval_ns_);
-    Remember(runner_, last_cpu_ns_);
-    runner_ = runner;
-    last_cpu_ns_ = cpu_ns;
-    owed_ns_ += credit;
-    return Settle();
-  }
   int64_t used = cpu_ns - last_cpu_ns_;
   last_cpu_ns_ = cpu_ns;
   if (used <= 0) return Verdict::kStalled;
   owed_ns_ += used;
-  return Settle();
-}
-
-const TickPacer::Seen* TickPacer::Find(int runner) const {
-  for (const Seen& s : seen_)
-    if (s.runner == runner) return &s;
-  return nullptr;
-}
-
-void TickPacer::Remember(int runner, int64_t cpu_ns) {
-  for (Seen& s : seen_) {
-    if (s.runner == runner) {
-      s.cpu_ns = cpu_ns;
-      return;
-    }
-  }
-  seen_[next_seen_] = Seen{runner, cpu_ns};
-  next_seen_ = (next_seen_ + 1) % kSeen;
-}
-
-TickPacer::Verdict TickPacer::Settle() {
   if (owed_ns_ < interval_ns_) return Verdict::kWait;
   // At most one interval carried over: a runner back from a long stretch
   // without ticks (hook armed, job pending) gets one tick, not a volley.

@@ -51,17 +51,8 @@ bool MostTicksLost(const TickCounts& counts);
 // CPU since the last tick.
 //
 // The runner is the GVL owner (Ruby 3.2+) or the thread that last ran the
-// tick's job (3.1). The first runner is due at once. At a handover the new
-// runner's CPU since it took over is unknown: it is credited with its CPU
-// since its own previous reading, at most an interval (it can have held the
-// GVL for at most about one wake period since; the rest of that CPU went
-// elsewhere, e.g. into C without the GVL), and with none if it was never
-// seen. A tick per handover (as before) over-sampled whenever the GVL
-// changed hands often: threads coming back from C without the GVL, beside
-// a machine full of other processes, gave 1.46x the samples per CPU second
-// of the thread alone. Over a handover and back the credits about balance:
-// the thread seen briefly gets up to an interval, the one coming back loses
-// what it ran past an interval. A runner whose CPU clock did not
+// tick's job (3.1). A new runner is due at once (its CPU since it took over
+// is unknown; one early tick per handover). A runner whose CPU clock did not
 // move in a whole wake period is not running Ruby: Stalled() says so, and
 // the caller decides (3.1 then looks for another thread by the old wall
 // tick; 3.2+ knows the owner is off a CPU and waits).
@@ -71,28 +62,13 @@ class TickPacer {
   enum class Verdict { kTick, kWait, kStalled };
   // One wake-up: the runner's id and its CPU clock now (0: unreadable).
   Verdict Wake(int runner, int64_t cpu_ns);
-  void Reset() {
-    runner_ = 0, last_cpu_ns_ = 0, owed_ns_ = 0;
-    for (Seen& s : seen_) s = Seen{};
-  }
+  void Reset() { runner_ = 0, last_cpu_ns_ = 0, owed_ns_ = 0; }
 
  private:
-  // Earlier runners' last readings (a few: the threads that take turns).
-  struct Seen {
-    int runner = 0;
-    int64_t cpu_ns = 0;
-  };
-  static constexpr int kSeen = 8;
-  Verdict Settle();
-  void Remember(int runner, int64_t cpu_ns);
-  const Seen* Find(int runner) const;
-
   int64_t interval_ns_;
   int runner_ = 0;
   int64_t last_cpu_ns_ = 0;
-  int64_t owed_ns_ = 0;  // the runners' CPU since the last tick
-  Seen seen_[kSeen];
-  int next_seen_ = 0;
+  int64_t owed_ns_ = 0;  // the runner's CPU since the last tick
 };
 
 }  // namespace fathom
