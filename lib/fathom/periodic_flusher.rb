@@ -160,8 +160,8 @@ module Fathom
     end
 
     # Flushes and writes one file now; returns its path.
-    def flush_now(gc: @gc)
-      flush_profile(gc: gc).first
+    def flush_now
+      flush_profile(gc: @gc).first
     end
 
     # A window of the running profile, for an endpoint (Fathom::Rack) that
