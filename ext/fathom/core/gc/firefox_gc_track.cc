@@ -21,10 +21,8 @@ double Ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 //  - a sample per period at its start, on the single "Garbage Collection"
 //    frame, weighted by the GC wall time in ms (weight type tracing-ms), so
 //    the call tree and flame graph total GC time like the pprof does, and a
-//    weight-0 "Idle" sample at its end. Unweighted (beside CPU tracks, which
-//    hold the same GC time in their samples) the GC sample weighs 0 too: the
-//    timeline still paints it, the call tree does not add it.
-firefox::Thread& AddGcTrack(firefox::Profile& profile, const GcProfileData& data, double offset_ms, bool weighted) {
+//    weight-0 "Idle" sample at its end.
+firefox::Thread& AddGcTrack(firefox::Profile& profile, const GcProfileData& data, double offset_ms) {
   uint32_t gc_category = profile.AddCategory({"GC", "orange", {}});
   uint32_t idle_category = profile.AddCategory({"Idle", "transparent", {}});
   firefox::MarkerSchema schema;
@@ -52,10 +50,6 @@ firefox::Thread& AddGcTrack(firefox::Profile& profile, const GcProfileData& data
             "type, the time on the latest's. Per-step pauses need the hooks source."
           : "GC steps coalesced into one period (at most every coalescing interval; a major GC is always its own). "
             "The marker spans the first step's start to the last step's end; 'Time in GC' is the steps' sum.";
-  if (!weighted)
-    schema.description +=
-        " This track is a view: the same GC time is in the threads' tracks (GC category, charged to the thread the "
-        "GC stopped), so its samples weigh 0 and merged call trees count GC once.";
   profile.AddMarkerSchema(schema);
 
   // tid 0. isMainThread only when it is the file's first track (the GC
@@ -91,7 +85,7 @@ firefox::Thread& AddGcTrack(firefox::Profile& profile, const GcProfileData& data
       fields.push_back(firefox::MarkerDatum::Number("heap_live_after", static_cast<double>(p.heap_live_after)));
     const char* name = p.type == GcType::kMajor ? "Major GC" : p.type == GcType::kMinor ? "Minor GC" : "GC";
     thread.AddIntervalMarker(name, start, end, gc_category, "GC", std::move(fields));
-    thread.AddSample(start, stack, weighted ? Ms(p.wall_ns) : 0);
+    thread.AddSample(start, stack, Ms(p.wall_ns));
     thread.AddSample(end, idle, 0);
   }
   return thread;

@@ -21,14 +21,6 @@ class Thread;
 // The same track added to an existing profile (the combined cpu+gc+heap
 // file), times shifted by offset_ms (this data's start after the profile's).
 // Adds the GC and Idle categories and the GC schema.
-//
-// weighted: whether the track's GC samples carry the GC time as their
-// weight. False beside CPU/wall tracks: those already charge GC to the
-// thread it stopped (samples in the GC category), so the track is a view of
-// the same time (markers, and weight-0 samples that still paint the
-// activity graph) and merging tracks in the profiler does not count GC
-// twice. See IMPLEMENTATION.md "GC counted once".
-firefox::Thread& AddGcTrack(firefox::Profile& profile, const GcProfileData& data, double offset_ms,
-                            bool weighted = true);
+firefox::Thread& AddGcTrack(firefox::Profile& profile, const GcProfileData& data, double offset_ms);
 
 }  // namespace fathom

@@ -126,10 +126,7 @@ std::string EncodeCombinedFirefox(const CpuProfileData* cpu, const GcProfileData
   std::map<int32_t, firefox::Thread*> tracks;
   if (cpu) tracks = AddCpuTracks(profile, *cpu, Ms(cpu->start_monotonic_ns - base_mono));
   if (heap) AddHeapAllocations(profile, *heap, Ms(heap->start_monotonic_ns - base_mono), tracks, cpu);
-  // Beside CPU/wall tracks the GC track is a view of GC time the threads'
-  // tracks already hold (their GC-category samples), so it adds no weight;
-  // without them (gc,heap) it is the only place GC time is, and keeps it.
-  if (gc) AddGcTrack(profile, *gc, Ms(gc->start_monotonic_ns - base_mono), /*weighted=*/cpu == nullptr);
+  if (gc) AddGcTrack(profile, *gc, Ms(gc->start_monotonic_ns - base_mono));
   // The main thread's track is what the profiler shows first.
   if (cpu && !tracks.empty()) {
     size_t index = 0;

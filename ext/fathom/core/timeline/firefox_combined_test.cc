@@ -101,14 +101,6 @@ TEST(FirefoxCombinedTest, OneFileWithCpuTracksGcTrackAndAllocations) {
   EXPECT_EQ((*main)["samples"]["threadCPUDelta"][0].as_int(), 9000000);
   EXPECT_EQ((*main)["samples"]["threadCPUDelta"][1].as_int(), 8000000);
   EXPECT_DOUBLE_EQ((*gct)["markers"]["startTime"][0].as_double(), 32.0);
-  // GC counted once: beside CPU tracks the GC track is a view. Its marker
-  // keeps the period's GC time, its samples weigh nothing (a merged call
-  // tree would otherwise add it to the threads' GC-category samples).
-  EXPECT_DOUBLE_EQ((*gct)["markers"]["data"][0]["gc_ms"].as_double(), 1.0);
-  EXPECT_EQ((*gct)["samples"]["weightType"].as_string(), "tracing-ms");
-  ASSERT_EQ((*gct)["samples"]["weight"].size(), 2u);  // the GC sample, and the Idle one at its end
-  for (size_t i = 0; i < 2; i++) EXPECT_EQ((*gct)["samples"]["weight"][i].as_double(), 0.0);
-  EXPECT_NE(text.find("This track is a view"), std::string::npos);
   // Allocations: "main" and unknown threads on main, "thread 101" on worker.
   EXPECT_EQ((*main)["jsAllocations"]["length"].as_int(), 2);
   EXPECT_EQ((*worker)["jsAllocations"]["length"].as_int(), 1);
@@ -152,11 +144,6 @@ TEST(FirefoxCombinedTest, GcAndHeapWithoutCpuGetOneRubyTrack) {
   ASSERT_TRUE(ruby);
   EXPECT_EQ((*ruby)["jsAllocations"]["length"].as_int(), 3);
   EXPECT_EQ(v["meta"].find("sampleUnits"), nullptr);
-  // No CPU tracks: the GC track is the only place GC time is, and keeps it
-  // as its samples' weight.
-  const Value* gct = Track(v, "Garbage Collection");
-  ASSERT_TRUE(gct);
-  EXPECT_DOUBLE_EQ((*gct)["samples"]["weight"][0].as_double(), 1.0);
 }
 
 TEST(FirefoxCombinedTest, ValidatorRejectsBrokenNewColumns) {
