@@ -62,6 +62,13 @@ class FirefoxCombinedTest < Minitest::Test
     gc = track(json, "Garbage Collection")
     gc_markers = gc["markers"]["name"].map { |i| gc["stringArray"][i] }
     assert gc_markers.any? { |n| n.end_with?("GC") }, "GC markers: #{gc_markers.uniq}"
+    # The track's samples carry GC time (an empty call tree there reads as
+    # "no GC"); its schema says the threads' tracks hold the same time.
+    assert gc["samples"]["weight"].any?(&:positive?), "GC track weights: #{gc["samples"]["weight"].uniq}"
+    assert gc["markers"]["data"].any? { |d| d["type"] == "GC" && d["gc_ms"].to_f >= 0 }
+    gc_schema = json["meta"]["markerSchema"].find { |s| s["name"] == "GC" }
+    description = gc_schema["data"].find { |d| d["label"] == "Description" }
+    assert_match(/merged with them it counts twice/, description && description["value"])
 
     %w[web-1 web-2 compressor].each do |name|
       t = track(json, name)
@@ -115,6 +122,13 @@ class FirefoxCombinedTest < Minitest::Test
     web1 = report.lines.find { |l| l.split.first == "web-1" } or flunk(report)
     assert_includes web1.split, track(json, "web-1")["jsAllocations"]["length"].to_s, report
     refute_match(/Idle/, report)
+    # The top functions of the samples (by threadCPUDelta) and of the
+    # allocations, as for a pprof CPU profile and a heap one.
+    assert_match(/^Top functions by cpu: threadCPUDelta/, report)
+    assert_match(/^Type: cpu\n/, report)
+    assert_match(/^Type: alloc_space\n.*PageRenderer#render$/m, report)
+    # The total adds the threads; the GC track comes after it, as a view.
+    assert_match(/^  total \(\d+ tracks\)\s+\d+.*\n  Garbage Collection \(view\)\s+\d+\s/, report)
     # What fathom run printed is what the file and the report hold: the
     # threads with CPU samples and their samples (weightless rows that mark
     # where a long stretch began are not samples).

@@ -205,8 +205,8 @@ module Fathom
       end
 
       # The GC track's own measure, from its markers: the summed time in GC
-      # (its samples weigh nothing beside CPU tracks; older files weighted
-      # them by the same time).
+      # (its samples are weighted by the same time; files of one earlier
+      # version wrote them with weight 0, which this reads the same).
       def gc_row(thread)
         r = row(thread)
         r[:name] = "#{FirefoxTables::GC_TRACK} (view)"

@@ -22,7 +22,13 @@ double Ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 //    frame, weighted by the GC wall time in ms (weight type tracing-ms), so
 //    the call tree and flame graph total GC time like the pprof does, and a
 //    weight-0 "Idle" sample at its end.
-firefox::Thread& AddGcTrack(firefox::Profile& profile, const GcProfileData& data, double offset_ms) {
+// The samples keep their weight beside CPU/wall tracks too: with weight 0
+// the profiler's call tree for this track is empty, which reads as "no GC"
+// (a session tried it; the viewer test caught it). The cost is that a
+// merged selection of this track and the threads' tracks adds GC twice;
+// the schema's description says so, and `fathom report` counts it once.
+firefox::Thread& AddGcTrack(firefox::Profile& profile, const GcProfileData& data, double offset_ms,
+                            bool beside_thread_tracks) {
   uint32_t gc_category = profile.AddCategory({"GC", "orange", {}});
   uint32_t idle_category = profile.AddCategory({"Idle", "transparent", {}});
   firefox::MarkerSchema schema;
@@ -50,6 +56,10 @@ firefox::Thread& AddGcTrack(firefox::Profile& profile, const GcProfileData& data
             "type, the time on the latest's. Per-step pauses need the hooks source."
           : "GC steps coalesced into one period (at most every coalescing interval; a major GC is always its own). "
             "The marker spans the first step's start to the last step's end; 'Time in GC' is the steps' sum.";
+  if (beside_thread_tracks)
+    schema.description +=
+        " The threads' tracks hold the same GC time (samples in the GC category, on the thread the GC stopped): "
+        "select this track alone to read GC time; merged with them it counts twice.";
   profile.AddMarkerSchema(schema);
 
   // tid 0. isMainThread only when it is the file's first track (the GC

@@ -21,6 +21,9 @@ class Thread;
 // The same track added to an existing profile (the combined cpu+gc+heap
 // file), times shifted by offset_ms (this data's start after the profile's).
 // Adds the GC and Idle categories and the GC schema.
-firefox::Thread& AddGcTrack(firefox::Profile& profile, const GcProfileData& data, double offset_ms);
+// beside_thread_tracks: the file has CPU/wall tracks, which hold the same
+// GC time; the schema's description then says so.
+firefox::Thread& AddGcTrack(firefox::Profile& profile, const GcProfileData& data, double offset_ms,
+                            bool beside_thread_tracks = false);
 
 }  // namespace fathom

@@ -126,7 +126,7 @@ std::string EncodeCombinedFirefox(const CpuProfileData* cpu, const GcProfileData
   std::map<int32_t, firefox::Thread*> tracks;
   if (cpu) tracks = AddCpuTracks(profile, *cpu, Ms(cpu->start_monotonic_ns - base_mono));
   if (heap) AddHeapAllocations(profile, *heap, Ms(heap->start_monotonic_ns - base_mono), tracks, cpu);
-  if (gc) AddGcTrack(profile, *gc, Ms(gc->start_monotonic_ns - base_mono));
+  if (gc) AddGcTrack(profile, *gc, Ms(gc->start_monotonic_ns - base_mono), /*beside_thread_tracks=*/cpu != nullptr);
   // The main thread's track is what the profiler shows first.
   if (cpu && !tracks.empty()) {
     size_t index = 0;

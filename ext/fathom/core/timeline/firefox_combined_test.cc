@@ -101,6 +101,10 @@ TEST(FirefoxCombinedTest, OneFileWithCpuTracksGcTrackAndAllocations) {
   EXPECT_EQ((*main)["samples"]["threadCPUDelta"][0].as_int(), 9000000);
   EXPECT_EQ((*main)["samples"]["threadCPUDelta"][1].as_int(), 8000000);
   EXPECT_DOUBLE_EQ((*gct)["markers"]["startTime"][0].as_double(), 32.0);
+  // The GC track keeps its weights beside CPU tracks (its call tree would be
+  // empty otherwise); the schema says the threads hold the same time.
+  EXPECT_DOUBLE_EQ((*gct)["samples"]["weight"][0].as_double(), 1.0);
+  EXPECT_NE(text.find("merged with them it counts twice"), std::string::npos);
   // Allocations: "main" and unknown threads on main, "thread 101" on worker.
   EXPECT_EQ((*main)["jsAllocations"]["length"].as_int(), 2);
   EXPECT_EQ((*worker)["jsAllocations"]["length"].as_int(), 1);
