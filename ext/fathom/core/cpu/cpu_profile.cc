@@ -26,7 +26,7 @@ std::string EncodeCpuPprof(const CpuProfileData& data) {
       if (f >= functions.size()) continue;
       if (functions[f] == 0) {
         const FrameSymbol& sym = data.symbols[f];
-        functions[f] = b.intern_function(sym.name, sym.name, sym.filename, sym.first_line);
+        functions[f] = b.intern_function(sym.name, sym.filename, sym.first_line);
       }
       locs.push_back(b.intern_location(functions[f], i < row.lines.size() ? row.lines[i] : 0));
     }
@@ -34,11 +34,11 @@ std::string EncodeCpuPprof(const CpuProfileData& data) {
       // No walk while a GC runs (cpu_sampler.cc): the GVL holder was in the
       // GC; another thread's stack was not read for this sample.
       const char* name = row.state == ThreadState::kGc ? kCpuGcFrameName : kCpuNoStackFrameName;
-      locs.push_back(b.intern_location(b.intern_function(name, name, "", 0), 0));
+      locs.push_back(b.intern_location(b.intern_function(name, "", 0), 0));
     }
     if (row.truncated) {
       if (truncated_location == 0)
-        truncated_location = b.intern_location(b.intern_function(kTruncatedFrameName, kTruncatedFrameName, "", 0), 0);
+        truncated_location = b.intern_location(b.intern_function(kTruncatedFrameName, "", 0), 0);
       locs.push_back(truncated_location);  // root end: stacks are leaf first
     }
     auto name = data.thread_names.find(row.thread_id);

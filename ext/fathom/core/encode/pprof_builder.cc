@@ -41,7 +41,7 @@ Label Label::Number(std::string key, int64_t value, std::string unit) {
 }
 
 size_t PprofBuilder::FunctionHash::operator()(const Function& f) const {
-  uint64_t h = HashStep(HashStep(HashStep(HashStep(0, f.name), f.system_name), f.filename), f.start_line);
+  uint64_t h = HashStep(HashStep(HashStep(0, f.name), f.filename), f.start_line);
   return static_cast<size_t>(Mix64(h));
 }
 
@@ -94,9 +94,8 @@ void PprofBuilder::set_time(int64_t time_nanos, int64_t duration_nanos) {
 
 void PprofBuilder::add_comment(std::string_view comment) { comments_.push_back(intern_string(comment)); }
 
-uint64_t PprofBuilder::intern_function(std::string_view name, std::string_view system_name,
-                                       std::string_view filename, int64_t start_line) {
-  Function f{intern_string(name), intern_string(system_name), intern_string(filename), start_line};
+uint64_t PprofBuilder::intern_function(std::string_view name, std::string_view filename, int64_t start_line) {
+  Function f{intern_string(name), intern_string(filename), start_line};
   auto [it, fresh] = function_ids_.try_emplace(f, functions_.size() + 1);
   if (fresh) functions_.push_back(f);
   return it->second;
@@ -268,7 +267,6 @@ std::string PprofBuilder::Encode() const {
     size_t m = w.StartMessage();
     w.Uint64(function::kId, i + 1);
     w.Int64Opt(function::kName, f.name);
-    w.Int64Opt(function::kSystemName, f.system_name);
     w.Int64Opt(function::kFilename, f.filename);
     w.Int64Opt(function::kStartLine, f.start_line);
     w.EndMessage(profile::kFunction, m);

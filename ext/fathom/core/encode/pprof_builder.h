@@ -57,8 +57,18 @@ class PprofBuilder {
   void add_comment(std::string_view comment);
 
   // Returns the Function id (1-based) for this tuple, creating it on first use.
-  uint64_t intern_function(std::string_view name, std::string_view system_name,
-                           std::string_view filename, int64_t start_line);
+  //
+  // Function.system_name is left empty. pprof's symbolizer rewrites the
+  // name of every function whose name is empty or equal to its system_name
+  // (demangleSingleFunction: "already demangled" is name != system_name),
+  // and its clean-up of names that look like C++ strips <...>, [...] and
+  // scopes: "<main>" became "[ruby]" and "SessionStore::SESSIONS (Hash)"
+  // "…SESSIONS" in `go tool pprof -top` and the web UI unless the user
+  // passed -symbolize=none. Names here are already what a person should
+  // read (Ruby names, or C symbols demangled when captured), so there is no
+  // system name to give; an empty one differs from the name and pprof
+  // leaves the name alone.
+  uint64_t intern_function(std::string_view name, std::string_view filename, int64_t start_line);
   // Returns the Location id (1-based) for (function, line), creating it on first use.
   // Every location points at the single Mapping (id 1). Throws
   // std::invalid_argument if function_id was not returned by intern_function.
@@ -83,9 +93,9 @@ class PprofBuilder {
 
  private:
   struct Function {
-    int64_t name, system_name, filename, start_line;
+    int64_t name, filename, start_line;
     bool operator==(const Function& o) const {
-      return name == o.name && system_name == o.system_name && filename == o.filename && start_line == o.start_line;
+      return name == o.name && filename == o.filename && start_line == o.start_line;
     }
   };
   struct Location {

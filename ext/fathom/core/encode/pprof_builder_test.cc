@@ -110,21 +110,20 @@ PprofBuilder TwoTypeBuilder() {
 
 TEST(PprofBuilderTest, InternsFunctionsByFullTuple) {
   PprofBuilder b = TwoTypeBuilder();
-  uint64_t f = b.intern_function("Foo#bar", "Foo#bar", "foo.rb", 3);
+  uint64_t f = b.intern_function("Foo#bar", "foo.rb", 3);
   EXPECT_EQ(f, 1u);
-  EXPECT_EQ(b.intern_function("Foo#bar", "Foo#bar", "foo.rb", 3), f);
-  EXPECT_EQ(b.intern_function("Foo#baz", "Foo#bar", "foo.rb", 3), 2u);
-  EXPECT_EQ(b.intern_function("Foo#bar", "bar", "foo.rb", 3), 3u);
-  EXPECT_EQ(b.intern_function("Foo#bar", "Foo#bar", "other.rb", 3), 4u);
-  EXPECT_EQ(b.intern_function("Foo#bar", "Foo#bar", "foo.rb", 4), 5u);
-  EXPECT_EQ(b.intern_function("Foo#bar", "Foo#bar", "foo.rb", 3), f);
-  EXPECT_EQ(b.function_count(), 5u);
+  EXPECT_EQ(b.intern_function("Foo#bar", "foo.rb", 3), f);
+  EXPECT_EQ(b.intern_function("Foo#baz", "foo.rb", 3), 2u);
+  EXPECT_EQ(b.intern_function("Foo#bar", "other.rb", 3), 3u);
+  EXPECT_EQ(b.intern_function("Foo#bar", "foo.rb", 4), 4u);
+  EXPECT_EQ(b.intern_function("Foo#bar", "foo.rb", 3), f);
+  EXPECT_EQ(b.function_count(), 4u);
 }
 
 TEST(PprofBuilderTest, InternsLocationsByFunctionAndLine) {
   PprofBuilder b = TwoTypeBuilder();
-  uint64_t f1 = b.intern_function("a", "a", "a.rb", 1);
-  uint64_t f2 = b.intern_function("b", "b", "b.rb", 1);
+  uint64_t f1 = b.intern_function("a", "a.rb", 1);
+  uint64_t f2 = b.intern_function("b", "b.rb", 1);
   EXPECT_EQ(b.intern_location(f1, 10), 1u);
   EXPECT_EQ(b.intern_location(f1, 11), 2u);
   EXPECT_EQ(b.intern_location(f2, 10), 3u);
@@ -135,7 +134,7 @@ TEST(PprofBuilderTest, InternsLocationsByFunctionAndLine) {
 
 TEST(PprofBuilderTest, MergesSamplesWithSameStackAndLabels) {
   PprofBuilder b = TwoTypeBuilder();
-  uint64_t f = b.intern_function("a", "a", "a.rb", 1);
+  uint64_t f = b.intern_function("a", "a.rb", 1);
   uint64_t l1 = b.intern_location(f, 1), l2 = b.intern_location(f, 2);
   auto cls = [](const char* c) { return Label::String("class", c); };
 
@@ -164,7 +163,7 @@ TEST(PprofBuilderTest, MergesSamplesWithSameStackAndLabels) {
 
 TEST(PprofBuilderTest, ManyDistinctSamplesSurviveTableGrowth) {
   PprofBuilder b = TwoTypeBuilder();
-  uint64_t f = b.intern_function("a", "a", "a.rb", 1);
+  uint64_t f = b.intern_function("a", "a.rb", 1);
   std::vector<uint64_t> locs;
   for (int i = 0; i < 100; i++) locs.push_back(b.intern_location(f, i));
   for (int round = 0; round < 3; round++)
@@ -175,7 +174,7 @@ TEST(PprofBuilderTest, ManyDistinctSamplesSurviveTableGrowth) {
 
 TEST(PprofBuilderTest, RejectsWrongValueCount) {
   PprofBuilder b = TwoTypeBuilder();
-  uint64_t l = b.intern_location(b.intern_function("a", "a", "a.rb", 1), 1);
+  uint64_t l = b.intern_location(b.intern_function("a", "a.rb", 1), 1);
   EXPECT_THROW(b.add_sample({l}, {1}, {}), std::invalid_argument);
   EXPECT_THROW(b.add_sample({l}, {1, 2, 3}, {}), std::invalid_argument);
   EXPECT_THROW(b.add_sample({l}, {}, {}), std::invalid_argument);
@@ -187,7 +186,7 @@ TEST(PprofBuilderTest, RejectsWrongValueCount) {
 
 TEST(PprofBuilderTest, RejectsUnknownIds) {
   PprofBuilder b = TwoTypeBuilder();
-  uint64_t f = b.intern_function("a", "a", "a.rb", 1);
+  uint64_t f = b.intern_function("a", "a.rb", 1);
   EXPECT_THROW(b.intern_location(0, 1), std::invalid_argument);
   EXPECT_THROW(b.intern_location(f + 1, 1), std::invalid_argument);
   uint64_t l = b.intern_location(f, 1);
@@ -213,9 +212,9 @@ PprofBuilder BuildRichProfile() {
   b.set_time(1700000000123456789LL, 2500000000LL);
   b.add_comment("fathom test");
   b.add_comment("second comment");
-  uint64_t main_fn = b.intern_function("<main>", "<main>", "/app/main.rb", 1);
-  uint64_t block_fn = b.intern_function("block in Foo#bar", "block in Foo#bar", "/app/foo.rb", 10);
-  uint64_t baz_fn = b.intern_function("Foo::Bar#baz", "baz", "/app/foo/bar.rb", 20);
+  uint64_t main_fn = b.intern_function("<main>", "/app/main.rb", 1);
+  uint64_t block_fn = b.intern_function("block in Foo#bar", "/app/foo.rb", 10);
+  uint64_t baz_fn = b.intern_function("Foo::Bar#baz", "/app/foo/bar.rb", 20);
   uint64_t main5 = b.intern_location(main_fn, 5);
   uint64_t block12 = b.intern_location(block_fn, 12);
   uint64_t baz22 = b.intern_location(baz_fn, 22);
@@ -357,9 +356,10 @@ TEST(PprofBuilderProtocTest, EveryFieldRoundTrips) {
     std::string name, system_name, filename;
     int64_t start_line;
   };
-  std::vector<F> want_fns = {{"<main>", "<main>", "/app/main.rb", 1},
-                             {"block in Foo#bar", "block in Foo#bar", "/app/foo.rb", 10},
-                             {"Foo::Bar#baz", "baz", "/app/foo/bar.rb", 20}};
+  // system_name is empty (pprof_builder.h: pprof would rewrite the name).
+  std::vector<F> want_fns = {{"<main>", "", "/app/main.rb", 1},
+                             {"block in Foo#bar", "", "/app/foo.rb", 10},
+                             {"Foo::Bar#baz", "", "/app/foo/bar.rb", 20}};
   for (size_t i = 0; i < fns.size(); i++) {
     SCOPED_TRACE(i);
     EXPECT_EQ(fns[i].num("id"), static_cast<int64_t>(i + 1));
@@ -414,7 +414,7 @@ TEST(PprofBuilderProtocTest, MinimalProfileAndEdgeValues) {
   // A name long enough for a 3-byte length prefix, and a deep stack for a
   // multi-byte packed length.
   std::string long_name(20000, 'n');
-  uint64_t f = b.intern_function(long_name, "", "", 0);
+  uint64_t f = b.intern_function(long_name, "", 0);
   std::vector<uint64_t> deep;
   for (int i = 0; i < 300; i++) deep.push_back(b.intern_location(f, i + 1000));
   b.add_sample(deep, {INT64_MAX}, {});
@@ -582,13 +582,8 @@ TEST_F(GoPprofTest, RawShowsSamplesLocationsAndLabels) {
   EXPECT_EQ(names(samples[3]), (Strs{"<main>:5"}));
   EXPECT_EQ(samples[3].labels, (Strs{"depth:[-3]"}));
 
-  // system_name differs from name only for Foo::Bar#baz.
-  for (const auto& [id, name] : loc_names) {
-    if (name.rfind("Foo::Bar#baz:", 0) == 0)
-      EXPECT_EQ(loc_system_names[id], "baz");
-    else
-      EXPECT_EQ(loc_system_names[id] + name.substr(name.rfind(':')), name);
-  }
+  // No system names (pprof_builder.h says why): -raw prints "s=N()".
+  for (const auto& [id, name] : loc_names) EXPECT_EQ(loc_system_names[id], "") << name;
 
   EXPECT_NE(r.output.find("PeriodType: space bytes"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Period: 524288"), std::string::npos) << r.output;
@@ -637,6 +632,20 @@ TEST_F(GoPprofTest, TopShowsFlatTotalsPerSampleType) {
   r = Pprof("-top -symbolize=none");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("Type: alloc_space"), std::string::npos) << r.output;
+}
+
+// What a user gets from `go tool pprof -top file` with no flags: pprof's
+// symbolizer leaves our names alone (empty system_name), where it used to
+// turn "<main>" into "[ruby]" and cut "Foo::Bar#baz" to "Bar#baz".
+TEST_F(GoPprofTest, DefaultFlagsKeepRubyNames) {
+  FATHOM_REQUIRE_TOOL("go");
+  test_util::CommandResult r = Pprof("-top");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::map<std::string, std::string> flat = TopFlat(r.output);
+  EXPECT_EQ(flat["Foo::Bar#baz"], "1125B") << r.output;
+  EXPECT_EQ(flat["<main>"], "700B") << r.output;
+  EXPECT_EQ(flat["block in Foo#bar"], "0") << r.output;
+  EXPECT_EQ(r.output.find("[ruby]"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -33,7 +33,7 @@ std::string EncodeGcPprof(const GcProfileData& data) {
 
   // One placeholder frame: GC work is not charged to the stack of whichever
   // thread happened to trigger it (that thread only paid the latency).
-  uint64_t function = b.intern_function(kGcFrameName, kGcFrameName, "", 0);
+  uint64_t function = b.intern_function(kGcFrameName, "", 0);
   std::vector<uint64_t> stack{b.intern_location(function, 0)};
   for (const GcPeriod& p : data.periods) {
     std::vector<Label> labels{Label::String("thread", kGcThreadLabel),

@@ -190,13 +190,13 @@ std::string EncodeHeapProfile(const HeapProfileRows& profile) {
       uint64_t& fn = function_ids[f.symbol];
       if (fn == 0) {
         const FrameSymbol& sym = profile.symbols[f.symbol];
-        fn = b.intern_function(sym.name, sym.name, sym.filename, sym.first_line);
+        fn = b.intern_function(sym.name, sym.filename, sym.first_line);
       }
       locs.push_back(b.intern_location(fn, f.line));
     }
     if (profile.truncated[s]) {
       if (truncated_location == 0)
-        truncated_location = b.intern_location(b.intern_function(kTruncatedFrameName, kTruncatedFrameName, "", 0), 0);
+        truncated_location = b.intern_location(b.intern_function(kTruncatedFrameName, "", 0), 0);
       locs.push_back(truncated_location);  // root end: stacks are leaf first
     }
   }

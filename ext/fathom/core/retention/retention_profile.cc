@@ -264,7 +264,7 @@ std::string EncodeRetentionProfile(const HeapGraph& g, const MappedVector<uint32
   if (!options.comment.empty()) b.add_comment(options.comment);
 
   auto new_location = [&](const std::string& name) {
-    return static_cast<uint32_t>(b.intern_location(b.intern_function(name, name, "", 0), 0));
+    return static_cast<uint32_t>(b.intern_location(b.intern_function(name, "", 0), 0));
   };
 
   // Frames. An object's frame is keyed by (path key, class) where the path
