@@ -55,6 +55,18 @@ class FirefoxViewerSmokeTest < Minitest::Test
     assert track("main")["global"], "main is the process's own track"
   end
 
+  # The profiler hatches the stretch of a track before its first sample
+  # with "This buffer was empty… increase your buffer size" unless the
+  # thread's registerTime says when it began (core/cpu/cpu_firefox.cc).
+  # The app still draws a 0-px EmptyBuffer block when the first sample sits
+  # exactly at registerTime: only a visible one counts.
+  def test_no_empty_buffer_hatch_over_sampled_time
+    @view["tracks"].each do |t|
+      hatch = t["empty_regions"].select { |r| r["kind"] == "EmptyBuffer" && r["width_px"] > 0 }
+      assert_empty hatch, "#{t["name"]}: #{t["empty_regions"]}"
+    end
+  end
+
   def test_the_page_reports_no_errors
     assert_match(/\AFathom cpu\+gc\+heap profile/, @view["title"])
     assert_empty @view["page_errors"], "page errors"

@@ -40,6 +40,11 @@ class FirefoxThreadStatesTest < Minitest::Test
     assert_empty @view["page_errors"]
     assert_empty @view["console_errors"]
     assert_operator @truth["gc_count"], :>, 0
+    # A wall profile too: no track hatched as an empty buffer (the sleeper
+    # has one long sample at its end).
+    @view["tracks"].each do |t|
+      assert_empty t["empty_regions"].select { |r| r["kind"] == "EmptyBuffer" && r["width_px"] > 0 }, "#{t["name"]}: #{t["empty_regions"]}"
+    end
   end
 
   # C code without the GVL burns a core: the graph shows it.

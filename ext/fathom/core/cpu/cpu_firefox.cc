@@ -88,7 +88,23 @@ std::map<int32_t, firefox::Thread*> AddCpuTracks(firefox::Profile& profile, cons
     // own stretches, from the first one's start to the last one's end,
     // never the gap before a late sample.
     double long_stretch = 1.5 * Ms(data.interval_ns > 0 ? data.interval_ns : 10000000);
+    // The track begins when the sampler began watching the thread: its
+    // first sample's wall delta runs from then (the thread's start, or the
+    // profiler's). That is its registerTime, and a weightless empty sample
+    // marks it. Without them (registerTime 0, the first sample an interval
+    // or more in) the Firefox Profiler hatched the stretch before the first
+    // sample with "This buffer was empty… increase your buffer size", which
+    // tells the user the profile is broken; in CPU mode a thread blocked from
+    // the start has its first sample at its end. A thread that started later
+    // now shows the profiler's "not started yet" block before it instead.
     double previous_end = 0;
+    if (!samples.empty()) {
+      const CpuTimelineSample* first = samples.front();
+      double watched_from = offset_ms + Ms(first->time_ns - first->wall_ns - data.start_monotonic_ns);
+      previous_end = std::max(offset_ms, watched_from);
+      thread.SetLifetime(previous_end);
+      thread.AddSample(previous_end, std::nullopt, 0, 0);
+    }
     for (const CpuTimelineSample* s : samples) {
       double end = offset_ms + Ms(s->time_ns - data.start_monotonic_ns);
       if (end < 0) end = 0;
@@ -124,7 +140,8 @@ std::map<int32_t, firefox::Thread*> AddCpuTracks(firefox::Profile& profile, cons
       }
       // threadCPUDelta: the thread's own CPU clock since its previous sample
       // (both modes measure it).
-      if (!wall && t - idle_from > long_stretch / 3) thread.AddSample(idle_from, std::nullopt, 0, 0);
+      if (!wall && t - idle_from > long_stretch / 3 && s != samples.front())  // the first's is at registerTime
+        thread.AddSample(idle_from, std::nullopt, 0, 0);
       if (end - t > long_stretch) thread.AddSample(t, stack, 0, 0);
       thread.AddSample(end, stack, Ms(wall ? s->wall_ns : s->cpu_ns), s->cpu_ns);
       if (run_samples > 0 && s->state == run_state) {

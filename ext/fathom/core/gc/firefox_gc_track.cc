@@ -76,6 +76,11 @@ firefox::Thread& AddGcTrack(firefox::Profile& profile, const GcProfileData& data
   uint32_t idle = thread.InternStack(
       std::nullopt, thread.InternFrame(thread.InternFunc("Idle", "", 0, false), 0, idle_category));
 
+  // The GC profiler watched from its start: registerTime there, and an Idle
+  // sample to say so (else the Firefox Profiler hatches the stretch before
+  // the first GC as an empty buffer; see AddCpuTracks).
+  thread.SetLifetime(offset_ms);
+  thread.AddSample(offset_ms, idle, 0);
   for (const GcPeriod& p : data.periods) {
     double start = offset_ms + Ms(p.start_ns - data.start_monotonic_ns);
     double end = offset_ms + Ms(p.end_ns - data.start_monotonic_ns);

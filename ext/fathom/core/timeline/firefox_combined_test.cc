@@ -95,15 +95,24 @@ TEST(FirefoxCombinedTest, OneFileWithCpuTracksGcTrackAndAllocations) {
   const Value* worker = Track(v, "worker");
   const Value* gct = Track(v, "Garbage Collection");
   ASSERT_TRUE(main && worker && gct);
-  // CPU times shifted by the 2 ms the GC profiler started earlier.
-  EXPECT_DOUBLE_EQ((*main)["samples"]["time"][0].as_double(), 12.0);
-  EXPECT_DOUBLE_EQ((*main)["samples"]["time"][1].as_double(), 22.0);
-  EXPECT_EQ((*main)["samples"]["threadCPUDelta"][0].as_int(), 9000000);
-  EXPECT_EQ((*main)["samples"]["threadCPUDelta"][1].as_int(), 8000000);
+  // CPU times shifted by the 2 ms the GC profiler started earlier. The
+  // track begins where its first sample's wall delta does (registerTime,
+  // and a weightless empty sample there: no "empty buffer" hatch before it).
+  EXPECT_DOUBLE_EQ((*main)["registerTime"].as_double(), 2.0);
+  EXPECT_DOUBLE_EQ((*main)["samples"]["time"][0].as_double(), 2.0);
+  EXPECT_TRUE((*main)["samples"]["stack"][0].is_null());
+  EXPECT_EQ((*main)["samples"]["threadCPUDelta"][0].as_int(), 0);
+  EXPECT_DOUBLE_EQ((*main)["samples"]["time"][1].as_double(), 12.0);
+  EXPECT_DOUBLE_EQ((*main)["samples"]["time"][2].as_double(), 22.0);
+  EXPECT_EQ((*main)["samples"]["threadCPUDelta"][1].as_int(), 9000000);
+  EXPECT_EQ((*main)["samples"]["threadCPUDelta"][2].as_int(), 8000000);
+  // The GC track begins at the GC profiler's start, with an Idle sample.
+  EXPECT_DOUBLE_EQ((*gct)["registerTime"].as_double(), 0.0);
+  EXPECT_DOUBLE_EQ((*gct)["samples"]["weight"][0].as_double(), 0.0);
   EXPECT_DOUBLE_EQ((*gct)["markers"]["startTime"][0].as_double(), 32.0);
   // The GC track keeps its weights beside CPU tracks (its call tree would be
   // empty otherwise); the schema says the threads hold the same time.
-  EXPECT_DOUBLE_EQ((*gct)["samples"]["weight"][0].as_double(), 1.0);
+  EXPECT_DOUBLE_EQ((*gct)["samples"]["weight"][1].as_double(), 1.0);
   EXPECT_NE(text.find("merged with them it counts twice"), std::string::npos);
   // Allocations: "main" and unknown threads on main, "thread 101" on worker.
   EXPECT_EQ((*main)["jsAllocations"]["length"].as_int(), 2);
