@@ -89,6 +89,25 @@ class FirefoxViewerSmokeTest < Minitest::Test
     assert_operator track(GC_TRACK)["activity_pixels"], :>, 0
   end
 
+  # The "JS Allocations" call tree of a thread: the allocating stacks by
+  # bytes, each ending in its class ("new String"): the profiler shows the
+  # allocations' className nowhere else. A second browser run, on the same
+  # file, after the first one (result) made it.
+  def test_allocation_call_tree_names_the_classes
+    self.class.result
+    view = FirefoxViewer.once(AllocationsView) do
+      FirefoxViewer.inspect(OUT, threads: ["web-1"], ct_summary: "js-allocations", name: "app-allocations")
+    end
+    web = view["threads"].values.first or flunk("no call tree read: #{view.keys}")
+    text = web["calltree_text"]
+    assert_includes text, "PageRenderer#render"
+    assert_match(/^ *new String  \[/, text, "the allocations' classes as leaf frames")
+    assert_empty view["page_errors"], "page errors"
+  end
+
+  # Holds the memo of the allocations view (FirefoxViewer.once keys on a class).
+  class AllocationsView; end
+
   # The compressor spends its time in libz with the GVL released: that is
   # CPU work, so its activity graph must not be empty (its samples were once
   # "Blocked / sleeping", which the graph draws as nothing).

@@ -28,6 +28,9 @@ module Fathom
     # weight that is not a number) raises Fathom::Error.
     module FirefoxTables
       GC_TRACK = "Garbage Collection"
+      # The leaf frame the writer adds to each allocation's stack: "new
+      # String" (core/timeline/firefox_combined.h AllocatedClassFrameName).
+      CLASS_FRAME = "new "
 
       # What the CPU table's values are, said in its header.
       CPU_WEIGHTS = "threadCPUDelta (CPU time since the thread's previous sample)"
@@ -118,6 +121,10 @@ module Fathom
           stacks.each_with_index do |stack, i|
             bytes = number(weights[i], "jsAllocations.weight").round
             ids = stack.nil? ? [] : frames.call(stack)
+            # The writer ends each stack in a frame naming the class (the
+            # profiler shows className nowhere else); the class is a label
+            # here, so the leaf is the allocating function again.
+            ids = ids.drop(1) if !ids.empty? && builder.name(ids.first) == "#{CLASS_FRAME}#{classes[i]}"
             samples << Pprof::Sample.new(ids, [1, bytes], { "class" => classes[i].to_s })
           end
         end
@@ -141,6 +148,12 @@ module Fathom
       class Builder
         def initialize
           @function_ids = {}
+          @names = []
+        end
+
+        # The function name of a location id.
+        def name(id)
+          @names[id - 1]
         end
 
         # A lambda: stack index of this track => location ids, leaf first
@@ -161,7 +174,7 @@ module Fathom
             name = strings[entry(func_names, func, "funcTable.name")]
             raise Fathom::Error, "fathom: not a Firefox Profiler profile (a function name is not a string)" unless String === name
 
-            @function_ids[name] ||= @function_ids.size + 1
+            @function_ids[name] ||= (@names << name).size
           end
           lambda do |stack|
             memo[stack] ||= begin

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -77,6 +78,25 @@ void AddHeapAllocations(firefox::Profile& profile, const HeapProfileRows& heap, 
     stack_ids.emplace(key, *id);
     return *id;
   };
+  // The class of the allocated object as the stack's leaf frame: "new
+  // String". The profiler keeps jsAllocations' className but shows it
+  // nowhere (not in the call tree, the tooltips or the sidebar), so a frame
+  // is the only place a user sees it: under each allocating function in the
+  // "JS Allocations" call tree, and at the top of the inverted one, which
+  // then reads as bytes by class. `fathom report` drops this leaf again
+  // (report/firefox_tables.rb), so its top allocating functions stay the
+  // Ruby functions.
+  std::map<std::tuple<firefox::Thread*, uint32_t, uint32_t>, uint32_t> class_stack_ids;
+  auto class_stack_of = [&](firefox::Thread* t, uint32_t stack, uint32_t class_label, const std::string& cls) {
+    auto key = std::make_tuple(t, stack, class_label);
+    auto found = class_stack_ids.find(key);
+    if (found != class_stack_ids.end()) return found->second;
+    uint32_t parent = stack_of(t, stack);
+    uint32_t id = t->InternStack(parent, t->InternFrame(t->InternFunc(AllocatedClassFrameName(cls), "", 0, false), 0,
+                                                       category));
+    class_stack_ids.emplace(key, id);
+    return id;
+  };
 
   for (const HeapProfileRows::Allocation& a : heap.allocations) {
     firefox::Thread* t = track_of(a.thread_label);
@@ -84,7 +104,8 @@ void AddHeapAllocations(firefox::Profile& profile, const HeapProfileRows& heap, 
     const std::string& cls = a.class_label < heap.labels.size() ? heap.labels[a.class_label] : std::string("?");
     // typeName/coarseType are Gecko's JS object kinds; "Ruby"/"Object" say
     // what these are. inNursery: Ruby's generations are not known here.
-    t->AddJsAllocation(time, cls, "Ruby", "Object", static_cast<double>(a.bytes), false, stack_of(t, a.stack));
+    t->AddJsAllocation(time, cls, "Ruby", "Object", static_cast<double>(a.bytes), false,
+                       class_stack_of(t, a.stack, a.class_label, cls));
   }
 }
 

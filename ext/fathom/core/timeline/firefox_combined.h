@@ -23,7 +23,14 @@ namespace fathom {
 // a CPU track of the same name, or the track of that native id; anything
 // else (a thread the CPU sampler never saw) goes on the main thread. Without
 // CPU data they go on one "ruby" main track.
+//
+// Each allocation's stack ends in a frame naming its class,
+// AllocatedClassFrameName(class): the profiler shows className nowhere.
 std::string EncodeCombinedFirefox(const CpuProfileData* cpu, const GcProfileData* gc, const HeapProfileRows* heap,
                                   bool gzip);
+
+// "new String". `fathom report` recognises the leaf by this name; keep the
+// two in step (lib/fathom/report/firefox_tables.rb CLASS_FRAME).
+inline std::string AllocatedClassFrameName(const std::string& class_name) { return "new " + class_name; }
 
 }  // namespace fathom
