@@ -20,6 +20,8 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+
 namespace fathom {
 namespace GvlOwner {
 
@@ -36,6 +38,11 @@ void Unwatch();
 // The owner's native thread id; 0 when no thread holds the GVL (all Ruby
 // threads are blocked) or when unknown.
 pid_t Current();
+// The owner (as Current()) and, in *held_ns, the CPU time spent holding
+// the GVL since the hook was installed: finished holds plus the owner's
+// hold so far. Not signal-safe (reads another thread's CPU clock); the
+// heap timer thread calls it.
+pid_t HeldCpu(int64_t* held_ns);
 // In a forked child: only the calling thread exists, and it holds the GVL.
 void AfterForkChild();
 

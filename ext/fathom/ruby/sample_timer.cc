@@ -150,6 +150,7 @@ constexpr uint64_t kOutstandingTicksBeforeRetry = 4;
 void* TimerMain(void*) {
   pid_t pid = getpid();
   uint64_t outstanding_ticks = 0;
+  pid_t signaled_runner = 0;  // 3.1: the runner the last tick signalled
   TickPacer pacer(static_cast<int64_t>(g_interval_ns));
   struct timespec deadline;
   clock_gettime(CLOCK_MONOTONIC, &deadline);
@@ -169,9 +170,25 @@ void* TimerMain(void*) {
     // the GVL owner (3.2+) or the thread that last ran the job (3.1). Read
     // on every wake-up, armed or not, so that a burst's time is not owed
     // again when it ends.
-    pid_t runner = g_mechanism == Mechanism::kRoundRobin ? g_last_runner.load() : GvlOwner::Current();
-    TickPacer::Verdict pace =
-        runner == 0 ? TickPacer::Verdict::kStalled : pacer.Wake(runner, ClockNs(ThreadCpuClock(runner)));
+    pid_t runner;
+    TickPacer::Verdict pace;
+    if (g_mechanism == Mechanism::kRoundRobin) {
+      // The runner's last signal found it without the GVL (in C under
+      // rb_nogvl, e.g. Zlib deflating between the GVL holds it needs to
+      // grow its buffer): its CPU clock now counts C work, not Ruby, so it
+      // stops being the runner until a job runs on it again.
+      if (signaled_runner != 0 && g_missed.load()) {
+        pid_t expected = signaled_runner;
+        g_last_runner.compare_exchange_strong(expected, 0);
+      }
+      signaled_runner = 0;
+      runner = g_last_runner.load();
+      pace = runner == 0 ? TickPacer::Verdict::kStalled : pacer.Wake(runner, ClockNs(ThreadCpuClock(runner)));
+    } else {
+      int64_t held_ns = 0;
+      runner = GvlOwner::HeldCpu(&held_ns);
+      pace = pacer.WakeHeld(runner != 0, held_ns);
+    }
     if (SampleTimer::hook_armed.load()) {  // a sample is already on its way
       g_armed_skips++;
       continue;
@@ -209,6 +226,7 @@ void* TimerMain(void*) {
       outstanding_ticks = 0;
       if (syscall(SYS_tgkill, pid, runner, SIGPROF) == 0) {
         g_signals++;
+        signaled_runner = runner;
         continue;
       }
       g_job_outstanding.store(false);

@@ -40,35 +40,61 @@ std::string TickComment(const TickCounts& counts);
 // (fewer say too little to warn about).
 bool MostTicksLost(const TickCounts& counts);
 
-// Paces the heap sampler's ticks by the CPU time of the thread running Ruby
-// code, not by the wall clock. Allocations happen only while a thread runs
-// Ruby on a CPU; a tick per wall interval gave more samples per allocation
-// whenever that thread was off a CPU while holding or passing the GVL (the
-// machine busy with other processes, threads in C without the GVL taking
-// the cores), so the sampler cost most when the machine had least to spare,
-// and sample counts depended on what the other threads did. The timer still
-// wakes every interval; it ticks once the runner has used an interval of
-// CPU since the last tick.
+// Paces the heap sampler's ticks by the CPU time of Ruby code, not by the
+// wall clock. Allocations happen only while a thread runs Ruby on a CPU; a
+// tick per wall interval gave more samples per allocation whenever that
+// thread was off a CPU while holding or passing the GVL (the machine busy
+// with other processes, threads in C without the GVL taking the cores), so
+// the sampler cost most when the machine had least to spare, and sample
+// counts depended on what the other threads did. The timer still wakes
+// every interval; it ticks once an interval of Ruby CPU has been used since
+// the last tick.
 //
-// The runner is the GVL owner (Ruby 3.2+) or the thread that last ran the
-// tick's job (3.1). A new runner is due at once (its CPU since it took over
-// is unknown; one early tick per handover). A runner whose CPU clock did not
-// move in a whole wake period is not running Ruby: Stalled() says so, and
-// the caller decides (3.1 then looks for another thread by the old wall
-// tick; 3.2+ knows the owner is off a CPU and waits).
+// Two ways to know that CPU:
+//  - WakeHeld (Ruby 3.2+): the summed CPU of GVL holds, which the GVL hook
+//    measures at each handover (gvl_owner.cc). Exact: CPU a thread spends
+//    in C without the GVL is not in it, however often the GVL changes hands.
+//  - Wake (3.1, no GVL events): the CPU clock of the runner, the thread that
+//    last ran the tick's job (it held the GVL then). Each runner's last
+//    reading is kept, so a runner coming back is credited its CPU since
+//    then rather than ticking at once (one early tick per handover gave
+//    1.3x the samples per CPU second beside threads that take the GVL
+//    between C calls, on a loaded machine). A thread never seen is due at
+//    once. A runner whose CPU clock did not move in a whole wake period is
+//    not running Ruby: Stalled() says so, and the caller looks for another
+//    thread by the old wall tick.
 class TickPacer {
  public:
   explicit TickPacer(int64_t interval_ns) : interval_ns_(interval_ns) {}
   enum class Verdict { kTick, kWait, kStalled };
-  // One wake-up: the runner's id and its CPU clock now (0: unreadable).
+  // One wake-up (3.1): the runner's id and its CPU clock now (0: unreadable).
   Verdict Wake(int runner, int64_t cpu_ns);
-  void Reset() { runner_ = 0, last_cpu_ns_ = 0, owed_ns_ = 0; }
+  // One wake-up (3.2+): whether a thread holds the GVL, and the Ruby CPU
+  // (GVL holds) so far. A reading taken across a handover can come out a
+  // little low; the pacer keeps the highest one as its base.
+  Verdict WakeHeld(bool owner, int64_t held_cpu_ns);
+  void Reset() {
+    runner_ = 0, owed_ns_ = 0, held_base_ns_ = -1;
+    for (Reading& r : readings_) r = Reading{};
+  }
 
  private:
+  struct Reading {
+    int tid = 0;
+    int64_t cpu_ns = 0;
+  };
+  // Credits `used` and says whether a tick is due.
+  Verdict Credit(int64_t used);
+  Reading* Find(int tid);
+  Reading* Slot(int tid);  // a free or the oldest-used slot
+
   int64_t interval_ns_;
   int runner_ = 0;
-  int64_t last_cpu_ns_ = 0;
-  int64_t owed_ns_ = 0;  // the runner's CPU since the last tick
+  int64_t owed_ns_ = 0;  // Ruby CPU since the last tick
+  int64_t held_base_ns_ = -1;
+  static constexpr int kReadings = 8;
+  Reading readings_[kReadings];
+  int next_slot_ = 0;
 };
 
 }  // namespace fathom

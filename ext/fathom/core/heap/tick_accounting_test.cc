@@ -55,5 +55,35 @@ TEST(TickPacer, ANewRunnerOrAnUnreadableClockIsDue) {
   EXPECT_EQ(p.Wake(8, 0), TickPacer::Verdict::kTick);  // the thread is gone
 }
 
+// 3.1: the runner flips between a thread allocating (7) and one that took
+// the GVL between C calls (8). A runner coming back is credited its own CPU
+// since its last reading; it is not due at once (that gave 1.3x the ticks
+// per CPU second on a loaded machine).
+TEST(TickPacer, ARunnerComingBackIsCreditedItsCpuSinceItsLastReading) {
+  TickPacer p(10);
+  EXPECT_EQ(p.Wake(7, 100), TickPacer::Verdict::kTick);  // never seen: due
+  EXPECT_EQ(p.Wake(7, 104), TickPacer::Verdict::kWait);  // 4
+  EXPECT_EQ(p.Wake(8, 500), TickPacer::Verdict::kTick);  // never seen: due (owed reset)
+  EXPECT_EQ(p.Wake(7, 107), TickPacer::Verdict::kWait);  // back: 3 since its reading at 104
+  EXPECT_EQ(p.Wake(7, 114), TickPacer::Verdict::kTick);  // 3 + 7
+  EXPECT_EQ(p.Wake(8, 503), TickPacer::Verdict::kWait);  // back: 3
+  EXPECT_EQ(p.Wake(8, 503), TickPacer::Verdict::kStalled);
+}
+
+// 3.2+: the summed CPU of GVL holds, however many threads share it.
+TEST(TickPacer, HeldCpuPacesWhateverTheHandovers) {
+  TickPacer p(10);
+  EXPECT_EQ(p.WakeHeld(true, 1000), TickPacer::Verdict::kTick);  // the first wake
+  EXPECT_EQ(p.WakeHeld(true, 1004), TickPacer::Verdict::kWait);
+  EXPECT_EQ(p.WakeHeld(true, 1010), TickPacer::Verdict::kTick);
+  EXPECT_EQ(p.WakeHeld(true, 1010), TickPacer::Verdict::kStalled);  // the owner is off a CPU
+  EXPECT_EQ(p.WakeHeld(true, 1008), TickPacer::Verdict::kStalled);  // a low reading across a handover
+  EXPECT_EQ(p.WakeHeld(true, 1015), TickPacer::Verdict::kWait);     // 5 since the highest (1010)
+  // Nobody holds the GVL: what was used waits for the next owner (a tick at most).
+  EXPECT_EQ(p.WakeHeld(false, 1040), TickPacer::Verdict::kStalled);
+  EXPECT_EQ(p.WakeHeld(true, 1041), TickPacer::Verdict::kTick);
+  EXPECT_EQ(p.WakeHeld(true, 1042), TickPacer::Verdict::kWait);
+}
+
 }  // namespace
 }  // namespace fathom
