@@ -349,7 +349,8 @@ module Fathom
         o.separator ""
         o.on("--sample-index NAME", "alloc_objects, alloc_space, inuse_objects or inuse_space",
              "(default: the profile's default, inuse_space); for a GC",
-             "profile the column its table is sorted by: wall, cpu, gc_steps, gcs;",
+             "profile the column its table is sorted by: wall, cpu, gc_steps, gcs",
+             "(a --gc-source counters profile has cpu and gcs only);",
              "for a CPU/wall profile the functions' measure: cpu, wall, samples") { |v| opts[:sample_index] = v }
         o.on("--top N", "rows to show (default: 20; more than the report has: all)") { |v| opts[:top] = v }
         o.on("-h", "--help", "show this help") { opts[:help] = true }

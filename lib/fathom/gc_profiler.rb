@@ -32,8 +32,10 @@ module Fathom
     #   :counters  no hook: Ruby's GC counters (GC.count, GC.stat :time,
     #              :minor_gc_count, :major_gc_count, GC.latest_gc_info) read
     #              every `coalesce` by a sleeping Ruby thread. Exact counts and
-    #              total time; periods at read granularity, labelled with the
-    #              latest GC's type/reason/cause; no per-step pauses.
+    #              total time, which is process CPU time (GC.stat(:time));
+    #              a period per read, labelled with the latest GC's
+    #              type/reason/cause; no wall time, steps or pauses (the
+    #              files leave them out: pprof sample types cpu and gcs).
     #   :auto      :counters on Ruby < 3.3, :hooks on 3.3+ (where GC hooks no
     #              longer force the slow path); :hooks with coalesce: 0.
     DEFAULTS = Modes::DEFAULTS.fetch(:gc)

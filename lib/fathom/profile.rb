@@ -92,7 +92,12 @@ module Fathom
       elsif @stats.key?(:samples)
         parts << "#{@stats[:samples]} samples, #{@stats[:dropped]} dropped"
       end
-      parts << "#{@stats[:steps]} GC steps in #{@stats[:periods]} periods" if @stats.key?(:steps)
+      if @stats[:source] == :counters
+        # No steps without hooks (stats[:steps] is 0): the GCs and the reads.
+        parts << "#{@stats[:cycles]} GCs in #{@stats[:polls_with_gc]} counter reads"
+      elsif @stats.key?(:steps)
+        parts << "#{@stats[:steps]} GC steps in #{@stats[:periods]} periods"
+      end
       parts << "flushed in #{Options.format_ns(@stats[:flush_ns])}" if @stats[:flush_ns]
       parts << "written to #{@path}" if @path
       "Fathom #{@kind || :heap} profile#{" (Firefox Profiler JSON)" if @format == :firefox}: #{parts.join(", ")}"

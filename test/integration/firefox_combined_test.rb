@@ -65,8 +65,11 @@ class FirefoxCombinedTest < Minitest::Test
     # The track's samples carry GC time (an empty call tree there reads as
     # "no GC"); its schema says the threads' tracks hold the same time.
     assert gc["samples"]["weight"].any?(&:positive?), "GC track weights: #{gc["samples"]["weight"].uniq}"
-    assert gc["markers"]["data"].any? { |d| d["type"] == "GC" && d["gc_ms"].to_f >= 0 }
-    gc_schema = json["meta"]["markerSchema"].find { |s| s["name"] == "GC" }
+    # gc_source :auto: the hooks' "GC" markers on 3.3+, the counters'
+    # "GCPoll" ones (CPU time only) before.
+    schema, time = Fathom::GcProfiler.auto_source(1) == :hooks ? %w[GC gc_ms] : %w[GCPoll cpu_ms]
+    assert gc["markers"]["data"].any? { |d| d["type"] == schema && d[time].to_f >= 0 }
+    gc_schema = json["meta"]["markerSchema"].find { |s| s["name"] == schema }
     description = gc_schema["data"].find { |d| d["label"] == "Description" }
     assert_match(/merged with them it counts twice/, description && description["value"])
 

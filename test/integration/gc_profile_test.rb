@@ -40,13 +40,21 @@ class GcProfileTest < Minitest::Test
     assert_includes comments, "fathom.gc.source=hooks"
   end
 
+  # The counters measure CPU time (GC.stat(:time)) and counts only: the
+  # file says so with its sample types (cpu, the default, and gcs), and
+  # has no wall or gc_steps column that would read as zero time or steps.
   def test_majors_counted_and_gc_time_matches_rubys_own_measure_with_counters
     raw, profile = acceptance(:counters)
     comments = Fathom::Pprof.read_file(@path).comments.to_a
     # Several GCs between two reads carry the latest one's labels: at least
     # the reads that saw a GC.start last name it.
     assert_operator raw.by_label("gcs", "gc reason")["force"].to_i, :>=, 1, raw.output
-    assert_equal 0, raw.total("gc_steps"), "no steps without hooks"
+    assert_equal %w[cpu gcs], raw.sample_types
+    assert_match(%r{^cpu/nanoseconds\[dflt\] gcs/count$}, raw.output)
+    assert_match(/^PeriodType: cpu nanoseconds$/, raw.output)
+    top = TestHelper.go_pprof("-top", @path)
+    assert_match(/^Type: cpu$/, top)
+    assert_match(/Garbage Collection$/, top)
     assert_equal :counters, profile.stats[:source]
     assert_includes comments, "fathom.gc.source=counters poll_ns=10000000"
     refute(comments.any? { |c| c.start_with?("fathom.gc.pauses") })
@@ -88,12 +96,14 @@ class GcProfileTest < Minitest::Test
     assert_equal truth[:minor], gcs["minor"].to_i, raw.output
 
     cpu_ms = raw.total("cpu") / 1e6
-    wall_ms = raw.total("wall") / 1e6
     assert_operator truth[:time_ms], :>, 20, "the workload must spend measurable time in GC"
     assert_in_delta truth[:time_ms], cpu_ms, [truth[:time_ms] * 0.10, 2].max,
-                    "profile GC cpu #{cpu_ms.round(1)}ms (wall #{wall_ms.round(1)}ms) vs GC.stat(:time) #{truth[:time_ms]}ms"
-    assert_operator wall_ms, :>=, cpu_ms * 0.98
-    assert_equal({ "GC" => raw.total("wall") }, raw.by_label("wall", "thread"))
+                    "profile GC cpu #{cpu_ms.round(1)}ms vs GC.stat(:time) #{truth[:time_ms]}ms"
+    if gc_source == :hooks
+      wall_ms = raw.total("wall") / 1e6
+      assert_operator wall_ms, :>=, cpu_ms * 0.98, "wall #{wall_ms.round(1)}ms"
+    end
+    assert_equal({ "GC" => raw.total("cpu") }, raw.by_label("cpu", "thread"))
     assert_equal ["Garbage Collection"], raw.function_names
     [raw, profile]
   end
@@ -115,9 +125,13 @@ class GcProfileTest < Minitest::Test
     report = profile.report
     assert_match(/\AGC profile: \S+ of wall time, \d+ GCs \(\d+ minor, (\d+) major\)$/, report)
     assert_operator report[/(\d+) major\)/, 1].to_i, :>=, 5
-    assert_match(/^time in GC\s+\S+ wall \(\S+%\), \S+ CPU$/, report)
-    assert_match(/^source\s+Ruby's GC counters, read every 10ms — per-pause times and steps need --gc-source hooks/, report)
-    refute_match(/^pauses/, report)
+    assert_match(/^time in GC\s+\S+ CPU \(\S+% of the wall time\), from GC.stat\(:time\)$/, report)
+    assert_match(/^source\s+counters: Ruby's GC counters, read every 10ms \(no GC hooks\)\. Time in GC is the process CPU time$/,
+                 report)
+    assert_match(/wall time, pauses and steps need --gc-source hooks/, report)
+    refute_match(/^pauses|steps +GCs|wall%/, report)
+    assert_match(/^\s+cpu\s+cpu%\s+GCs\s+type\s+reason\s+cause$/, report)
+    assert_match(/\A.*\n.*\n.*\n.*\n.*\n\nby type, reason and cause\n/, report, "sorted by cpu, the default: not said")
   end
 
   # One counter read that sees minors and then a major (GC.start): the
@@ -133,7 +147,8 @@ class GcProfileTest < Minitest::Test
       end
     end
     report = profile.report
-    assert_match(/^\s*0\s+0%\s+0\s+0\s+\d+\s+minor\s+-\s+unseen$/, report)
+    # Their time is in the major's row: "-", not 0.
+    assert_match(/^\s*-\s+-\s+\d+\s+minor\s+-\s+unseen$/, report)
     assert_match(/^unseen: GCs of the other type between two counter reads; Ruby keeps only the latest GC's reason and cause,$/, report)
     # The major's cause is GC.start ("method"); its reason is Ruby's, and a
     # pending oldmalloc/oldgen trigger outranks "force" in latest_gc_info, so
@@ -224,7 +239,7 @@ class GcProfileTest < Minitest::Test
       assert_operator PprofRaw.read(out).by_label("gcs", "gc type")["major"], :>=, 50
       report, err, status = TestHelper.run_fathom("report", out)
       assert status.success?, err
-      assert_match(source == "hooks" ? /^source\s+GC event hooks/ : /^source\s+Ruby's GC counters/, report)
+      assert_match(source == "hooks" ? /^source\s+GC event hooks/ : /^source\s+counters: Ruby's GC counters/, report)
     end
     _o, err, status = TestHelper.run_fathom("run", "--mode", "gc", "--gc-source", "polling", "--", "true")
     assert_equal 2, status.exitstatus
@@ -274,6 +289,9 @@ class GcFirefoxProfileTest < Minitest::Test
     assert_match(/GCs \(\d+ minor, #{truth[:major]} major\)/, report)
   end
 
+  # One "GCPoll" marker per read that saw GCs, with what the counters tell:
+  # counts by type and GC.stat(:time)'s CPU time; no wall time or steps,
+  # no "unseen" cause. The track's samples carry that time once per read.
   def test_firefox_file_from_the_counters_source
     truth = nil
     path = File.join(@dir, "gc.json.gz")
@@ -281,12 +299,26 @@ class GcFirefoxProfileTest < Minitest::Test
     json = load_json(path)
     FirefoxFormat.check!(json)
     gc = json["threads"].find { |t| t["name"] == "Garbage Collection" }
-    markers = gc["markers"]["data"].select { |d| d && d["type"] == "GC" }
-    assert_equal truth[:major], markers.select { |m| m["gc_type"] == "major" }.sum { |m| m["gcs"] }
-    assert_equal truth[:minor], markers.select { |m| m["gc_type"] == "minor" }.sum { |m| m["gcs"] }
-    assert_in_delta truth[:time_ms], markers.sum { |m| m["gc_ms"] }, [truth[:time_ms] * 0.10, 2].max
-    schema = json.dig("meta", "markerSchema").find { |s| s["name"] == "GC" }
-    assert_match(/source: counters/, JSON.generate(schema))
+    data = gc["markers"]["data"]
+    assert_equal ["GCPoll"], data.map { |d| d["type"] }.uniq
+    assert_equal truth[:major], data.sum { |m| m["major_gcs"] }
+    assert_equal truth[:minor], data.sum { |m| m["minor_gcs"] }
+    assert(data.all? { |m| m["gcs"] == m["minor_gcs"] + m["major_gcs"] && m["gcs"] >= 1 })
+    assert_in_delta truth[:time_ms], data.sum { |m| m["cpu_ms"] }, [truth[:time_ms] * 0.10, 2].max
+    assert(data.none? { |m| m.key?("steps") || m.key?("gc_ms") || m["gc_cause"] == "unseen" }, data.inspect)
+    names = gc["markers"]["name"].map { |i| gc["stringArray"][i] }.uniq
+    assert_empty names - ["Minor GC", "Major GC", "Minor + major GCs"]
+    weights = gc["samples"]["weight"]
+    assert_in_delta data.sum { |m| m["cpu_ms"] }, weights.sum, 1e-6, "the CPU time once per read"
+    assert_equal 2 * data.size, weights.size, "a weighted sample and an Idle one per read"
+    schemas = json.dig("meta", "markerSchema").map { |s| s["name"] }
+    assert_equal ["GCPoll"], schemas
+
+    report, err, status = TestHelper.run_fathom("report", path)
+    assert status.success?, err
+    assert_match(/#{truth[:minor] + truth[:major]} GCs \(#{truth[:minor]} minor, #{truth[:major]} major\)/, report)
+    assert_match(/^time in GC\s+\S+ CPU \(\S+% of the wall time\), from GC.stat\(:time\)/, report)
+    refute_match(/\d steps|s wall/, report)
   end
 
   def test_plain_json_when_not_gzipped_and_cli_naming

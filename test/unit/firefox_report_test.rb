@@ -125,6 +125,20 @@ class FirefoxReportTest < Minitest::Test
     end
   end
 
+  # From the counters source the GC track's markers are "GCPoll" ones, whose
+  # only time is GC.stat(:time)'s CPU time: the row and the note say so.
+  def test_a_counters_gc_track_is_read_as_cpu_time
+    json = profile(gc_weight: 6.0)
+    gc = json["threads"].last
+    gc["markers"]["data"] = [{ "type" => "GCPoll", "gcs" => 3, "minor_gcs" => 2, "major_gcs" => 1, "cpu_ms" => 6.0,
+                               "latest" => "major" }]
+    text = report(json)
+    assert_match(/^  Garbage Collection \(view\)\s+1\s+0\s+6ms\s+0\s+0\s+1$/, text)
+    assert_match(/\(CPU time in GC, from GC.stat\(:time\)\); a view of the same time, not in the total/, text)
+    assert_match(/^  100ms of wall time, 3 GCs \(2 minor, 1 major\), 1 read of Ruby's GC counters that saw GCs$/, text)
+    assert_match(/^  time in GC\s+6ms CPU .*from GC.stat\(:time\)/, text)
+  end
+
   def test_wall_mode_weighs_by_wall_time
     json = profile
     json["meta"]["product"] = "Fathom wall+gc profile (pid 1)"

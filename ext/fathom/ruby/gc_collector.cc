@@ -24,9 +24,11 @@
 // lib/fathom/gc_profiler.rb), installs no hook at all: on 3.1/3.2 any GC
 // hook sends every allocation through Ruby's slow path. `poll` reads Ruby's
 // GC counters (rb_gc_count, rb_gc_stat, rb_gc_latest_gc_info) and hands
-// them to a GcCounterPoll (core/gc/gc_counter_poll.h); lib/ calls it from a
-// sleeping Ruby thread every coalesce interval, and start/stop/encode read
-// once more so counts are exact at the window's edges.
+// them to a GcCounterPoll (core/gc/gc_counter_poll.h), which makes one
+// period per read that saw GCs (CPU time from GC.stat(:time), no wall time
+// or steps); lib/ calls it from a sleeping Ruby thread every coalesce
+// interval, and start/stop/encode read once more so counts are exact at
+// the window's edges.
 #include "gc_collector.h"
 
 #include <ruby/debug.h>

@@ -24,9 +24,11 @@ module Fathom
     class CpuSummary
       STATES = %w[running gvl-wait blocked gc].freeze
 
+      # Never a GC profile's types: those have gc_steps (hooks) or gcs
+      # (both sources; the counters file has cpu and gcs only).
       def self.cpu_profile?(profile)
         names = profile.sample_type_names
-        %w[samples cpu wall].all? { |n| names.include?(n) } && !names.include?("gc_steps")
+        %w[samples cpu wall].all? { |n| names.include?(n) } && !names.include?("gc_steps") && !names.include?("gcs")
       end
 
       def initialize(profile, sample_index: nil, top: 20)
@@ -173,8 +175,9 @@ module Fathom
         end
         if gc_row
           line.call(gc_row)
+          measure = @gc.counters? ? "CPU time in GC, from GC.stat(:time)" : "wall time in GC"
           out << "  (#{FirefoxTables::GC_TRACK}: the GC time of the threads above, as the GC profiler measured it " \
-                 "(wall time in GC); a view of the same time, not in the total)\n"
+                 "(#{measure}); a view of the same time, not in the total)\n"
         end
         out
       end

@@ -1,8 +1,34 @@
 #include "gc/gc_counter_poll.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace fathom {
+
+namespace {
+
+uint32_t Clamp32(uint64_t n) { return static_cast<uint32_t>(std::min<uint64_t>(n, UINT32_MAX)); }
+
+}  // namespace
+
+// One period for everything the reading saw since last_. The latest GC's
+// type comes from latest_gc_info; its labels are the only ones Ruby keeps.
+GcPeriod GcCounterPoll::MakePeriod(const GcCounterReading& r, uint64_t minors, uint64_t majors) const {
+  int64_t cpu_ns = static_cast<int64_t>(r.time_ms - last_.time_ms) * 1000 * 1000;
+  GcPeriod p;
+  p.end_ns = r.now_ns;
+  p.start_ns = std::max(last_.now_ns, r.now_ns - cpu_ns);
+  p.cpu_ns = cpu_ns;
+  // wall_ns and steps stay 0: not measured (see the header).
+  p.minor_gcs = Clamp32(minors);
+  p.major_gcs = Clamp32(majors);
+  p.cycles_started = Clamp32(minors + majors);
+  p.cycles_finished = p.cycles_started;
+  p.type = r.latest_type == GcType::kMajor ? GcType::kMajor : GcType::kMinor;
+  p.reason = p.type == GcType::kMajor ? r.latest_reason : GcReason::kNone;
+  p.cause = r.latest_cause;
+  return p;
+}
 
 void GcCounterPoll::Begin(const GcCounterReading& r) { last_ = r; }
 
@@ -33,35 +59,8 @@ void GcCounterPoll::Poll(const GcCounterReading& r, std::vector<GcPeriod>* out) 
       majors = cycles - minors;
     }
   }
-  int64_t time_ns = static_cast<int64_t>(r.time_ms - last_.time_ms) * 1000 * 1000;
-  int64_t start = std::max(last_.now_ns, r.now_ns - time_ns);
-
-  GcType latest = r.latest_type == GcType::kMajor ? GcType::kMajor : GcType::kMinor;
-  auto emit = [&](GcType type, uint64_t n) {
-    if (n == 0) return;
-    GcPeriod p;
-    p.start_ns = start;
-    p.end_ns = r.now_ns;
-    bool is_latest = type == latest;
-    p.wall_ns = is_latest ? time_ns : 0;
-    p.cpu_ns = p.wall_ns;
-    p.steps = 0;  // not known without hooks
-    p.cycles_started = static_cast<uint32_t>(std::min<uint64_t>(n, UINT32_MAX));
-    p.cycles_finished = p.cycles_started;
-    p.type = type;
-    p.reason = is_latest && type == GcType::kMajor ? r.latest_reason : GcReason::kNone;
-    p.cause = is_latest ? r.latest_cause : GcCause::kUnseen;
-    out->push_back(p);
-    stats_.periods++;
-  };
-  // The latest type last, so a timeline shows it on top.
-  if (latest == GcType::kMajor) {
-    emit(GcType::kMinor, minors);
-    emit(GcType::kMajor, majors);
-  } else {
-    emit(GcType::kMajor, majors);
-    emit(GcType::kMinor, minors);
-  }
+  out->push_back(MakePeriod(r, minors, majors));
+  stats_.periods++;
   last_ = r;
 }
 

@@ -7,16 +7,16 @@
 // slow path (~+30% on an allocation loop; IMPLEMENTATION.md, "GC
 // profiling"). Counters cost nothing between reads, but say less:
 //   - no per-step data: no pause percentiles, no step count;
-//   - time is GC.stat(:time): whole milliseconds of process CPU time (3.1),
-//     so a period's wall time is reported equal to its CPU time;
+//   - the only time is GC.stat(:time): process CPU time in GC, in whole
+//     milliseconds (gc.c measures it with CLOCK_PROCESS_CPUTIME_ID). The
+//     wall time in GC is not known, so periods carry cpu_ns only (wall_ns
+//     and steps stay 0 and the encoders leave them out);
 //   - when several GCs happen between two reads, only the latest one's
-//     type/reason/cause is known. A poll that saw minors and majors makes
-//     two periods (one per type, so minor/major counts stay exact); the
-//     time goes to the period of the latest GC's type (Ruby does not say
-//     how it splits), the other carries its count, zero time and the
-//     cause "unseen" (the report explains it under its table).
-// Periods end at the read that saw them; their start is the end minus the
-// GC time, never before the previous read.
+//     type/reason/cause is known.
+// So a read that saw GCs makes exactly one period: minor_gcs and major_gcs
+// count them (exact), cpu_ns is their summed time, and type/reason/cause
+// are the latest GC's. It ends at the read and starts its GC time earlier,
+// never before the previous read.
 #pragma once
 
 #include <cstdint>
@@ -44,7 +44,7 @@ class GcCounterPoll {
     uint64_t polls = 0;        // readings taken
     uint64_t polls_with_gc = 0;  // readings that saw at least one GC
     uint64_t cycles = 0;       // GCs seen (GC.count increments)
-    uint64_t periods = 0;      // periods made
+    uint64_t periods = 0;      // periods made (one per reading that saw a GC)
   };
 
   // The counters at start (or after fork): what happened before is not ours.
@@ -64,6 +64,8 @@ class GcCounterPoll {
   const Stats& stats() const { return stats_; }
 
  private:
+  GcPeriod MakePeriod(const GcCounterReading& r, uint64_t minors, uint64_t majors) const;
+
   GcCounterReading last_;
   Stats stats_;
 };

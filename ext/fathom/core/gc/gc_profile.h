@@ -41,15 +41,18 @@ std::string GcSourceComment(const GcProfileData& data);
 inline constexpr const char* kGcFrameName = "Garbage Collection";
 inline constexpr const char* kGcThreadLabel = "GC";
 
-// Gzipped pprof. Sample types: wall/nanoseconds (default), cpu/nanoseconds,
-// gc_steps/count and gcs/count (GC cycles started; how `fathom report`
-// counts minor and major GCs). Labels: thread=GC, "gc type", "gc cause",
-// and "gc reason" for major GCs. Periods with the same labels merge into one
-// sample, as pprof does. The pause distribution (per step) goes into a
-// comment: "fathom.gc.pauses count=N total_ns=… max_ns=… p50_ns=… p90_ns=… p99_ns=…"
-// (hooks only: the counters source has no per-step data, and the comment is
-// left out rather than showing zeros). The source is the comment
-// "fathom.gc.source=hooks" or "fathom.gc.source=counters poll_ns=N".
+// Gzipped pprof, one placeholder frame ("Garbage Collection"), labels
+// thread=GC, "gc type", "gc cause", and "gc reason" for major GCs. Periods
+// with the same labels merge into one sample, as pprof does. The source is
+// the comment "fathom.gc.source=hooks" or "fathom.gc.source=counters poll_ns=N".
+// Sample types say what the source measured:
+//  - hooks: wall/nanoseconds (default), cpu/nanoseconds, gc_steps/count and
+//    gcs/count (GC cycles started; how `fathom report` counts minor and
+//    major GCs); the pause distribution (per step) is the comment
+//    "fathom.gc.pauses count=N total_ns=… max_ns=… p50_ns=… p90_ns=… p99_ns=…";
+//  - counters: cpu/nanoseconds (default: GC.stat(:time), process CPU time
+//    in GC) and gcs/count only. No wall time, steps or pauses are measured,
+//    and they are left out rather than written as zeros.
 std::string EncodeGcPprof(const GcProfileData& data);
 
 // The pause-distribution comment line (also used by tests).

@@ -46,8 +46,9 @@ enum class GcType : uint8_t { kUnknown = 0, kMinor, kMajor };
 // rb_gc_latest_gc_info(:major_by): why a major GC was chosen.
 enum class GcReason : uint8_t { kNone = 0, kNofree, kOldgen, kShady, kForce, kOldmalloc, kUnknown };
 // rb_gc_latest_gc_info(:gc_by): what triggered the GC.
-// kUnseen: a GC that Ruby's counters show but whose cause nobody saw (the
-// counter source keeps only the latest GC's cause per read; gc_counter_poll.h).
+// kUnseen: GCs that Ruby's counters show but whose cause nobody saw (the
+// counters source knows only the latest GC's cause per read; its pprof
+// labels the other type's GCs of that read with it; gc_profile.cc).
 enum class GcCause : uint8_t { kUnknown = 0, kNewobj, kMalloc, kMethod, kCapi, kStress, kUnseen };
 
 const char* GcTypeName(GcType type);      // "minor", "major", "unknown"
@@ -70,6 +71,12 @@ struct GcPeriod {
   // last one finished sweeping; -1 when not seen in this period.
   int64_t heap_live_before = -1;
   int64_t heap_live_after = -1;
+  // Counters source only (gc_counter_poll.h): a period is one read of
+  // Ruby's counters, which can hold GCs of both types; these say how many
+  // of each (cycles_started is their sum, type the latest GC's). The
+  // tracker's periods have a single type and leave both 0.
+  uint32_t minor_gcs = 0;
+  uint32_t major_gcs = 0;
 };
 
 class GcTracker {
