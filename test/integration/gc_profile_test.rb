@@ -310,7 +310,9 @@ class GcFirefoxProfileTest < Minitest::Test
     assert_empty names - ["Minor GC", "Major GC", "Minor + major GCs"]
     weights = gc["samples"]["weight"]
     assert_in_delta data.sum { |m| m["cpu_ms"] }, weights.sum, 1e-6, "the CPU time once per read"
-    assert_equal 2 * data.size, weights.size, "a weighted sample and an Idle one per read"
+    # An Idle sample at the track's start (its registerTime), then a
+    # weighted sample and an Idle one per read.
+    assert_equal 1 + (2 * data.size), weights.size, "a weighted sample and an Idle one per read"
     schemas = json.dig("meta", "markerSchema").map { |s| s["name"] }
     assert_equal ["GCPoll"], schemas
 

@@ -142,14 +142,15 @@ TEST(FirefoxGcTrackTest, CountersMakeOneGcPollMarkerPerReadWithOnlyKnownFields) 
   EXPECT_DOUBLE_EQ(gc["markers"]["startTime"][1].as_double(), 203.0);
   EXPECT_DOUBLE_EQ(gc["markers"]["endTime"][1].as_double(), 210.0);
 
-  // The track's time is the CPU time, once per read: a weighted sample at
-  // each marker's start and a weight-0 Idle one at its end.
+  // The track's time is the CPU time, once per read: an Idle sample at the
+  // track's start (registerTime), then a weighted sample at each marker's
+  // start and a weight-0 Idle one at its end.
   const Value& samples = gc["samples"];
   EXPECT_EQ(samples["weightType"].as_string(), "tracing-ms");
-  ASSERT_EQ(samples["length"].as_int(), 6);
+  ASSERT_EQ(samples["length"].as_int(), 7);
   std::vector<double> weights;
   for (const Value& w : samples["weight"].as_array()) weights.push_back(w.as_double());
-  EXPECT_EQ(weights, (std::vector<double>{8.0, 0.0, 7.0, 0.0, 0.0, 0.0}));
+  EXPECT_EQ(weights, (std::vector<double>{0.0, 8.0, 0.0, 7.0, 0.0, 0.0, 0.0}));
 }
 
 TEST(FirefoxGcTrackTest, CountersBesideThreadTracksSaySoToo) {
@@ -188,7 +189,8 @@ TEST(FirefoxGcTrackTest, HooksKeepTheGcSchemaWithStepsAndWallTime) {
   EXPECT_DOUBLE_EQ(m["cpu_ms"].as_double(), 3.0);
   EXPECT_EQ(m["steps"].as_int(), 12);
   EXPECT_EQ(m["reason"].as_string(), "-");
-  EXPECT_DOUBLE_EQ(gc["samples"]["weight"][0].as_double(), 4.0);
+  EXPECT_DOUBLE_EQ(gc["samples"]["weight"][0].as_double(), 0.0);  // registerTime's Idle sample
+  EXPECT_DOUBLE_EQ(gc["samples"]["weight"][1].as_double(), 4.0);
 }
 
 }  // namespace
