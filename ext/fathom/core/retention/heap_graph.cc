@@ -52,6 +52,38 @@ std::vector<uint32_t> HeapGraph::RootCategoriesHolding(uint32_t node) const {
   return holders;
 }
 
+size_t HeapGraph::ExtendInternals() {
+  if (!has_edges()) throw std::logic_error("HeapGraph::ExtendInternals: edges released");
+  const uint32_t n = node_count();
+  bool any = false;
+  for (uint32_t v = first_object_node(); v < n && !any; v++) any = is_internal(v);
+  if (!any) return 0;
+  MappedVector<uint64_t> seen((n + 63) / 64, 0);
+  auto visit = [&](uint32_t v) {
+    bool was = (seen[v >> 6] >> (v & 63)) & 1;
+    seen[v >> 6] |= uint64_t{1} << (v & 63);
+    return !was;
+  };
+  MappedVector<uint32_t> queue;
+  queue.reserve(n);
+  visit(kSuperRoot);
+  queue.push_back(kSuperRoot);
+  for (size_t i = 0; i < queue.size(); i++) {
+    uint32_t u = queue[i];
+    for (uint32_t e = edge_begin_[u]; e < edge_begin_[u + 1]; e++) {
+      uint32_t t = edge_target_[e] & kTargetMask;
+      if (!is_internal(t) && visit(t)) queue.push_back(t);
+    }
+  }
+  size_t marked = 0;
+  for (uint32_t v = first_object_node(); v < n; v++) {
+    if ((seen[v >> 6] >> (v & 63)) & 1 || is_own(v) || is_internal(v)) continue;
+    type_[v] |= kInternalBit;
+    marked++;
+  }
+  return marked;
+}
+
 void HeapGraph::ReleaseEdges() {
   MappedVector<uint32_t>().swap(edge_begin_);
   MappedVector<uint32_t>().swap(edge_target_);

@@ -23,8 +23,9 @@
 //
 // Roles. Each object node is the program's (the default), one of the
 // profiler's own objects (is_own: set apart, charged to nothing), or a
-// runtime internal (is_internal: compiled code, method caches; charged to
-// one row of their own with what they alone keep alive). See
+// runtime internal (is_internal: compiled code, method caches, and, once
+// ExtendInternals ran, whatever only they lead to; charged to one row of
+// their own). See
 // HeapGraphBuilder::AddOwnEdgeTo for how the walk keeps the profiler's own
 // objects from naming, dominating or retaining the program's, and
 // retention_profile.h for how each role is charged.
@@ -141,6 +142,17 @@ class HeapGraph {
   // the edges (std::logic_error after ReleaseEdges), std::out_of_range for
   // an unknown node.
   std::vector<uint32_t> RootCategoriesHolding(uint32_t node) const;
+
+  // Marks internal every object node the roots reach only through
+  // internal nodes (a literal of compiled code; a frozen string literal
+  // that many iseqs share, which no one of them dominates), own nodes
+  // excepted: so that "what only the internals keep alive" means what is
+  // unreachable without them, not just what one internal dominates. One
+  // breadth-first walk over the edges that never enters an internal node;
+  // a queue of 4 bytes per node and a bit per node while it runs. Needs the
+  // edges (std::logic_error after ReleaseEdges). Returns how many nodes it
+  // marked; none when no node is internal (a graph from a heap dump).
+  size_t ExtendInternals();
 
   // Frees the edge arrays (4 bytes per node + 4 per edge) once nothing
   // needs them: dominators are computed and edges named. Retention profiles

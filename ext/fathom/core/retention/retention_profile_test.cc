@@ -499,11 +499,13 @@ struct RoleHeap {
 // profiler's own objects; the profiler (a module with a registry, a
 // profiler object that a thread's stack also holds, a collector buffer, a
 // block only it holds) also points at a session; a method entry and an
-// iseq (internals) hold a literal and, like an inline cache, the sessions.
+// iseq (internals) hold a literal and, like an inline cache, the sessions;
+// two iseqs share a literal.
 constexpr uint64_t kObject = 0x10, kSessions = 0x20, kSess = 0x30, kPayload = 0x40, kFathom = 0x50, kRegistry = 0x60,
                    kProfiler = 0x70, kCollector = 0x80, kBlock = 0x90, kBlockEnv = 0xa0, kFathomMent = 0xb0,
                    kMent = 0xc0, kIseq = 0xd0, kLiteral = 0xe0, kCallback = 0xf0, kEnv = 0x100, kRows = 0x110,
-                   kApp = 0x120, kMiddleware = 0x130, kRouter = 0x140, kRoutes = 0x150, kThread = 0x160, kLocal = 0x170;
+                   kApp = 0x120, kMiddleware = 0x130, kRouter = 0x140, kRoutes = 0x150, kThread = 0x160, kLocal = 0x170,
+                   kIseq2 = 0x180, kShared = 0x190;
 
 RoleObj R(std::string edge, std::string klass, uint64_t size, std::vector<uint64_t> refs, bool own = false,
           bool internal = false) {
@@ -521,7 +523,7 @@ RoleHeap ProfiledAppHeap() {
   RoleHeap h;
   h.roots = {{"vm", {kObject, kThread}}};
   auto& o = h.objects;
-  o[kObject] = R("Object", "Class", 100, {kSessions, kFathom, kMent, kCallback, kApp});
+  o[kObject] = R("Object", "Class", 100, {kSessions, kFathom, kMent, kCallback, kApp, kIseq2});
   o[kSessions] = R("SESSIONS", "Hash", 50, {kSess});
   o[kSess] = R("$hashval", "Session", 40, {kPayload});
   o[kPayload] = R("@payload", "String", 1000, {});
@@ -533,7 +535,11 @@ RoleHeap ProfiledAppHeap() {
   o[kBlockEnv] = R("(captured)", "<imemo>", 60, {});
   o[kFathomMent] = R("via Module", "<imemo>", 70, {}, false, true);
   o[kMent] = R("via Class", "<imemo>", 200, {kIseq}, false, true);
-  o[kIseq] = R("via <imemo>", "<imemo>", 300, {kLiteral, kSessions}, false, true);
+  o[kIseq] = R("via <imemo>", "<imemo>", 300, {kLiteral, kSessions, kShared}, false, true);
+  // A literal two iseqs share (an fstring): only internals lead to it, no
+  // one of them dominates it.
+  o[kIseq2] = R("via Class", "<imemo>", 110, {kShared}, false, true);
+  o[kShared] = R("via <imemo>", "String", 25, {});
   o[kLiteral] = R("via <imemo>", "String", 50, {});
   o[kCallback] = R("CALLBACK", "Proc", 80, {kEnv, kIseq});
   o[kEnv] = R("(captured)", "<imemo>", 60, {kRows});  // an env: not internal
@@ -552,9 +558,15 @@ RoleHeap ProfiledAppHeap() {
 TEST(RetentionRolesTest, ProfilerObjectsAreSetApartAndInternalsGetOneRow) {
   FATHOM_REQUIRE_TOOL("go");
   RoleHeap heap = ProfiledAppHeap();
-  Analysis a(heap.Build());
+  HeapGraph built = heap.Build();
+  EXPECT_FALSE(built.is_internal(NodeOf(built, kShared)));
+  EXPECT_FALSE(built.is_internal(NodeOf(built, kLiteral)));
+  EXPECT_EQ(built.ExtendInternals(), 2u);  // the literals, not the sessions an iseq also holds
+  Analysis a(std::move(built));
   const HeapGraph& g = a.g;
   auto node = [&](uint64_t addr) { return NodeOf(g, addr); };
+  EXPECT_TRUE(g.is_internal(node(kShared)));
+  EXPECT_EQ(a.idom[node(kShared)], node(kObject));
 
   // Roles: what only the profiler leads to is own (its block too), the
   // program's middleware chain behind its middleware is not; an own
@@ -590,6 +602,7 @@ TEST(RetentionRolesTest, ProfilerObjectsAreSetApartAndInternalsGetOneRow) {
   EXPECT_EQ(a.retained[node(kThread)], 500u + 90);
   EXPECT_EQ(a.retained[node(kIseq)], 300u + 50);
   EXPECT_EQ(a.retained[node(kMent)], 200u);
+  EXPECT_EQ(a.retained[node(kShared)], 25u);
   EXPECT_EQ(a.retained[node(kCollector)], 0u);
   EXPECT_EQ(a.retained[0], 2510u + 590);
 
@@ -599,16 +612,16 @@ TEST(RetentionRolesTest, ProfilerObjectsAreSetApartAndInternalsGetOneRow) {
   std::string gz = EncodeRetentionProfile(g, a.idom, a.retained, options, &stats);
   EXPECT_EQ(stats.own_objects, 8u);
   EXPECT_EQ(stats.own_bytes, 30u + 20 + 24 + 5000 + 80 + 60 + 70 + 40);
-  EXPECT_EQ(stats.internal_objects, 3u);
-  EXPECT_EQ(stats.internal_bytes, 550u);
-  EXPECT_EQ(stats.objects, 12u + 3);
+  EXPECT_EQ(stats.internal_objects, 5u);
+  EXPECT_EQ(stats.internal_bytes, 550u + 110 + 25);
+  EXPECT_EQ(stats.objects, 12u + 5);
 
   GoPprof pprof(gz);
   RawProfile raw = pprof.Raw();
   EXPECT_NE(raw.output.find("Comment: own comment"), std::string::npos) << raw.output;
   using V = std::vector<int64_t>;
   const std::string internals = "Ruby internals: compiled code, method caches";
-  EXPECT_EQ(raw.ValuesOf({internals}), (V{3, 550, 550})) << raw.output;
+  EXPECT_EQ(raw.ValuesOf({internals}), (V{5, 685, 685})) << raw.output;
   const Strs object{"(root: vm)", "Object (Class)"};
   auto under = [&](Strs frames) {
     Strs s = object;
@@ -636,14 +649,14 @@ TEST(RetentionRolesTest, ProfilerObjectsAreSetApartAndInternalsGetOneRow) {
       EXPECT_EQ(sample.frames.back(), "(captured) (<imemo>)") << "only the env is the program's";
     }
   }
-  EXPECT_EQ(total, 3100 + 550);
-  EXPECT_EQ(objects, 12 + 3);
+  EXPECT_EQ(total, 3100 + 685);
+  EXPECT_EQ(objects, 12 + 5);
 
   // -top: the internals are one row, flat = cum, sorted among the others
   // by its size; the program's frames' cum leaves them out.
   test_util::CommandResult top = pprof.Run("-top -symbolize=none -unit=B");
   ASSERT_EQ(top.exit_code, 0) << top.output;
-  EXPECT_NE(top.output.find("of 3650B total"), std::string::npos) << top.output;
+  EXPECT_NE(top.output.find("of 3785B total"), std::string::npos) << top.output;
   std::istringstream in(top.output);
   std::map<std::string, std::pair<std::string, std::string>> rows;
   for (std::string line; std::getline(in, line);) {
@@ -653,29 +666,33 @@ TEST(RetentionRolesTest, ProfilerObjectsAreSetApartAndInternalsGetOneRow) {
     std::getline(row >> std::ws, name);
     rows[name] = {flat, cum};
   }
-  EXPECT_EQ(rows[internals], std::make_pair(std::string("550B"), std::string("550B"))) << top.output;
+  EXPECT_EQ(rows[internals], std::make_pair(std::string("685B"), std::string("685B"))) << top.output;
   EXPECT_EQ(rows["Object (Class)"], std::make_pair(std::string("100B"), std::string("2510B"))) << top.output;
   EXPECT_EQ(rows.count("Fathom (Module)"), 0u) << top.output;
 }
 
-// Random heaps with random objects of the profiler's own: the graph must be
-// the program's heap as if the profiler did not hold anything, plus its own
-// objects hanging off it. Reference: P = the objects the roots reach
-// without entering an own object; every other reachable object is own; the
-// dominators are those of the heap without the edges from own objects to
-// P, and a retained size counts P's objects only.
+// Random heaps with random objects of the profiler's own and random
+// internals: the graph must be the program's heap as if the profiler did
+// not hold anything, plus its own objects hanging off it. Reference: P =
+// the objects the roots reach without entering an own object; every other
+// reachable object is own; the dominators are those of the heap without
+// the edges from own objects to P. Internals (after ExtendInternals): the
+// marked objects of P and those of P that the roots reach only through
+// them. A retained size counts the non-own objects of its own group
+// (internals or not) that it dominates.
 TEST(RetentionRolesTest, OwnObjectsAreChargedAsIfTheProfilerWereAbsent) {
   std::mt19937 rng(2025);
   for (int iter = 0; iter < 300; iter++) {
     const uint32_t m = 2 + rng() % 30;
     std::vector<std::vector<uint32_t>> out(m);
     std::vector<uint64_t> size(m);
-    std::vector<bool> own(m);
+    std::vector<bool> own(m), internal(m);
     for (uint32_t o = 0; o < m; o++) {
       uint32_t k = rng() % 4;
       for (uint32_t i = 0; i < k; i++) out[o].push_back(rng() % m);
       size[o] = 1 + rng() % 100;
       own[o] = rng() % 4 == 0;
+      internal[o] = iter % 2 == 1 && rng() % 5 == 0;
     }
     std::vector<uint32_t> roots;
     for (uint32_t i = 0, r = 1 + rng() % 3; i < r; i++) roots.push_back(rng() % m);
@@ -718,6 +735,20 @@ TEST(RetentionRolesTest, OwnObjectsAreChargedAsIfTheProfilerWereAbsent) {
       dominated[d].assign(m, false);
       for (uint32_t v = 0; v < m; v++) dominated[d][v] = reachable[v] && v != d && !seen[v];
     }
+    // Internals: reached from the roots without entering one of P's marked
+    // objects (own ones may be passed through), over the reference graph.
+    std::vector<bool> plain(m, false);
+    {
+      std::vector<uint32_t> queue;
+      auto enters = [&](uint32_t t) { return !plain[t] && !(internal[t] && program[t]); };
+      for (uint32_t r : roots)
+        if (enters(r)) plain[r] = true, queue.push_back(r);
+      for (size_t i = 0; i < queue.size(); i++)
+        for (uint32_t t : out[queue[i]])
+          if (edge_kept(queue[i], t) && enters(t)) plain[t] = true, queue.push_back(t);
+    }
+    std::vector<bool> want_internal(m);
+    for (uint32_t o = 0; o < m; o++) want_internal[o] = reachable[o] && program[o] && (internal[o] || !plain[o]);
     std::vector<int64_t> want_idom(m, -1);  // -1: only virtual nodes dominate it
     std::vector<uint64_t> want_retained(m, 0);
     for (uint32_t v = 0; v < m; v++) {
@@ -731,7 +762,7 @@ TEST(RetentionRolesTest, OwnObjectsAreChargedAsIfTheProfilerWereAbsent) {
       }
       want_retained[v] = program[v] ? size[v] : 0;
       for (uint32_t u = 0; u < m; u++)
-        if (dominated[v][u] && program[u]) want_retained[v] += size[u];
+        if (dominated[v][u] && program[u] && want_internal[u] == want_internal[v]) want_retained[v] += size[u];
     }
 
     HeapGraphBuilder b;
@@ -748,10 +779,12 @@ TEST(RetentionRolesTest, OwnObjectsAreChargedAsIfTheProfilerWereAbsent) {
       if (v == b.node_count() && !b.DiscoverDeferred()) break;
       uint32_t o = static_cast<uint32_t>((b.address(v) - 0x1000) / 8);
       b.SetNodeInfo(v, 0, 0, size[o]);
+      if (internal[o]) b.MarkInternal(v);
       b.BeginEdgesOf(v);
       for (uint32_t t : out[o]) add(t);
     }
     HeapGraph g = b.Finish();
+    g.ExtendInternals();
     MappedVector<uint32_t> idom = ComputeDominators(g);
     MappedVector<uint64_t> retained = RetainedSizes(g, idom);
     auto obj = [&](uint32_t v) { return static_cast<uint32_t>((g.address(v) - 0x1000) / 8); };
@@ -761,6 +794,7 @@ TEST(RetentionRolesTest, OwnObjectsAreChargedAsIfTheProfilerWereAbsent) {
       nodes++;
       ASSERT_TRUE(reachable[o]);
       ASSERT_EQ(g.is_own(v), !program[o]) << "iter " << iter << " object " << o;
+      ASSERT_EQ(g.is_internal(v), want_internal[o]) << "iter " << iter << " object " << o;
       ASSERT_LT(idom[v], v);
       int64_t got = g.is_virtual(idom[v]) ? -1 : static_cast<int64_t>(obj(idom[v]));
       ASSERT_EQ(got, want_idom[o]) << "iter " << iter << " object " << o;
