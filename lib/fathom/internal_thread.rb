@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "native"
+require_relative "own_threads"
 
 module Fathom
   # Fathom's own sleeping helper threads (the CPU profiler's drainer, the GC
@@ -25,6 +26,7 @@ module Fathom
         Native.internal_thread(false)
       end
       thread.name = name
+      OwnThreads.add(thread)
       # Never report an exception from these threads (their bodies rescue
       # nothing: a collector call raises only on a state that cannot happen).
       thread.report_on_exception = false

@@ -7,6 +7,7 @@ require_relative "fork_hooks"
 require_relative "notice"
 require_relative "options"
 require_relative "output_paths"
+require_relative "own_threads"
 require_relative "process_token"
 
 module Fathom
@@ -326,7 +327,7 @@ module Fathom
       @schedule = FlushSchedule.new(@interval_ns, now_ns)
       thread = Thread.new { run }
       thread.name = "fathom-flusher" # here, not in the thread: named from the start
-      thread
+      OwnThreads.add(thread)
     end
 
     # The thread's body. Whatever escapes the loop ends the thread but is

@@ -4,6 +4,7 @@ require_relative "options"
 require_relative "modes"
 require_relative "native"
 require_relative "notice"
+require_relative "own_threads"
 require_relative "profile"
 require_relative "ractor_check"
 
@@ -49,6 +50,18 @@ module Fathom
     # also holds it for the moment; a stack names only what nothing else
     # holds (IMPLEMENTATION.md, "Owners before stacks").
     #
+    # Fathom's own objects are set apart: the Fathom module, its modules and
+    # classes (with their singleton classes), their instances and Fathom's
+    # threads, and whatever only they lead to, are charged to nothing; the
+    # profile's "fathom.retention.own" comment counts them. An object the
+    # program holds too is charged to the program, as if Fathom did not hold
+    # it; a Ruby object of the program's that only a Fathom object holds
+    # (the middleware behind Fathom::Rack::Middleware) stays the program's.
+    # Ruby's internals (imemos but a block's env: compiled code, method
+    # caches; iclasses) and what only they hold are one row of their own,
+    # "Ruby internals: compiled code, method caches" (IMPLEMENTATION.md,
+    # "Fathom's own objects and Ruby internals").
+    #
     # string_contents: false (the default) keeps the program's data out of
     # the profile: a String hash key (and a dynamic Symbol's) is named by
     # its shape, {"…" 32 bytes #8bcd} (length and a 16-bit hash, the same in
@@ -74,7 +87,7 @@ module Fathom
       out = Options.path("out", out) unless NilClass === out
       NativeLoader.require!
       native = Native::RetentionSnapshot.new(max_depth, string_contents)
-      paths = quietly { native.take(gc, progress, focus) }
+      paths = quietly { native.take(gc, progress, focus, own_objects) }
       bytes = native.encode
       stats = native.stats.merge(bytes: bytes.bytesize)
       stats[:focus_paths] = paths if focus
@@ -130,6 +143,33 @@ module Fathom
       live.each(&:clear).clear
       by_site.clear
       [picked, focus]
+    end
+
+    # What the snapshot sets apart as Fathom's own: the Fathom module and
+    # every module and class named under it (found through its constants,
+    # never triggering an autoload), their singleton classes, and Fathom's
+    # live threads. Instances of those classes are own too (the walk checks
+    # each object's class against this list).
+    def own_objects
+      modules = []
+      seen = {}.compare_by_identity
+      queue = [Fathom]
+      quietly do
+        until queue.empty?
+          mod = queue.shift
+          next if seen[mod]
+
+          seen[mod] = true
+          modules << mod << mod.singleton_class
+          mod.constants(false).each do |name|
+            next if mod.autoload?(name)
+
+            value = mod.const_get(name, false)
+            queue << value if Module === value && value.name&.start_with?("Fathom::")
+          end
+        end
+      end
+      modules.concat(OwnThreads.live)
     end
 
     # Naming reads every constant (rb_const_get_at, never an autoload), and

@@ -12,7 +12,13 @@
 //     else is walked, then other objects' references to threads and fibers
 //     (a Monitor's owner), and machine_context, the conservative root,
 //     last: a stack names only what no constant, ivar or global holds, and
-//     is named by its own thread, not by a lock that points at it. Both functions are exported by
+//     is named by its own thread, not by a lock that points at it. Edges
+//     into Fathom's own objects (its modules, instances of its classes,
+//     its threads: OwnSet) join after all of that: what they alone lead to
+//     is set apart, charged to nothing, and their edges back into the
+//     program's objects are dropped (HeapGraphBuilder::AddOwnEdgeTo).
+//     Imemos that are not a block's env are marked as Ruby internals
+//     (their own row in the profile). Both functions are exported by
 //     libruby but declared in no installed header: our own prototypes in
 //     ruby_private_api.h, behind have_func.
 //  2. edge_names.cc (GVL, GC enabled: naming calls Ruby methods, and
@@ -53,6 +59,34 @@ namespace retention {
 
 constexpr uint32_t kProgressEvery = 1 << 16;
 
+// A small set of VALUEs compared by identity (Fathom's modules and
+// classes, its threads): open addressing, looked up once per edge of the
+// walk, so a probe is a hash and a load or two. Never erased.
+class OwnSet {
+ public:
+  void Insert(VALUE v);
+  bool Contains(VALUE v) const {
+    if (size_ == 0) return false;
+    size_t mask = slots_.size() - 1;
+    for (size_t i = Slot(v) & mask;; i = (i + 1) & mask) {
+      if (slots_[i] == v) return true;
+      if (slots_[i] == 0) return false;
+    }
+  }
+  bool empty() const { return size_ == 0; }
+  size_t size() const { return size_; }
+  template <typename F>
+  void ForEach(F&& f) const {
+    for (VALUE v : slots_)
+      if (v != 0) f(v);
+  }
+
+ private:
+  static size_t Slot(VALUE v) { return static_cast<size_t>((v >> 3) * 0x9E3779B97F4A7C15ull >> 16); }
+  std::vector<VALUE> slots_;
+  size_t size_ = 0;
+};
+
 // Everything a snapshot holds, owned by the Ruby object (so a longjmp out of
 // a phase leaks nothing: the state is here, not on the C++ stack).
 struct Snapshot {
@@ -82,6 +116,15 @@ struct Snapshot {
   // Whether ChildCallback defers the current object's plain edges to a
   // thread or fiber (anything but a Ractor, thread or fiber holding one).
   bool defer_thread_references = false;
+  // Fathom's own: its modules and classes (an instance of one is own too)
+  // and its threads, from the Ruby side (Retention.own_objects), and the
+  // Array that listed them. Edges to them join the walk last, set apart.
+  OwnSet own;
+  VALUE own_list = Qnil;
+  // Whether the current node is an own instance whose references to the
+  // program's objects (Ruby objects and Structs of classes outside Fathom)
+  // stay the program's: HeapGraphBuilder::AddProgramEdgeTo.
+  bool program_children = false;
   std::vector<uint32_t> focus_nodes;
   bool has_focus = false;
   // Per focus node: the root categories that hold it themselves (e.g.
@@ -97,6 +140,16 @@ struct Snapshot {
   size_t dominator_peak_bytes = 0;  // graph not included
   size_t graph_bytes = 0;           // with its edges (freed before encoding)
   size_t edge_count = 0;
+  size_t own_edges_dropped = 0;
+  // What the profile leaves out (own) and groups (internals).
+  size_t own_objects = 0;
+  uint64_t own_bytes = 0;
+  size_t internal_objects = 0;
+  uint64_t internal_bytes = 0;
+  size_t internals_extended = 0;  // objects only internals lead to (HeapGraph::ExtendInternals)
+  // Whether imemo envs (a block's captured locals) were told apart from
+  // the other imemos (ImemoEnvsKnown).
+  bool envs_known = false;
   bool progress_shown = false;
   // Set by a walk callback that caught a C++ exception (it may not throw
   // through Ruby's marking code); Walk throws it once out of there. A fixed
@@ -116,6 +169,11 @@ inline void EnableGcAgain(Snapshot* s) {
 // ---- retention_walk.cc
 // Whether this Ruby exports what the walk needs.
 bool HeapWalkAvailable();
+// Before the walk, with GC still enabled: fills s->own from own_list (an
+// Array of modules, classes and threads, or nil) and notes whether imemo
+// envs can be told apart (probed once, at load). Raises TypeError for a
+// bad own_list.
+void PrepareWalk(Snapshot* s, VALUE own_list);
 // Phase 1: fills s->builder (created by the caller). Throws on failure.
 void Walk(Snapshot* s);
 void InitRetentionWalk();

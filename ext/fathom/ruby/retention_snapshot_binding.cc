@@ -36,6 +36,9 @@ void SnapshotMark(void* ptr) {
     }
     rb_gc_mark(s->progress);
     rb_gc_mark(s->skip_children_of);
+    // The walk compares these by address: pinned while it runs.
+    rb_gc_mark(s->own_list);
+    s->own.ForEach([](VALUE v) { rb_gc_mark(v); });
   });
 }
 
@@ -78,6 +81,9 @@ void Analyze(Snapshot* s) {
     FATHOM_FAULT_POINT("retention_analyze");
     s->graph_bytes = s->graph.MemoryBytes();
     s->edge_count = s->graph.edge_count();
+    // What only Ruby's internals lead to joins them (a literal several
+    // iseqs share): before the edges go.
+    s->internals_extended = s->graph.ExtendInternals();
     DominatorStats stats;
     s->idom = ComputeDominators(s->graph, &stats);
     s->dominator_peak_bytes = stats.peak_bytes;
@@ -127,7 +133,13 @@ VALUE TakeBody(Snapshot* s, VALUE focus) {
     }
   }
   s->peak_bytes = std::max(s->peak_bytes, s->builder->MemoryBytes());
+  s->own_edges_dropped = s->builder->dropped_own_edges();
   s->graph = s->builder->Finish();
+  for (uint32_t v = s->graph.first_object_node(); v < s->graph.node_count(); v++) {
+    if (!s->graph.is_own(v)) continue;
+    s->own_objects++;
+    s->own_bytes += s->graph.self_size(v);
+  }
   s->graph_pins = true;
   s->builder.reset();
   // Which roots hold each focus object themselves: needs the root edges,
@@ -161,6 +173,8 @@ void EndTake(Snapshot* s) {
   s->builder.reset();
   s->graph_pins = false;
   s->skip_children_of = Qnil;
+  s->own = OwnSet();
+  s->own_list = Qnil;
   g_snapshot_in_progress = false;
 }
 
@@ -193,11 +207,15 @@ VALUE SnapshotInitialize(int argc, VALUE* argv, VALUE self) {
   });
 }
 
-// take(gc, progress_io_or_nil, focus_array_or_nil) -> Array of reference
-// paths (Array of frame names, root first; nil when not found) for focus.
-VALUE SnapshotTake(VALUE self, VALUE gc, VALUE progress, VALUE focus) {
+// take(gc, progress_io_or_nil, focus_array_or_nil, own = nil) -> Array of
+// reference paths (Array of frame names, root first; nil when not found)
+// for focus. own: Fathom's modules, classes and threads (an Array, or nil
+// for none), whose objects are set apart (retention_snapshot.h).
+VALUE SnapshotTake(int argc, VALUE* argv, VALUE self) {
   Snapshot* s = Get(self);
   return RubyMethod([&] {
+    if (argc < 3 || argc > 4) ThrowArgumentError("fathom: wrong number of arguments (given %d, expected 3..4)", argc);
+    VALUE gc = argv[0], progress = argv[1], focus = argv[2], own = argc > 3 ? argv[3] : Qnil;
     if (!HeapWalkAvailable())
       throw RubyError(rb_eNotImpError,
                       "fathom: this Ruby does not export rb_objspace_reachable_objects_from; "
@@ -205,6 +223,7 @@ VALUE SnapshotTake(VALUE self, VALUE gc, VALUE progress, VALUE focus) {
     if (s->taken) ThrowFathomError("fathom: this retention snapshot was already taken");
     if (!NIL_P(focus) && !RB_TYPE_P(focus, T_ARRAY)) ThrowTypeError("fathom: focus must be an Array or nil");
     if (g_snapshot_in_progress) ThrowFathomError("fathom: another retention snapshot is in progress in this process");
+    PrepareWalk(s, own);  // s->own is marked (pinned) from here on: GC.start may compact
     if (RTEST(gc)) Protect([] { rb_gc_start(); });
     g_snapshot_in_progress = true;
     s->taken = true;
@@ -241,6 +260,18 @@ VALUE SnapshotEncode(VALUE self) {
     options.time_nanos = s->time_nanos;
     options.duration_nanos = s->walk_ns + s->name_ns;
     options.comment = "fathom retention profile: stacks are dominator paths from the GC roots";
+    // fathom report reads the numbers back (lib/fathom/report/retention.rb).
+    options.more_comments.push_back("fathom.retention.own objects=" + std::to_string(s->own_objects) +
+                                    " bytes=" + std::to_string(s->own_bytes) +
+                                    ": Fathom itself, not charged, not in the totals (its module, classes and "
+                                    "their instances, its threads, and what only they hold)");
+    options.more_comments.push_back(
+        s->envs_known ? "fathom.retention.internals: \"" + options.internals_frame +
+                            "\" is one row: imemos (iseqs, method entries, caches, crefs) and iclasses, with what "
+                            "only they hold; a block's captured locals stay on the program's paths"
+                      : std::string("fathom.retention.internals=off: this Ruby's block environments could not be told "
+                                    "apart from its other imemos, so imemos are charged like any object"));
+    RetentionProfileStats encode_stats;
     std::string bytes;
     VALUE result = Qnil;
     int64_t t0 = MonotonicNs();
@@ -248,11 +279,13 @@ VALUE SnapshotEncode(VALUE self) {
     Protect([&] {
       WithoutGvl([&] {
         FATHOM_FAULT_POINT("retention_encode");
-        bytes = EncodeRetentionProfile(s->graph, s->idom, s->retained, options);
+        bytes = EncodeRetentionProfile(s->graph, s->idom, s->retained, options, &encode_stats);
       });
       result = rb_str_new(bytes.data(), static_cast<long>(bytes.size()));
     });
     s->encode_ns = MonotonicNs() - t0;
+    s->internal_objects = encode_stats.internal_objects;
+    s->internal_bytes = encode_stats.internal_bytes;
     return result;
   });
 }
@@ -276,6 +309,14 @@ VALUE SnapshotStats(VALUE self) {
     set("peak_builder_bytes", static_cast<long long>(s->peak_bytes));
     set("dominator_bytes", static_cast<long long>(s->idom.capacity() * 4 + s->retained.capacity() * 8));
     set("dominator_peak_bytes", static_cast<long long>(s->dominator_peak_bytes));
+    // Fathom's own objects (not charged) and the Ruby internals' row (known
+    // once encoded).
+    set("own_objects", static_cast<long long>(s->own_objects));
+    set("own_bytes", static_cast<long long>(s->own_bytes));
+    set("own_edges_dropped", static_cast<long long>(s->own_edges_dropped));
+    set("internal_objects", static_cast<long long>(s->internal_objects));
+    set("internal_bytes", static_cast<long long>(s->internal_bytes));
+    set("internals_extended", static_cast<long long>(s->internals_extended));
     if (s->has_focus) {
       // focus_roots: per focus object, the root categories holding it
       // directly (["machine_context"] when a C stack slot points at it),
@@ -314,7 +355,7 @@ void InitRetentionSnapshot(VALUE mNative) {
   rb_gc_register_mark_object(klass);
   rb_define_alloc_func(klass, retention::SnapshotAlloc);
   rb_define_method(klass, "initialize", RUBY_METHOD_FUNC(retention::SnapshotInitialize), -1);
-  rb_define_method(klass, "take", RUBY_METHOD_FUNC(retention::SnapshotTake), 3);
+  rb_define_method(klass, "take", RUBY_METHOD_FUNC(retention::SnapshotTake), -1);
   rb_define_method(klass, "encode", RUBY_METHOD_FUNC(retention::SnapshotEncode), 0);
   rb_define_method(klass, "stats", RUBY_METHOD_FUNC(retention::SnapshotStats), 0);
 }

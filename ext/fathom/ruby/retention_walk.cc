@@ -7,6 +7,7 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "base/clock.h"
 #include "boundary.h"
@@ -29,11 +30,14 @@ VALUE cRactor = Qnil;  // holds the list of its live threads
 // The order in which deferred holders join the walk (HeapGraphBuilder's
 // tiers): first the stacks of threads and fibers, then the references to
 // a thread or fiber from anything but its own thread or Ractor (a lock's
-// owner, Thread.list), then the conservative machine_context. Everything
-// else is walked before all three.
+// owner, Thread.list), then the conservative machine_context, then the
+// Ruby internals a root holds itself (the VM's crefs and iseqs, which
+// reach every class: "vm → in vm → via <imemo> → Foo (Class)"). Everything
+// else is walked before all four; Fathom's own objects after them.
 constexpr uint8_t kStackTier = 0;
 constexpr uint8_t kThreadReferenceTier = 1;
 constexpr uint8_t kConservativeTier = 2;
+constexpr uint8_t kRootInternalsTier = 3;
 constexpr int kNotDeferred = -1;
 
 // A weak reference does not keep anything alive, but Ruby reports a weak
@@ -71,6 +75,82 @@ bool IsRactor(VALUE obj, int type) {
 // kStackTier anyway). Roots are never deferred this way.
 bool DefersThreadReferences(VALUE obj, int type) { return !HoldsStacks(obj, type) && !IsRactor(obj, type); }
 
+// ---------------------------------------------------------------- Fathom's own
+
+// Whether obj (of builtin type `type`) is one of Fathom's own objects: the
+// list of them, one of its modules or classes, an instance of one, or one
+// of its threads (s->own, from Retention.own_objects). Once per edge of
+// the walk: an identity check, a read of the class slot and a probe or two
+// of a small table. Internal objects (imemo: method entries, iseqs...)
+// keep other data in the class slot, so they are never own here: Fathom's
+// method entries and iseqs are own through its classes, which hold them.
+bool IsOwn(const Snapshot* s, VALUE obj, int type) {
+  if (s->own.empty()) return false;
+  switch (type) {
+    case RUBY_T_IMEMO:
+    case RUBY_T_ICLASS:
+    case RUBY_T_NONE:
+    case RUBY_T_ZOMBIE:
+    case RUBY_T_MOVED:
+      return false;
+    case RUBY_T_CLASS:
+    case RUBY_T_MODULE:
+      return s->own.Contains(obj);
+    default:
+      break;
+  }
+  if (obj == s->own_list) return true;
+  VALUE klass = RBASIC_CLASS(obj);
+  if (klass == 0) return false;  // hidden
+  if (s->own.Contains(klass)) return true;
+  if (type == RUBY_T_DATA && s->own.Contains(obj)) return true;  // one of Fathom's threads
+  // An object with a singleton class: its class is behind it.
+  return RB_FL_TEST_RAW(klass, RUBY_FL_SINGLETON) && s->own.Contains(rb_obj_class(obj));
+}
+
+// An instance of one of Fathom's classes whose references to the
+// program's Ruby objects stay the program's (the rest of an app's
+// middleware chain behind Fathom::Rack::Middleware's @app).
+bool IsOwnInstance(const Snapshot* s, VALUE obj, int type) {
+  if (type != RUBY_T_OBJECT && type != RUBY_T_DATA && type != RUBY_T_STRUCT) return false;
+  return RBASIC_CLASS(obj) != 0 && s->own.Contains(rb_obj_class(obj));
+}
+
+// What an own instance holds that is the program's although only Fathom
+// leads to it: a Ruby object or a Struct of a class outside Fathom. Core
+// containers (Hash, Array, String), procs and threads an own object holds
+// are Fathom's buffers, callbacks and helpers.
+bool IsProgramObject(const Snapshot* s, VALUE obj, int type) {
+  return (type == RUBY_T_OBJECT || type == RUBY_T_STRUCT) && RBASIC_CLASS(obj) != 0 && !IsOwn(s, obj, type);
+}
+
+// ---------------------------------------------------------------- Ruby internals
+
+// The one piece of Ruby's internal layout the walk reads (two constants,
+// not a struct): an imemo keeps its imemo type in the 4 flag bits above
+// RUBY_FL_USHIFT, and imemo_env (a frame's locals once a block or binding
+// captured them) is 0 (internal/imemo.h: IMEMO_MASK 0x0f, `enum
+// imemo_type`, the same from Ruby 2.3 to 3.4 and master). ProbeImemoEnvs
+// checks it on a real proc before anything relies on it.
+constexpr VALUE kImemoTypeMask = 0x0f;
+constexpr VALUE kImemoEnv = 0;
+bool ImemoIsEnv(VALUE obj) { return ((RBASIC(obj)->flags >> RUBY_FL_USHIFT) & kImemoTypeMask) == kImemoEnv; }
+
+// Ruby internals: the imemos but envs (iseqs, method entries, call and
+// constant caches, crefs, ifuncs, svars...) and iclasses (a module's
+// entry in a class's ancestry, with its call-cache table). The profile
+// charges them, and what only they keep alive, to one row of their own.
+// An env stays the program's: a proc's or binding's captured locals are
+// named through it ("(captured) → rows"). Without a working probe nothing
+// is an internal (imemos are then charged like any object, as before).
+bool IsRubyInternal(const Snapshot* s, VALUE obj, int type) {
+  if (!s->envs_known) return false;
+  if (type == RUBY_T_ICLASS) return true;
+  return type == RUBY_T_IMEMO && !ImemoIsEnv(obj);
+}
+
+bool g_envs_known = false;  // ProbeImemoEnvs' verdict, at load
+
 #if defined(FATHOM_HAVE_HEAP_WALK) && defined(HAVE_RB_OBJ_MEMSIZE_OF)
 constexpr bool kHeapWalkAvailable = true;
 #else
@@ -87,6 +167,45 @@ void RecordWalkFailure(Snapshot* s, const char* what) noexcept {
   if (s->walk_failed) return;
   s->walk_failed = true;
   snprintf(s->walk_error, sizeof s->walk_error, "%s", what);
+}
+
+// ProbeImemoEnvs' callbacks (Ruby's marking code is below them).
+void CollectImemoChild(VALUE child, void* data) {
+  NoThrow("retention probe callback", [&] {
+    if (RB_BUILTIN_TYPE(child) == RUBY_T_IMEMO) static_cast<std::vector<VALUE>*>(data)->push_back(child);
+  });
+}
+struct ChildFinder {
+  VALUE target;
+  bool found;
+};
+void FindChild(VALUE child, void* data) {
+  ChildFinder* f = static_cast<ChildFinder*>(data);
+  f->found = f->found || child == f->target;
+}
+
+// Whether ImemoIsEnv tells envs apart on this Ruby: a proc capturing a
+// fresh object references an env holding it and its iseq; exactly the
+// imemo children that reference the object must read as envs.
+bool ProbeImemoEnvs() {
+  if (!kHeapWalkAvailable) return false;
+  VALUE pair = Qnil;
+  if (!TryProtect([&] { pair = rb_eval_string("fathom_probe = Object.new; [fathom_probe, proc { fathom_probe }]"); }))
+    return false;
+  if (!RB_TYPE_P(pair, T_ARRAY) || RARRAY_LEN(pair) != 2) return false;
+  VALUE local = RARRAY_AREF(pair, 0), proc = RARRAY_AREF(pair, 1);
+  std::vector<VALUE> imemos;
+  rb_objspace_reachable_objects_from(proc, CollectImemoChild, &imemos);
+  int envs = 0;
+  bool consistent = true;
+  for (VALUE m : imemos) {
+    ChildFinder f{local, false};
+    rb_objspace_reachable_objects_from(m, FindChild, &f);
+    consistent = consistent && f.found == ImemoIsEnv(m);
+    envs += f.found;
+  }
+  RB_GC_GUARD(pair);
+  return consistent && envs >= 1;
 }
 
 void RootCallback(const char* category, VALUE obj, void* data) {
@@ -110,9 +229,14 @@ void ChildCallback(VALUE child, void* data) {
     if (s->walk_failed) return;
     try {
       FATHOM_FAULT_POINT("retention_walk");
-      if (s->child_tier != kNotDeferred)
+      int type = RB_BUILTIN_TYPE(child);
+      if (IsOwn(s, child, type))
+        // Fathom's own: walked after everything the program reaches
+        // without it, also when a program's thread holds it on its stack.
+        s->builder->AddOwnEdgeTo(child);
+      else if (s->child_tier != kNotDeferred)
         s->builder->AddDeferredEdgeTo(child, static_cast<uint8_t>(s->child_tier));
-      else if (s->defer_thread_references && HoldsStacks(child, RB_BUILTIN_TYPE(child)))
+      else if (s->defer_thread_references && HoldsStacks(child, type))
         // A lock's owner field (Monitor's owner fiber), Thread.list, a
         // pool's @workers: the thread is reached through its Ractor
         // first, so that what its stacks alone hold is named by that
@@ -120,6 +244,8 @@ void ChildCallback(VALUE child, void* data) {
         // the fiber holding the lock (which was reached before the
         // thread's own stack edges, deferred to kStackTier, were walked).
         s->builder->AddDeferredEdgeTo(child, kThreadReferenceTier);
+      else if (s->program_children && IsProgramObject(s, child, type))
+        s->builder->AddProgramEdgeTo(child);
       else
         s->builder->AddEdgeTo(child);
     } catch (const std::exception& e) {
@@ -201,7 +327,12 @@ void AddRoots(Snapshot* s) {
     bool conservative = std::strcmp(c, "machine_context") == 0;
     for (auto& r : s->roots) {
       if (std::strcmp(r.first, c) != 0) continue;
-      if (conservative)
+      int type = RB_BUILTIN_TYPE(r.second);
+      if (IsOwn(s, r.second, type))
+        b.AddOwnEdgeTo(static_cast<uint64_t>(r.second));
+      else if (IsRubyInternal(s, r.second, type))
+        b.AddDeferredEdgeTo(static_cast<uint64_t>(r.second), kRootInternalsTier);
+      else if (conservative)
         b.AddDeferredEdgeTo(static_cast<uint64_t>(r.second), kConservativeTier);
       else
         b.AddEdgeTo(static_cast<uint64_t>(r.second));
@@ -213,6 +344,38 @@ void AddRoots(Snapshot* s) {
 }  // namespace
 
 bool HeapWalkAvailable() { return kHeapWalkAvailable; }
+
+void OwnSet::Insert(VALUE v) {
+  if ((size_ + 1) * 2 > slots_.size()) {
+    std::vector<VALUE> old;
+    old.swap(slots_);
+    slots_.assign(std::max<size_t>(16, old.size() * 2), 0);
+    size_ = 0;
+    for (VALUE o : old)
+      if (o != 0) Insert(o);
+  }
+  size_t mask = slots_.size() - 1;
+  size_t i = Slot(v) & mask;
+  for (; slots_[i] != 0; i = (i + 1) & mask)
+    if (slots_[i] == v) return;
+  slots_[i] = v;
+  size_++;
+}
+
+void PrepareWalk(Snapshot* s, VALUE own_list) {
+  s->envs_known = g_envs_known;
+  if (NIL_P(own_list)) return;
+  if (!RB_TYPE_P(own_list, T_ARRAY)) ThrowTypeError("fathom: own must be an Array of modules and threads, or nil");
+  for (long i = 0; i < RARRAY_LEN(own_list); i++) {
+    VALUE v = RARRAY_AREF(own_list, i);
+    bool module = RB_TYPE_P(v, T_CLASS) || RB_TYPE_P(v, T_MODULE);
+    if (!module && !RTEST(rb_obj_is_kind_of(v, rb_cThread)))
+      ThrowTypeError("fathom: own must be an Array of modules and threads, got an element of class %s",
+                     rb_obj_classname(v));
+  }
+  s->own_list = own_list;
+  for (long i = 0; i < RARRAY_LEN(own_list); i++) s->own.Insert(RARRAY_AREF(own_list, i));
+}
 
 void Progress(Snapshot* s, const char* phase, uint32_t done) {
   if (NIL_P(s->progress)) return;
@@ -248,6 +411,9 @@ void InitRetentionWalk() {
   rb_gc_register_address(&cFiber);
   if (rb_const_defined_at(rb_cObject, rb_intern("Ractor"))) cRactor = rb_const_get(rb_cObject, rb_intern("Ractor"));
   rb_gc_register_address(&cRactor);
+  // At load, so that the probe's few objects are long gone (not left in a
+  // C stack slot) by the first snapshot.
+  g_envs_known = ProbeImemoEnvs();
 }
 
 void Walk(Snapshot* s) {
@@ -259,16 +425,20 @@ void Walk(Snapshot* s) {
     int type = RB_BUILTIN_TYPE(obj);
     size_t size = rb_obj_memsize_of(obj);
     b.SetNodeInfo(i, ClassNameId(s, obj, type), static_cast<uint8_t>(type), size);
+    if (IsRubyInternal(s, obj, type)) b.MarkInternal(i);
     b.BeginEdgesOf(i);
     // Our own object marks every node (see the mark function); the focus
-    // array only exists because the caller asked about its elements; weak
-    // maps retain nothing.
-    if (obj == s->self || obj == s->skip_children_of || HoldsOnlyWeakReferences(obj, type)) continue;
+    // array only exists because the caller asked about its elements, the
+    // own list to say what is Fathom's; weak maps retain nothing.
+    if (obj == s->self || obj == s->skip_children_of || obj == s->own_list || HoldsOnlyWeakReferences(obj, type))
+      continue;
     s->child_tier = HoldsStacks(obj, type) ? kStackTier : kNotDeferred;
     s->defer_thread_references = DefersThreadReferences(obj, type);
+    s->program_children = b.is_own(i) && IsOwnInstance(s, obj, type);
     rb_objspace_reachable_objects_from(obj, ChildCallback, s);
     s->child_tier = kNotDeferred;
     s->defer_thread_references = false;
+    s->program_children = false;
     ThrowIfWalkFailed(s);
     if ((i & (kProgressEvery - 1)) == 0) Progress(s, "walking", i);
     s->peak_bytes = std::max(s->peak_bytes, b.MemoryBytes());

@@ -2,6 +2,10 @@
 // them ourselves (DESIGN.md: public API only; exported-but-undeclared
 // functions are allowed with our own prototypes behind have_func checks) —
 // no internal structs are copied. extconf.rb's have_func sets HAVE_*.
+// One piece of internal layout is read, not declared here: an imemo's type
+// in its flag bits, to tell a block's env from compiled code
+// (retention_walk.cc, ImemoIsEnv), checked by a probe at load and unused
+// when the probe fails.
 #pragma once
 
 #include <ruby.h>

@@ -2,6 +2,7 @@
 
 require_relative "response"
 require_relative "../process_comments"
+require_relative "../own_threads"
 
 module Fathom
   module Rack
@@ -149,6 +150,7 @@ module Fathom
       def on_own_thread(&block)
         thread = Thread.new(&block)
         thread.name = "fathom-profile"
+        OwnThreads.add(thread)
         thread.report_on_exception = false
         thread.value
       ensure

@@ -25,8 +25,18 @@ module Fathom
     # the row's objects together and never exceeds the heap, even for a name
     # that recurs down a linked list; "self" sums their own sizes. The path
     # shown is that of the row's largest object.
+    #
+    # Two things are not in the table: the Ruby internals' row (compiled
+    # code, method caches: in the totals, printed on its own line below the
+    # table) and Fathom's own objects (not in the profile's samples at all,
+    # counted by its "fathom.retention.own" comment: printed last). See
+    # IMPLEMENTATION.md, "Fathom's own objects and Ruby internals".
     class Retention
       Row = Struct.new(:name, :retained, :self_size, :objects, :path, :path_retained)
+      # What the snapshot writes (ruby/retention_snapshot_binding.cc).
+      OWN_COMMENT = /\Afathom\.retention\.own objects=(\d+) bytes=(\d+)/.freeze
+      INTERNALS_COMMENT = /\Afathom\.retention\.internals: "([^"]+)"/.freeze
+      INTERNALS_ROW = "Ruby internals: compiled code, method caches"
 
       def self.retention_profile?(profile)
         profile.sample_type_names.include?("retained_space")
@@ -48,10 +58,23 @@ module Fathom
           raise Fathom::Error, "fathom: not a usable retention profile: it has retained_space but not " \
                                "inuse_space and inuse_objects"
         end
-        @rows = build_rows
+        @internals_name = internals_name
+        all = build_rows
+        @internals = all.find { |r| r.name == @internals_name }
+        @rows = all - [@internals]
       end
 
-      attr_reader :rows
+      # The program's retainers (the Ruby internals' row left out), and the
+      # internals' row (nil when the profile has none).
+      attr_reader :rows, :internals
+
+      # [objects, bytes] of Fathom's own objects, left out of the profile;
+      # nil for a profile without the comment (older Fathom, heap dumps).
+      def own
+        line = Array(@profile.comments).find { |c| c.match?(OWN_COMMENT) } or return nil
+        m = OWN_COMMENT.match(line)
+        [Integer(m[1]), Integer(m[2])]
+      end
 
       def total_objects
         @profile.samples.sum { |s| s.values[@objects_i] }
@@ -72,10 +95,25 @@ module Fathom
           # The row's own frame may already carry the whole hop path.
           out << "             #{r.path.join(" → ")}\n" if r.path.size > 1
         end
+        if @internals
+          out << "Ruby's own objects, one row of their own (in the totals, not in the table):\n"
+          out << format("%10s %10s %8d  %s\n", Units.format_value(@internals.retained, "bytes"),
+                        Units.format_value(@internals.self_size, "bytes"), @internals.objects, @internals.name)
+        end
+        if (objects, bytes = own)
+          out << "Fathom itself, not charged (not in the totals):\n"
+          out << format("%10s %10s %8d  %s\n", "", Units.format_value(bytes, "bytes"), objects,
+                        "Fathom itself: its module, profilers, collectors, threads and what only they hold")
+        end
         out
       end
 
       private
+
+      def internals_name
+        line = Array(@profile.comments).find { |c| c.match?(INTERNALS_COMMENT) }
+        line ? INTERNALS_COMMENT.match(line)[1] : INTERNALS_ROW
+      end
 
       def build_rows
         rows = {}

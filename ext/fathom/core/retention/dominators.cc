@@ -220,7 +220,34 @@ MappedVector<uint64_t> RetainedSizes(const MappedVector<uint32_t>& idom, const s
 
 MappedVector<uint64_t> RetainedSizes(const HeapGraph& g, const MappedVector<uint32_t>& idom) {
   if (idom.size() != g.node_count()) throw std::invalid_argument("RetainedSizes: idom does not match the graph");
-  return SumDominatorSubtrees(idom, [&](uint32_t v) { return g.self_size(v); });
+  const uint32_t n = g.node_count();
+  bool roles = false;
+  for (uint32_t v = g.first_object_node(); v < n && !roles; v++) roles = g.is_own(v) || g.is_internal(v);
+  if (!roles) return SumDominatorSubtrees(idom, [&](uint32_t v) { return g.self_size(v); });
+  // Two groups, the program's and the runtime internals'; a node's group is
+  // kept in the top bit of its entry while the sums run (sizes stay far
+  // below 2^63). Forward, parents first: a node is in the internals group
+  // when it is internal or its idom is, unless it is own (own nodes count
+  // 0 and pass their program descendants' sizes on, as program nodes).
+  constexpr uint64_t kInternals = uint64_t{1} << 63;
+  MappedVector<uint64_t> retained(n, 0);
+  for (uint32_t v = 1; v < n; v++) {
+    uint32_t d = idom[v];
+    if (d == kUnreachable) continue;
+    if (d >= v) throw std::invalid_argument("RetainedSizes: an idom that does not precede its node");
+    if (g.is_virtual(v)) continue;
+    bool own = g.is_own(v);
+    bool internals = !own && (g.is_internal(v) || (retained[d] & kInternals) != 0);
+    retained[v] = (own ? 0 : g.self_size(v)) | (internals ? kInternals : 0);
+  }
+  // Backward, children first: a node adds to its idom only within a group.
+  for (uint32_t v = n; v-- > 1;) {
+    uint32_t d = idom[v];
+    if (d == kUnreachable) continue;
+    if (((retained[v] ^ retained[d]) & kInternals) == 0) retained[d] += retained[v] & ~kInternals;
+  }
+  for (uint32_t v = 0; v < n; v++) retained[v] &= ~kInternals;
+  return retained;
 }
 
 std::vector<uint32_t> DominatorPath(const MappedVector<uint32_t>& idom, uint32_t node) {

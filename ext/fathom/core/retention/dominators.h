@@ -63,6 +63,18 @@ MappedVector<uint32_t> ComputeDominators(const HeapGraph& g, DominatorStats* sta
 // memory; otherwise the tree is summed children-first with 8 bytes/node of
 // scratch.
 MappedVector<uint64_t> RetainedSizes(const MappedVector<uint32_t>& idom, const std::vector<uint64_t>& self_sizes);
+// On a HeapGraph with roles (HeapGraph::is_own, is_internal) the sizes are
+// those the retention profile charges (retention_profile.h): an own node
+// counts 0; a node is in the runtime-internals group when it is internal
+// or its idom is in it (an own node never is), else in the program's; and
+// a node's retained size counts only the nodes of its own group in its
+// dominator subtree (an own node passes its program descendants' on). So
+// the program's objects' retained sizes leave out the runtime internals
+// (a row of their own) and the profiler's objects (charged to nothing),
+// and an internal's counts only internals. Without roles (every graph
+// from a heap dump) it is the plain retained size. Throws
+// std::invalid_argument when, with roles, an idom does not precede its node
+// (ComputeDominators on a HeapGraph never gives one).
 MappedVector<uint64_t> RetainedSizes(const HeapGraph& g, const MappedVector<uint32_t>& idom);
 
 // The dominator-tree path from node up to the root: node, idom(node),

@@ -52,6 +52,38 @@ std::vector<uint32_t> HeapGraph::RootCategoriesHolding(uint32_t node) const {
   return holders;
 }
 
+size_t HeapGraph::ExtendInternals() {
+  if (!has_edges()) throw std::logic_error("HeapGraph::ExtendInternals: edges released");
+  const uint32_t n = node_count();
+  bool any = false;
+  for (uint32_t v = first_object_node(); v < n && !any; v++) any = is_internal(v);
+  if (!any) return 0;
+  MappedVector<uint64_t> seen((n + 63) / 64, 0);
+  auto visit = [&](uint32_t v) {
+    bool was = (seen[v >> 6] >> (v & 63)) & 1;
+    seen[v >> 6] |= uint64_t{1} << (v & 63);
+    return !was;
+  };
+  MappedVector<uint32_t> queue;
+  queue.reserve(n);
+  visit(kSuperRoot);
+  queue.push_back(kSuperRoot);
+  for (size_t i = 0; i < queue.size(); i++) {
+    uint32_t u = queue[i];
+    for (uint32_t e = edge_begin_[u]; e < edge_begin_[u + 1]; e++) {
+      uint32_t t = edge_target_[e] & kTargetMask;
+      if (!is_internal(t) && visit(t)) queue.push_back(t);
+    }
+  }
+  size_t marked = 0;
+  for (uint32_t v = first_object_node(); v < n; v++) {
+    if ((seen[v >> 6] >> (v & 63)) & 1 || is_own(v) || is_internal(v)) continue;
+    type_[v] |= kInternalBit;
+    marked++;
+  }
+  return marked;
+}
+
 void HeapGraph::ReleaseEdges() {
   MappedVector<uint32_t>().swap(edge_begin_);
   MappedVector<uint32_t>().swap(edge_target_);
@@ -78,6 +110,7 @@ HeapGraph HeapGraph::FromParts(HeapGraphParts&& p) {
   for (uint32_t v = 0; v < n; v++) {
     if (p.edge_begin[v + 1] < p.edge_begin[v]) fail("edge_begin not ascending at " + std::to_string(v));
     if (p.class_name[v] >= names || p.edge_name[v] >= names) fail("unknown name id at node " + std::to_string(v));
+    if (p.type[v] > kTypeMask) fail("type out of range at node " + std::to_string(v));
     if (p.self_size[v] == kLargeSize) fail("self size too large at node " + std::to_string(v));
     uint32_t parent = p.tree_parent[v];
     if (v == 0 ? parent != 0 : (parent >= v || (v <= p.category_count) != (parent == 0)))
@@ -123,6 +156,8 @@ void HeapGraphBuilder::Reset() {
   MappedVector<DeferredEdge>().swap(deferred_);
   objects_ = 0;
   current_ = kNoCurrent;
+  own_begin_ = kNoOwnYet;
+  dropped_own_edges_ = 0;
 }
 
 void HeapGraphBuilder::Reserve(size_t objects, size_t edges) {
@@ -160,7 +195,7 @@ uint32_t HeapGraphBuilder::AddRootCategory(std::string_view name) {
   // Categories are few (about ten), so a scan is the simplest lookup.
   for (uint32_t c = 1; c <= graph_.category_count_; c++)
     if (graph_.edge_name_[c] == name_id) return c;
-  uint32_t node = NewNode(0, HeapGraph::kSuperRoot);
+  uint32_t node = NewNode(0, HeapGraph::kSuperRoot, 0);
   graph_.edge_name_.push_back(name_id);
   graph_.category_count_++;
   graph_.edge_target_.push_back(node | HeapGraph::kTreeEdgeBit);
@@ -192,15 +227,54 @@ uint32_t HeapGraphBuilder::Find(uint64_t address) const {
   }
 }
 
-uint32_t HeapGraphBuilder::AddEdgeTo(uint64_t address) {
+bool HeapGraphBuilder::DropsOwnEdge(uint64_t address) {
+  // Only an own node's edges, and only once the own tier ran (it has, if
+  // the current node is own): one probe per edge of the profiler's objects.
+  if (!graph_.is_own(current_) || Find(address) >= own_begin_) return false;
+  dropped_own_edges_++;
+  return true;
+}
+
+uint32_t HeapGraphBuilder::AddEdge(uint64_t address, uint8_t role) {
   if (current_ == kNoCurrent) throw std::logic_error("HeapGraphBuilder: AddEdgeTo before BeginEdgesOf");
+  if (DropsOwnEdge(address)) return Find(address);
   if (graph_.edge_target_.size() >= UINT32_MAX) throw std::length_error("HeapGraphBuilder: too many edges");
   MakeRoom(graph_.edge_target_);
   graph_.edge_target_.push_back(0);  // the slot; its value comes from Resolve
-  return Resolve(address, current_, &graph_.edge_target_.back());
+  return Resolve(address, current_, &graph_.edge_target_.back(), role);
 }
 
-uint32_t HeapGraphBuilder::Resolve(uint64_t address, uint32_t source, uint32_t* target) {
+uint32_t HeapGraphBuilder::AddEdgeTo(uint64_t address) {
+  if (current_ == kNoCurrent) throw std::logic_error("HeapGraphBuilder: AddEdgeTo before BeginEdgesOf");
+  return AddEdge(address, InheritedRole());
+}
+
+uint32_t HeapGraphBuilder::AddProgramEdgeTo(uint64_t address) {
+  if (current_ == kNoCurrent) throw std::logic_error("HeapGraphBuilder: AddProgramEdgeTo before BeginEdgesOf");
+  return AddEdge(address, 0);
+}
+
+void HeapGraphBuilder::AddOwnEdgeTo(uint64_t address) {
+  if (current_ == kNoCurrent) throw std::logic_error("HeapGraphBuilder: AddOwnEdgeTo before BeginEdgesOf");
+  if (graph_.is_own(current_)) {
+    AddEdge(address, HeapGraph::kOwnBit);
+    return;
+  }
+  if (graph_.edge_target_.size() >= UINT32_MAX) throw std::length_error("HeapGraphBuilder: too many edges");
+  MakeRoom(graph_.edge_target_);
+  MakeRoom(deferred_);
+  deferred_.push_back({static_cast<uint32_t>(graph_.edge_target_.size()), current_, address, kOwnTier,
+                       HeapGraph::kOwnBit});
+  graph_.edge_target_.push_back(HeapGraph::kSuperRoot);  // placeholder until DiscoverDeferred
+}
+
+void HeapGraphBuilder::MarkInternal(uint32_t node) {
+  if (node < graph_.first_object_node() || node >= graph_.node_count())
+    throw std::logic_error("HeapGraphBuilder: MarkInternal on a node that is not an object");
+  graph_.type_[node] |= HeapGraph::kInternalBit;
+}
+
+uint32_t HeapGraphBuilder::Resolve(uint64_t address, uint32_t source, uint32_t* target, uint8_t role) {
   // Grow before probing, so the probe below also finds the insertion slot.
   if ((objects_ + 1) * 5 > slots_.size() * 3) GrowTable(slots_.size() * 2);
   size_t mask = slots_.size() - 1;
@@ -210,7 +284,7 @@ uint32_t HeapGraphBuilder::Resolve(uint64_t address, uint32_t source, uint32_t* 
     if (n == kEmptySlot) break;
     if (graph_.address_[n] == address) return *target = n;
   }
-  uint32_t node = NewNode(address, source);
+  uint32_t node = NewNode(address, source, role);
   slots_[i] = node;
   objects_++;
   *target = node | HeapGraph::kTreeEdgeBit;
@@ -220,25 +294,31 @@ uint32_t HeapGraphBuilder::Resolve(uint64_t address, uint32_t source, uint32_t* 
 void HeapGraphBuilder::AddDeferredEdgeTo(uint64_t address, uint8_t tier) {
   if (current_ == kNoCurrent) throw std::logic_error("HeapGraphBuilder: AddDeferredEdgeTo before BeginEdgesOf");
   if (tier >= kDeferredTiers) throw std::logic_error("HeapGraphBuilder: deferred tier out of range");
+  // An own node's edge to the program's objects is left out now: those
+  // were all numbered before any own node was.
+  if (DropsOwnEdge(address)) return;
   if (graph_.edge_target_.size() >= UINT32_MAX) throw std::length_error("HeapGraphBuilder: too many edges");
   MakeRoom(graph_.edge_target_);
   MakeRoom(deferred_);
-  deferred_.push_back({static_cast<uint32_t>(graph_.edge_target_.size()), current_, address, tier});
+  deferred_.push_back({static_cast<uint32_t>(graph_.edge_target_.size()), current_, address, tier, InheritedRole()});
   graph_.edge_target_.push_back(HeapGraph::kSuperRoot);  // placeholder until DiscoverDeferred
 }
 
 bool HeapGraphBuilder::DiscoverDeferred() {
   uint32_t before = graph_.node_count();
   while (!deferred_.empty() && graph_.node_count() == before) {
-    uint8_t tier = kDeferredTiers;
+    uint8_t tier = UINT8_MAX;
     for (const DeferredEdge& d : deferred_) tier = std::min(tier, d.tier);
+    // The first own node: every node numbered before it is reachable
+    // without the profiler's objects (AddOwnEdgeTo).
+    if (tier == kOwnTier && own_begin_ == kNoOwnYet) own_begin_ = graph_.node_count();
     // Resolve that tier in the order its edges were added; keep the rest
     // (compacted in place, order kept).
     size_t kept = 0;
     for (size_t i = 0; i < deferred_.size(); i++) {
       const DeferredEdge d = deferred_[i];
       if (d.tier == tier)
-        Resolve(d.address, d.source, &graph_.edge_target_[d.edge]);
+        Resolve(d.address, d.source, &graph_.edge_target_[d.edge], d.role);
       else
         deferred_[kept++] = d;
     }
@@ -248,7 +328,7 @@ bool HeapGraphBuilder::DiscoverDeferred() {
   return graph_.node_count() > before;
 }
 
-uint32_t HeapGraphBuilder::NewNode(uint64_t address, uint32_t parent) {
+uint32_t HeapGraphBuilder::NewNode(uint64_t address, uint32_t parent, uint8_t role) {
   if (graph_.address_.size() >= HeapGraph::kMaxNodes) throw std::length_error("HeapGraphBuilder: too many nodes");
   uint32_t node = graph_.node_count();
   MakeRoom(graph_.address_);
@@ -258,7 +338,7 @@ uint32_t HeapGraphBuilder::NewNode(uint64_t address, uint32_t parent) {
   MakeRoom(graph_.tree_parent_);
   graph_.address_.push_back(address);
   graph_.class_name_.push_back(0);
-  graph_.type_.push_back(0);
+  graph_.type_.push_back(role);
   graph_.self_size_.push_back(0);
   graph_.tree_parent_.push_back(parent);
   return node;
@@ -268,8 +348,9 @@ void HeapGraphBuilder::SetNodeInfo(uint32_t node, uint32_t class_name_id, uint8_
   if (node >= graph_.node_count()) throw std::logic_error("HeapGraphBuilder: SetNodeInfo on unknown node");
   if (class_name_id >= graph_.names_.size())
     throw std::out_of_range("HeapGraphBuilder: SetNodeInfo with unknown name id " + std::to_string(class_name_id));
+  if (type > HeapGraph::kTypeMask) throw std::out_of_range("HeapGraphBuilder: SetNodeInfo with type " + std::to_string(type));
   graph_.class_name_[node] = class_name_id;
-  graph_.type_[node] = type;
+  graph_.type_[node] = static_cast<uint8_t>((graph_.type_[node] & ~HeapGraph::kTypeMask) | type);
   if (self_size >= HeapGraph::kLargeSize) {
     graph_.self_size_[node] = HeapGraph::kLargeSize;
     graph_.large_sizes_[node] = self_size;

@@ -21,8 +21,18 @@
 //    extra ordering arrays are needed to aggregate over the dominator tree.
 // Every node of a HeapGraph is reachable from node 0 by construction.
 //
+// Roles. Each object node is the program's (the default), one of the
+// profiler's own objects (is_own: set apart, charged to nothing), or a
+// runtime internal (is_internal: compiled code, method caches, and, once
+// ExtendInternals ran, whatever only they lead to; charged to one row of
+// their own). See
+// HeapGraphBuilder::AddOwnEdgeTo for how the walk keeps the profiler's own
+// objects from naming, dominating or retaining the program's, and
+// retention_profile.h for how each role is charged.
+//
 // Memory (the point of the layout: a 1M-object heap must fit in tens of MB):
-//   per node   address 8, edge_begin 4, class_name 4, type 1, self_size 4,
+//   per node   address 8, edge_begin 4, class_name 4, type 1 (the Ruby
+//              type in 6 bits, the role in 2), self_size 4,
 //              tree_parent 4, edge_name 4                      = 29 bytes
 //   per edge   edge_target 4                                   =  4 bytes
 // plus the name strings (few: class names and bucketed edge names).
@@ -91,7 +101,11 @@ class HeapGraph {
   // Object address (a Ruby VALUE, opaque here); 0 for virtual nodes.
   uint64_t address(uint32_t node) const { return address_[node]; }
   uint32_t class_name(uint32_t node) const { return class_name_[node]; }  // id in names(); 0 = unknown
-  uint8_t type(uint32_t node) const { return type_[node]; }
+  uint8_t type(uint32_t node) const { return type_[node] & kTypeMask; }
+  // Roles (see the top of this file). A node is never both: the profiler's
+  // own objects are own whatever their type.
+  bool is_own(uint32_t node) const { return (type_[node] & kOwnBit) != 0; }
+  bool is_internal(uint32_t node) const { return (type_[node] & (kOwnBit | kInternalBit)) == kInternalBit; }
   uint64_t self_size(uint32_t node) const {
     uint32_t s = self_size_[node];
     return s != kLargeSize ? s : large_sizes_.at(node);
@@ -129,6 +143,17 @@ class HeapGraph {
   // an unknown node.
   std::vector<uint32_t> RootCategoriesHolding(uint32_t node) const;
 
+  // Marks internal every object node the roots reach only through
+  // internal nodes (a literal of compiled code; a frozen string literal
+  // that many iseqs share, which no one of them dominates), own nodes
+  // excepted: so that "what only the internals keep alive" means what is
+  // unreachable without them, not just what one internal dominates. One
+  // breadth-first walk over the edges that never enters an internal node;
+  // a queue of 4 bytes per node and a bit per node while it runs. Needs the
+  // edges (std::logic_error after ReleaseEdges). Returns how many nodes it
+  // marked; none when no node is internal (a graph from a heap dump).
+  size_t ExtendInternals();
+
   // Frees the edge arrays (4 bytes per node + 4 per edge) once nothing
   // needs them: dominators are computed and edges named. Retention profiles
   // and frame names need only the per-node arrays. Afterwards edge_count()
@@ -162,6 +187,10 @@ class HeapGraph {
   static constexpr uint32_t kTreeEdgeBit = 1u << 31;
   static constexpr uint32_t kTargetMask = kTreeEdgeBit - 1;
   static constexpr uint32_t kLargeSize = UINT32_MAX;  // real size in large_sizes_
+  // type_ holds the Ruby type (below 0x40: T_MASK is 0x1f) and two role bits.
+  static constexpr uint8_t kTypeMask = 0x3f;
+  static constexpr uint8_t kInternalBit = 0x40;
+  static constexpr uint8_t kOwnBit = 0x80;
 
   MappedVector<uint64_t> address_;
   MappedVector<uint32_t> class_name_;
@@ -183,7 +212,7 @@ struct HeapGraphParts {
   uint32_t category_count = 0;
   MappedVector<uint64_t> address;
   MappedVector<uint32_t> class_name;
-  MappedVector<uint8_t> type;
+  MappedVector<uint8_t> type;  // below 0x40 (no roles: every object is the program's)
   MappedVector<uint32_t> self_size;
   MappedVector<uint32_t> tree_parent;
   MappedVector<uint32_t> edge_name;
@@ -256,6 +285,36 @@ class HeapGraphBuilder {
   // time its queue runs empty). Tiers are below kDeferredTiers.
   static constexpr uint8_t kDeferredTiers = 4;
   void AddDeferredEdgeTo(uint64_t address, uint8_t tier = 0);
+  // The profiler's own objects (HeapGraph::is_own). An edge to one of them
+  // (the profiler's module, an instance of one of its classes, one of its
+  // threads: the caller decides) is added with AddOwnEdgeTo. From a node
+  // that is not own it is deferred past every tier above, so that all the
+  // program reaches without the profiler's objects is numbered first; the
+  // objects such edges then discover are own, and so is everything only
+  // they lead to (a new node inherits its tree parent's role). From then
+  // on an edge *from* an own node to an object numbered before the first
+  // own one (which the program reaches without the profiler) is not
+  // stored at all: the profiler's references neither name, dominate nor
+  // retain the program's objects, which are charged as if the profiler
+  // did not exist. So an object both hold is the program's, and whatever
+  // the profiler alone holds is own. From an own node, AddOwnEdgeTo is
+  // AddEdgeTo.
+  void AddOwnEdgeTo(uint64_t address);
+  // From an own node: an edge to an object that is the program's although
+  // only the profiler's objects lead to it (the rest of an app's middleware
+  // chain behind the profiler's own middleware). A node it discovers is not
+  // own; what only that node leads to is the program's again. Subject to
+  // the rule above (not stored when the target was numbered before the
+  // first own node). From any other node it is AddEdgeTo.
+  uint32_t AddProgramEdgeTo(uint64_t address);
+  // Marks an object node as a runtime internal (HeapGraph::is_internal; an
+  // own node stays own).
+  void MarkInternal(uint32_t node);
+  bool is_own(uint32_t node) const { return graph_.is_own(node); }
+  // Edges not stored because they led from an own node to the program's
+  // objects (see AddOwnEdgeTo). Reset by Finish.
+  size_t dropped_own_edges() const { return dropped_own_edges_; }
+
   // Resolves the pending deferred edges of the lowest tier: an address
   // already walked becomes a plain edge, a new one a new node (tree parent:
   // the edge's source). Goes on with the next tier while a tier adds no
@@ -293,11 +352,23 @@ class HeapGraphBuilder {
   static constexpr uint32_t kEmptySlot = UINT32_MAX;
   static constexpr uint32_t kNoCurrent = UINT32_MAX;
 
+  // The tier of AddOwnEdgeTo's deferred edges: after every caller tier.
+  static constexpr uint8_t kOwnTier = kDeferredTiers;
+  static constexpr uint32_t kNoOwnYet = UINT32_MAX;
+
   void ReserveExactly(size_t objects, size_t edges);
-  uint32_t NewNode(uint64_t address, uint32_t parent);
+  // role: the role bits of a new node (HeapGraph::kOwnBit or 0).
+  uint32_t NewNode(uint64_t address, uint32_t parent, uint8_t role);
   // Sets *target to address's node, numbering it (tree parent: source,
-  // tree-edge bit set in *target) if new; returns the node.
-  uint32_t Resolve(uint64_t address, uint32_t source, uint32_t* target);
+  // tree-edge bit set in *target, role bits `role`) if new; returns the node.
+  uint32_t Resolve(uint64_t address, uint32_t source, uint32_t* target, uint8_t role);
+  // The role bits a node discovered from the current node inherits.
+  uint8_t InheritedRole() const { return graph_.type_[current_] & HeapGraph::kOwnBit; }
+  // Whether an edge from the current node to address is left out: the
+  // current node is own and the target was numbered before the first own
+  // node (see AddOwnEdgeTo). Counts it.
+  bool DropsOwnEdge(uint64_t address);
+  uint32_t AddEdge(uint64_t address, uint8_t role);
   void GrowTable(size_t min_slots);
   void Reset();
 
@@ -315,8 +386,13 @@ class HeapGraphBuilder {
     uint32_t source;
     uint64_t address;
     uint8_t tier;
+    uint8_t role;  // of the node it discovers, if it does
   };
   MappedVector<DeferredEdge> deferred_;
+  // The first node the own tier numbered (every later one is own or
+  // reached only through own ones), kNoOwnYet before it ran.
+  uint32_t own_begin_ = kNoOwnYet;
+  size_t dropped_own_edges_ = 0;
 };
 
 }  // namespace fathom

@@ -172,7 +172,7 @@ void Free(MappedVector<T>& v) {
 // Walks the dominator tree depth first, keeping how many objects of each
 // frame (location id) are open on the current path, and calls
 // charge(v, retained[v]) for every object no dominator of which has v's
-// frame. Such an outer object's retained size already holds the inner
+// frame. The profiler's own objects are charged nothing and open no frame. Such an outer object's retained size already holds the inner
 // ones', so summing the charged sizes per frame gives the retained size of
 // the union of that frame's objects: at most the heap, where summing every
 // object's would count a 100k-node linked list's tail 100k times over. The
@@ -199,12 +199,12 @@ size_t ChargeOutermostRetained(const MappedVector<uint32_t>& idom, const MappedV
     uint32_t u = path.back();
     if (cursor[u] == begin[u]) {
       path.pop_back();
-      if (u != HeapGraph::kSuperRoot) open[location_of(u)]--;
+      if (u != HeapGraph::kSuperRoot) open[g.is_own(u) ? 0 : location_of(u)]--;
       continue;
     }
     uint32_t v = children[--cursor[u]];
-    uint32_t loc = location_of(v);
-    if (!g.is_virtual(v) && open[loc] == 0) charge(v, retained[v]);
+    uint32_t loc = g.is_own(v) ? 0 : location_of(v);  // 0: no location, never charged
+    if (loc != 0 && !g.is_virtual(v) && open[loc] == 0) charge(v, retained[v]);
     open[loc]++;
     path.push_back(v);
     max_path = std::max(max_path, path.size());
@@ -262,6 +262,7 @@ std::string EncodeRetentionProfile(const HeapGraph& g, const MappedVector<uint32
   b.set_default_sample_type(kRetentionDefaultSampleType);
   b.set_time(options.time_nanos, options.duration_nanos);
   if (!options.comment.empty()) b.add_comment(options.comment);
+  for (const std::string& c : options.more_comments) b.add_comment(c);
 
   auto new_location = [&](const std::string& name) {
     return static_cast<uint32_t>(b.intern_location(b.intern_function(name, "", 0), 0));
@@ -350,23 +351,45 @@ std::string EncodeRetentionProfile(const HeapGraph& g, const MappedVector<uint32
     }
     return s;
   };
-  // Per node: its stack, its depth in frames and its own frame's location
-  // (read together for the idom; the location again by CountRetained).
+  // Per node: its stack, its depth in frames (and, in the top bit, whether
+  // it is charged to the internals row) and its own frame's location (read
+  // together for the idom; the location again by ChargeOutermostRetained).
   struct NodeState {
     uint32_t stack = kNoStack;
     uint32_t depth = 0;
     uint32_t location = 0;
   };
+  constexpr uint32_t kInInternals = 1u << 31;
   MappedVector<NodeState> node(n);
   node[HeapGraph::kSuperRoot].stack = kEmptyStack;
   size_t objects = 0;
+  uint32_t internals_location = 0, internals_stack = kNoStack;
+  RetentionProfileStats counts;
   for (uint32_t v = 1; v < n; v++) {
     uint32_t d = idom[v];
     if (d == kUnreachable) continue;  // not in a HeapGraph, but harmless
     if (d >= v || node[d].stack == kNoStack)
       throw std::invalid_argument("EncodeRetentionProfile: idom[" + std::to_string(v) +
                                   "] is not a dominator computed on this graph");
-    uint32_t dep = node[d].depth + 1;
+    const bool own = g.is_own(v);
+    if (!own && !g.is_virtual(v) && (g.is_internal(v) || (node[d].depth & kInInternals) != 0)) {
+      // The runtime's internals and what only they keep alive (the same
+      // grouping as RetainedSizes): one frame of their own at the top,
+      // out of the program's stacks.
+      if (internals_stack == kNoStack) {
+        internals_location = new_location(options.internals_frame);
+        internals_stack = intern_stack(kEmptyStack, internals_location);
+      }
+      node[v] = NodeState{internals_stack, 1 | kInInternals, internals_location};
+      objects++;
+      counts.internal_objects++;
+      counts.internal_bytes += g.self_size(v);
+      StackValues& sv = values[internals_stack];
+      sv.objects++;
+      sv.space += g.self_size(v);
+      continue;
+    }
+    uint32_t dep = (node[d].depth & ~kInInternals) + 1;
     uint32_t loc = g.is_category(v) ? category_location[v - 1] : object_location(v, d);
     uint32_t parent = node[d].stack;
     if (max_depth != 0 && dep > max_depth) {
@@ -379,6 +402,13 @@ std::string EncodeRetentionProfile(const HeapGraph& g, const MappedVector<uint32
     uint32_t s = intern_stack(parent, loc);
     node[v] = NodeState{s, dep, loc};
     if (g.is_virtual(v)) continue;
+    if (own) {
+      // Set apart: its frame may still name the path to the program's
+      // objects behind it (AddProgramEdgeTo), but it is charged nothing.
+      counts.own_objects++;
+      counts.own_bytes += g.self_size(v);
+      continue;
+    }
     objects++;
     StackValues& sv = values[s];
     sv.objects++;
@@ -443,6 +473,10 @@ std::string EncodeRetentionProfile(const HeapGraph& g, const MappedVector<uint32
     stats->samples = samples;
     stats->locations = b.location_count();
     stats->peak_bytes = peak;
+    stats->own_objects = counts.own_objects;
+    stats->own_bytes = counts.own_bytes;
+    stats->internal_objects = counts.internal_objects;
+    stats->internal_bytes = counts.internal_bytes;
   }
   stacks.Clear();
   values.Clear();

@@ -2,7 +2,8 @@
 // dominator-tree paths, so that a flame graph answers "what keeps this
 // memory alive".
 //
-// Every reachable object is charged exactly once, as one sample (merged with
+// Every reachable object (but the profiler's own: see Roles below) is
+// charged exactly once, as one sample (merged with
 // the samples of objects that have the same stack) whose stack is its path in
 // the dominator tree: leaf = the object itself, then idom(object),
 // idom(idom(object)), ... down to the root category node when it is on the
@@ -49,6 +50,18 @@
 //             deep nodes of a long linked list collapse into a few dozen
 //             samples instead of one distinct stack per node.
 //
+// Roles (HeapGraph::is_own, is_internal): the profiler's own objects get
+// no sample (they are counted in the stats only); their frames still
+// appear on the stacks of program objects only they lead to
+// (HeapGraphBuilder::AddProgramEdgeTo). A runtime internal that no
+// internal dominates, and every object it dominates (but own ones), get
+// the one-frame stack [internals_frame]: a row of its own at the top of
+// the flame graph, out of the program's stacks, whose inuse_space is all
+// the internals' bytes. Values and retained sizes follow RetainedSizes on
+// a HeapGraph (dominators.h): a program frame's cum is the retained size
+// of its objects without the internals and the profiler's objects under
+// them.
+//
 // Cost: stacks are interned incrementally in dominator-tree preorder (node
 // index order: see heap_graph.h), stack(node) = intern(stack(idom(node)),
 // frame(node)) in a (parent stack, location) -> stack table, and values are
@@ -77,6 +90,9 @@ struct RetentionProfileOptions {
   int64_t time_nanos = 0;      // when the snapshot was taken, ns since the epoch
   int64_t duration_nanos = 0;  // how long taking it took
   std::string comment;         // optional; stored as a profile comment
+  std::vector<std::string> more_comments;  // stored after it, in order
+  // The frame of the one row that holds the runtime internals (see above).
+  std::string internals_frame = "Ruby internals: compiled code, method caches";
   // zlib level. 1 by default: on a 1M-object heap it compresses ~4x faster
   // than 6 for a file ~10% bigger, and the caller is usually waiting.
   int gzip_level = 1;
@@ -90,6 +106,12 @@ struct RetentionProfileStats {
   // Peak of this encoder's own memory: its tables, then tables + the
   // uncompressed output (PprofBuilder's small tables not counted).
   size_t peak_bytes = 0;
+  // The profiler's own objects (not charged, not in `objects`), and the
+  // objects charged to the internals row (in `objects`).
+  size_t own_objects = 0;
+  uint64_t own_bytes = 0;
+  size_t internal_objects = 0;
+  uint64_t internal_bytes = 0;
 };
 
 // The sample types, in order, and the default one.

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <iostream>
@@ -435,6 +436,375 @@ TEST(RetentionProfileTest, RecurringFrameIsChargedOnceAtItsOutermostObject) {
     EXPECT_EQ(flat["@next (Node)"], static_cast<int64_t>((kNodes - 1) * 60)) << max_depth;
     EXPECT_EQ(flat["@value (String)"], static_cast<int64_t>(kNodes * 20)) << max_depth;
     for (const auto& [name, bytes] : flat) EXPECT_LE(bytes, heap) << name;
+  }
+}
+
+// A heap walked as the Ruby walk does with roles: edges to the profiler's
+// own objects through AddOwnEdgeTo, a thread's through AddDeferredEdgeTo,
+// marked edges from own objects through AddProgramEdgeTo, internals marked.
+struct RoleObj {
+  std::string edge_name, klass;
+  uint64_t size = 0;
+  std::vector<uint64_t> refs;
+  bool own = false;       // the profiler's: edges to it go through AddOwnEdgeTo
+  bool internal = false;  // a runtime internal (an imemo that is not an env)
+  bool stacks = false;    // a thread: its edges are deferred
+  std::vector<uint64_t> program_refs;  // refs reached through AddProgramEdgeTo
+};
+
+struct RoleHeap {
+  std::vector<std::pair<std::string, std::vector<uint64_t>>> roots;
+  std::map<uint64_t, RoleObj> objects;
+  size_t dropped = 0;
+
+  void Add(HeapGraphBuilder& b, uint64_t from, uint64_t to) const {
+    const RoleObj* src = from == 0 ? nullptr : &objects.at(from);
+    if (objects.at(to).own) {
+      b.AddOwnEdgeTo(to);
+    } else if (src != nullptr && src->stacks) {
+      b.AddDeferredEdgeTo(to, 0);
+    } else if (src != nullptr &&
+               std::find(src->program_refs.begin(), src->program_refs.end(), to) != src->program_refs.end()) {
+      b.AddProgramEdgeTo(to);
+    } else {
+      b.AddEdgeTo(to);
+    }
+  }
+
+  HeapGraph Build() {
+    HeapGraphBuilder b;
+    std::vector<uint32_t> cats;
+    for (const auto& r : roots) cats.push_back(b.AddRootCategory(r.first));
+    for (size_t i = 0; i < roots.size(); i++) {
+      b.BeginEdgesOf(cats[i]);
+      for (uint64_t a : roots[i].second) Add(b, 0, a);
+    }
+    for (uint32_t v = b.first_object_node();; v++) {
+      if (v == b.node_count() && !b.DiscoverDeferred()) break;
+      const RoleObj& o = objects.at(b.address(v));
+      b.SetNodeInfo(v, b.InternName(o.klass), 0, o.size);
+      if (o.internal) b.MarkInternal(v);
+      b.BeginEdgesOf(v);
+      for (uint64_t a : o.refs) Add(b, b.address(v), a);
+    }
+    dropped = b.dropped_own_edges();
+    HeapGraph g = b.Finish();
+    for (uint32_t v = g.first_object_node(); v < g.node_count(); v++) g.SetEdgeName(v, objects.at(g.address(v)).edge_name);
+    return g;
+  }
+};
+
+// The program keeps sessions in a constant, a callback proc with a
+// captured local, and an App whose middleware chain runs through one of the
+// profiler's own objects; the profiler (a module with a registry, a
+// profiler object that a thread's stack also holds, a collector buffer, a
+// block only it holds) also points at a session; a method entry and an
+// iseq (internals) hold a literal and, like an inline cache, the sessions;
+// two iseqs share a literal.
+constexpr uint64_t kObject = 0x10, kSessions = 0x20, kSess = 0x30, kPayload = 0x40, kFathom = 0x50, kRegistry = 0x60,
+                   kProfiler = 0x70, kCollector = 0x80, kBlock = 0x90, kBlockEnv = 0xa0, kFathomMent = 0xb0,
+                   kMent = 0xc0, kIseq = 0xd0, kLiteral = 0xe0, kCallback = 0xf0, kEnv = 0x100, kRows = 0x110,
+                   kApp = 0x120, kMiddleware = 0x130, kRouter = 0x140, kRoutes = 0x150, kThread = 0x160, kLocal = 0x170,
+                   kIseq2 = 0x180, kShared = 0x190;
+
+RoleObj R(std::string edge, std::string klass, uint64_t size, std::vector<uint64_t> refs, bool own = false,
+          bool internal = false) {
+  RoleObj o;
+  o.edge_name = std::move(edge);
+  o.klass = std::move(klass);
+  o.size = size;
+  o.refs = std::move(refs);
+  o.own = own;
+  o.internal = internal;
+  return o;
+}
+
+RoleHeap ProfiledAppHeap() {
+  RoleHeap h;
+  h.roots = {{"vm", {kObject, kThread}}};
+  auto& o = h.objects;
+  o[kObject] = R("Object", "Class", 100, {kSessions, kFathom, kMent, kCallback, kApp, kIseq2});
+  o[kSessions] = R("SESSIONS", "Hash", 50, {kSess});
+  o[kSess] = R("$hashval", "Session", 40, {kPayload});
+  o[kPayload] = R("@payload", "String", 1000, {});
+  o[kFathom] = R("Fathom", "Module", 30, {kRegistry, kFathomMent}, true);
+  o[kRegistry] = R("@profilers", "Hash", 20, {kProfiler});
+  o[kProfiler] = R("{:heap}", "Fathom::HeapProfiler", 24, {kCollector, kSess, kBlock}, true);
+  o[kCollector] = R("@collector", "Fathom::Native::HeapCollector", 5000, {}, true);
+  o[kBlock] = R("@block", "Proc", 80, {kBlockEnv});
+  o[kBlockEnv] = R("(captured)", "<imemo>", 60, {});
+  o[kFathomMent] = R("via Module", "<imemo>", 70, {}, false, true);
+  o[kMent] = R("via Class", "<imemo>", 200, {kIseq}, false, true);
+  o[kIseq] = R("via <imemo>", "<imemo>", 300, {kLiteral, kSessions, kShared}, false, true);
+  // A literal two iseqs share (an fstring): only internals lead to it, no
+  // one of them dominates it.
+  o[kIseq2] = R("via Class", "<imemo>", 110, {kShared}, false, true);
+  o[kShared] = R("via <imemo>", "String", 25, {});
+  o[kLiteral] = R("via <imemo>", "String", 50, {});
+  o[kCallback] = R("CALLBACK", "Proc", 80, {kEnv, kIseq});
+  o[kEnv] = R("(captured)", "<imemo>", 60, {kRows});  // an env: not internal
+  o[kRows] = R("rows", "Array", 400, {});
+  o[kApp] = R("APP", "App", 40, {kMiddleware});
+  o[kMiddleware] = R("@app", "Fathom::Rack::Middleware", 40, {kRouter}, true);
+  o[kMiddleware].program_refs = {kRouter};
+  o[kRouter] = R("@app", "Router", 40, {kRoutes});
+  o[kRoutes] = R("@routes", "Hash", 700, {});
+  o[kThread] = R("thread \"main\"", "Thread", 500, {kProfiler, kLocal});
+  o[kThread].stacks = true;
+  o[kLocal] = R("via Thread", "Array", 90, {});
+  return h;
+}
+
+TEST(RetentionRolesTest, ProfilerObjectsAreSetApartAndInternalsGetOneRow) {
+  FATHOM_REQUIRE_TOOL("go");
+  RoleHeap heap = ProfiledAppHeap();
+  HeapGraph built = heap.Build();
+  EXPECT_FALSE(built.is_internal(NodeOf(built, kShared)));
+  EXPECT_FALSE(built.is_internal(NodeOf(built, kLiteral)));
+  EXPECT_EQ(built.ExtendInternals(), 2u);  // the literals, not the sessions an iseq also holds
+  Analysis a(std::move(built));
+  const HeapGraph& g = a.g;
+  auto node = [&](uint64_t addr) { return NodeOf(g, addr); };
+  EXPECT_TRUE(g.is_internal(node(kShared)));
+  EXPECT_EQ(a.idom[node(kShared)], node(kObject));
+
+  // Roles: what only the profiler leads to is own (its block too), the
+  // program's middleware chain behind its middleware is not; an own
+  // method entry stays own.
+  for (uint64_t addr : {kFathom, kRegistry, kProfiler, kCollector, kBlock, kBlockEnv, kFathomMent, kMiddleware})
+    EXPECT_TRUE(g.is_own(node(addr))) << std::hex << addr;
+  for (uint64_t addr : {kObject, kSessions, kSess, kPayload, kRouter, kRoutes, kCallback, kEnv, kThread, kLocal})
+    EXPECT_FALSE(g.is_own(node(addr))) << std::hex << addr;
+  for (uint64_t addr : {kMent, kIseq}) EXPECT_TRUE(g.is_internal(node(addr))) << std::hex << addr;
+  EXPECT_FALSE(g.is_internal(node(kFathomMent)));  // own wins
+  EXPECT_FALSE(g.is_internal(node(kEnv)));
+  // Every own node comes after every node the program reaches without the
+  // profiler: the profiler's objects never name the program's.
+  EXPECT_GT(node(kFathom), node(kRows));
+  EXPECT_GT(node(kProfiler), node(kLocal));
+  EXPECT_EQ(g.tree_parent(node(kSess)), node(kSessions));
+  EXPECT_EQ(g.tree_parent(node(kRouter)), node(kMiddleware));
+  // The profiler's edge to the session was not stored: the hash alone
+  // dominates it, as if the profiler did not exist.
+  EXPECT_EQ(heap.dropped, 1u);
+  EXPECT_EQ(a.idom[node(kSess)], node(kSessions));
+  // The iseq's reference to the sessions (an inline cache) does not make
+  // them internals: the class dominates both.
+  EXPECT_EQ(a.idom[node(kSessions)], node(kObject));
+
+  // Retained sizes count the program's objects only; the middleware passes
+  // the router on to the App; the internals count among themselves.
+  EXPECT_EQ(a.retained[node(kApp)], 40u + 40 + 700);
+  EXPECT_EQ(a.retained[node(kMiddleware)], 40u + 700);
+  EXPECT_EQ(a.retained[node(kSessions)], 50u + 40 + 1000);
+  EXPECT_EQ(a.retained[node(kCallback)], 80u + 60 + 400);
+  EXPECT_EQ(a.retained[node(kObject)], 100u + 1090 + 540 + 780);
+  EXPECT_EQ(a.retained[node(kThread)], 500u + 90);
+  EXPECT_EQ(a.retained[node(kIseq)], 300u + 50);
+  EXPECT_EQ(a.retained[node(kMent)], 200u);
+  EXPECT_EQ(a.retained[node(kShared)], 25u);
+  EXPECT_EQ(a.retained[node(kCollector)], 0u);
+  EXPECT_EQ(a.retained[0], 2510u + 590);
+
+  RetentionProfileOptions options;
+  options.more_comments = {"own comment"};
+  RetentionProfileStats stats;
+  std::string gz = EncodeRetentionProfile(g, a.idom, a.retained, options, &stats);
+  EXPECT_EQ(stats.own_objects, 8u);
+  EXPECT_EQ(stats.own_bytes, 30u + 20 + 24 + 5000 + 80 + 60 + 70 + 40);
+  EXPECT_EQ(stats.internal_objects, 5u);
+  EXPECT_EQ(stats.internal_bytes, 550u + 110 + 25);
+  EXPECT_EQ(stats.objects, 12u + 5);
+
+  GoPprof pprof(gz);
+  RawProfile raw = pprof.Raw();
+  EXPECT_NE(raw.output.find("Comment: own comment"), std::string::npos) << raw.output;
+  using V = std::vector<int64_t>;
+  const std::string internals = "Ruby internals: compiled code, method caches";
+  EXPECT_EQ(raw.ValuesOf({internals}), (V{5, 685, 685})) << raw.output;
+  const Strs object{"(root: vm)", "Object (Class)"};
+  auto under = [&](Strs frames) {
+    Strs s = object;
+    s.insert(s.end(), frames.begin(), frames.end());
+    return s;
+  };
+  EXPECT_EQ(raw.ValuesOf(under({"SESSIONS (Hash)", "$hashval (Session)", "@payload (String)"})), (V{1, 1000, 1000}));
+  EXPECT_EQ(raw.ValuesOf(under({"CALLBACK (Proc)", "(captured) (<imemo>)", "rows (Array)"})), (V{1, 400, 400}));
+  // Behind the profiler's middleware: its frame names the path, uncharged.
+  EXPECT_EQ(raw.ValuesOf(under({"APP (App)", "@app (Fathom::Rack::Middleware)", "@app (Router)"})), (V{1, 40, 740}))
+      << raw.output;
+  EXPECT_EQ(raw.ValuesOf(under({"APP (App)", "@app (Fathom::Rack::Middleware)"})), V{}) << raw.output;
+  int64_t total = 0, objects = 0;
+  for (const auto& sample : raw.samples) {
+    total += sample.values[1];
+    objects += sample.values[0];
+    // No sample is the profiler's own object, and only the router's path
+    // passes through one.
+    for (const std::string& f : sample.frames) {
+      if (f.find("Fathom") == std::string::npos) continue;
+      EXPECT_EQ(f, "@app (Fathom::Rack::Middleware)") << raw.output;
+      EXPECT_NE(sample.frames.back(), f);
+    }
+    if (sample.frames.back().find("(<imemo>)") != std::string::npos) {
+      EXPECT_EQ(sample.frames.back(), "(captured) (<imemo>)") << "only the env is the program's";
+    }
+  }
+  EXPECT_EQ(total, 3100 + 685);
+  EXPECT_EQ(objects, 12 + 5);
+
+  // -top: the internals are one row, flat = cum, sorted among the others
+  // by its size; the program's frames' cum leaves them out.
+  test_util::CommandResult top = pprof.Run("-top -symbolize=none -unit=B");
+  ASSERT_EQ(top.exit_code, 0) << top.output;
+  EXPECT_NE(top.output.find("of 3785B total"), std::string::npos) << top.output;
+  std::istringstream in(top.output);
+  std::map<std::string, std::pair<std::string, std::string>> rows;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream row(line);
+    std::string flat, flat_pct, sum_pct, cum, cum_pct, name;
+    if (!(row >> flat >> flat_pct >> sum_pct >> cum >> cum_pct) || cum_pct.back() != '%') continue;
+    std::getline(row >> std::ws, name);
+    rows[name] = {flat, cum};
+  }
+  EXPECT_EQ(rows[internals], std::make_pair(std::string("685B"), std::string("685B"))) << top.output;
+  EXPECT_EQ(rows["Object (Class)"], std::make_pair(std::string("100B"), std::string("2510B"))) << top.output;
+  EXPECT_EQ(rows.count("Fathom (Module)"), 0u) << top.output;
+}
+
+// Random heaps with random objects of the profiler's own and random
+// internals: the graph must be the program's heap as if the profiler did
+// not hold anything, plus its own objects hanging off it. Reference: P =
+// the objects the roots reach without entering an own object; every other
+// reachable object is own; the dominators are those of the heap without
+// the edges from own objects to P. Internals (after ExtendInternals): the
+// marked objects of P and those of P that the roots reach only through
+// them. A retained size counts the non-own objects of its own group
+// (internals or not) that it dominates.
+TEST(RetentionRolesTest, OwnObjectsAreChargedAsIfTheProfilerWereAbsent) {
+  std::mt19937 rng(2025);
+  for (int iter = 0; iter < 300; iter++) {
+    const uint32_t m = 2 + rng() % 30;
+    std::vector<std::vector<uint32_t>> out(m);
+    std::vector<uint64_t> size(m);
+    std::vector<bool> own(m), internal(m);
+    for (uint32_t o = 0; o < m; o++) {
+      uint32_t k = rng() % 4;
+      for (uint32_t i = 0; i < k; i++) out[o].push_back(rng() % m);
+      size[o] = 1 + rng() % 100;
+      own[o] = rng() % 4 == 0;
+      internal[o] = iter % 2 == 1 && rng() % 5 == 0;
+    }
+    std::vector<uint32_t> roots;
+    for (uint32_t i = 0, r = 1 + rng() % 3; i < r; i++) roots.push_back(rng() % m);
+
+    // Reference: nodes 0 = root, 1 + o = object o.
+    auto reach = [&](bool enter_own, const std::vector<bool>* removed_edges_from) {
+      std::vector<bool> seen(m, false);
+      std::vector<uint32_t> queue;
+      for (uint32_t r : roots)
+        if ((enter_own || !own[r]) && !seen[r]) seen[r] = true, queue.push_back(r);
+      for (size_t i = 0; i < queue.size(); i++) {
+        uint32_t o = queue[i];
+        for (uint32_t t : out[o]) {
+          if (seen[t] || (!enter_own && own[t])) continue;
+          if (removed_edges_from && (*removed_edges_from)[o]) continue;
+          seen[t] = true;
+          queue.push_back(t);
+        }
+      }
+      return seen;
+    };
+    std::vector<bool> program = reach(false, nullptr);
+    std::vector<bool> reachable = reach(true, nullptr);
+    // The reference graph: edges from non-program objects into P dropped.
+    auto edge_kept = [&](uint32_t o, uint32_t t) { return program[o] || !program[t]; };
+    // Dominators by removal, over the reference graph.
+    auto reach_without = [&](int32_t removed) {
+      std::vector<bool> seen(m, false);
+      std::vector<uint32_t> queue;
+      for (uint32_t r : roots)
+        if (static_cast<int32_t>(r) != removed && !seen[r]) seen[r] = true, queue.push_back(r);
+      for (size_t i = 0; i < queue.size(); i++)
+        for (uint32_t t : out[queue[i]])
+          if (!seen[t] && static_cast<int32_t>(t) != removed && edge_kept(queue[i], t)) seen[t] = true, queue.push_back(t);
+      return seen;
+    };
+    std::vector<std::vector<bool>> dominated(m);  // dominated[d][v]: d strictly dominates v
+    for (uint32_t d = 0; d < m; d++) {
+      std::vector<bool> seen = reach_without(static_cast<int32_t>(d));
+      dominated[d].assign(m, false);
+      for (uint32_t v = 0; v < m; v++) dominated[d][v] = reachable[v] && v != d && !seen[v];
+    }
+    // Internals: reached from the roots without entering one of P's marked
+    // objects (own ones may be passed through), over the reference graph.
+    std::vector<bool> plain(m, false);
+    {
+      std::vector<uint32_t> queue;
+      auto enters = [&](uint32_t t) { return !plain[t] && !(internal[t] && program[t]); };
+      for (uint32_t r : roots)
+        if (enters(r)) plain[r] = true, queue.push_back(r);
+      for (size_t i = 0; i < queue.size(); i++)
+        for (uint32_t t : out[queue[i]])
+          if (edge_kept(queue[i], t) && enters(t)) plain[t] = true, queue.push_back(t);
+    }
+    std::vector<bool> want_internal(m);
+    for (uint32_t o = 0; o < m; o++) want_internal[o] = reachable[o] && program[o] && (internal[o] || !plain[o]);
+    std::vector<int64_t> want_idom(m, -1);  // -1: only virtual nodes dominate it
+    std::vector<uint64_t> want_retained(m, 0);
+    for (uint32_t v = 0; v < m; v++) {
+      if (!reachable[v]) continue;
+      size_t best = 0;
+      for (uint32_t d = 0; d < m; d++) {
+        if (!dominated[d][v]) continue;
+        size_t c = 0;
+        for (uint32_t x = 0; x < m; x++) c += dominated[x][d];
+        if (want_idom[v] < 0 || c >= best) want_idom[v] = d, best = c;
+      }
+      want_retained[v] = program[v] ? size[v] : 0;
+      for (uint32_t u = 0; u < m; u++)
+        if (dominated[v][u] && program[u] && want_internal[u] == want_internal[v]) want_retained[v] += size[u];
+    }
+
+    HeapGraphBuilder b;
+    auto add = [&](uint32_t t) {
+      if (own[t])
+        b.AddOwnEdgeTo(0x1000 + 8 * uint64_t{t});
+      else
+        b.AddEdgeTo(0x1000 + 8 * uint64_t{t});
+    };
+    b.AddRootCategory("vm");
+    b.BeginEdgesOf(1);
+    for (uint32_t r : roots) add(r);
+    for (uint32_t v = b.first_object_node();; v++) {
+      if (v == b.node_count() && !b.DiscoverDeferred()) break;
+      uint32_t o = static_cast<uint32_t>((b.address(v) - 0x1000) / 8);
+      b.SetNodeInfo(v, 0, 0, size[o]);
+      if (internal[o]) b.MarkInternal(v);
+      b.BeginEdgesOf(v);
+      for (uint32_t t : out[o]) add(t);
+    }
+    HeapGraph g = b.Finish();
+    g.ExtendInternals();
+    MappedVector<uint32_t> idom = ComputeDominators(g);
+    MappedVector<uint64_t> retained = RetainedSizes(g, idom);
+    auto obj = [&](uint32_t v) { return static_cast<uint32_t>((g.address(v) - 0x1000) / 8); };
+    size_t nodes = 0;
+    for (uint32_t v = g.first_object_node(); v < g.node_count(); v++) {
+      uint32_t o = obj(v);
+      nodes++;
+      ASSERT_TRUE(reachable[o]);
+      ASSERT_EQ(g.is_own(v), !program[o]) << "iter " << iter << " object " << o;
+      ASSERT_EQ(g.is_internal(v), want_internal[o]) << "iter " << iter << " object " << o;
+      ASSERT_LT(idom[v], v);
+      int64_t got = g.is_virtual(idom[v]) ? -1 : static_cast<int64_t>(obj(idom[v]));
+      ASSERT_EQ(got, want_idom[o]) << "iter " << iter << " object " << o;
+      ASSERT_EQ(retained[v], want_retained[o]) << "iter " << iter << " object " << o;
+      if (!g.is_own(v)) {
+        for (uint32_t p = g.tree_parent(v); !g.is_virtual(p); p = g.tree_parent(p))
+          ASSERT_FALSE(g.is_own(p)) << "a program object named through the profiler's";
+      }
+    }
+    ASSERT_EQ(nodes, static_cast<size_t>(std::count(reachable.begin(), reachable.end(), true)));
   }
 }
 
