@@ -30,7 +30,7 @@ class OptionFuzzTest < Minitest::Test
   # Calls the block with one option (or an unknown one) set to a random
   # value; checks what came out.
   def fuzz(target, options, also: nil, min_cases: 1, seconds: Fuzz::SECONDS)
-    Dir.chdir(@dir) do
+    cases = Dir.chdir(@dir) do
       Fuzz.run(target, min_cases: min_cases, seconds: seconds) do |rng, n|
         name, pool = options.to_a.sample(random: rng)
         opts, named =
@@ -42,9 +42,10 @@ class OptionFuzzTest < Minitest::Test
         outcome(Fuzz.where(target, n), opts, named, also) { yield opts }
       end
     end
-    return if @findings.empty?
-
-    flunk "#{@findings.size} failure(s), first:\n#{@findings.first(5).join("\n")}"
+    # Each case is checked in outcome(); these two say so to minitest (the
+    # test counted 0 assertions, as if it checked nothing).
+    assert_operator cases, :>=, min_cases, "#{target}: fuzz cases run"
+    assert_empty @findings, "#{@findings.size} failure(s), first:\n#{@findings.first(5).join("\n")}"
   end
 
   def outcome(where, opts, named, also)
