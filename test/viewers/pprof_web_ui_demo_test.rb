@@ -21,7 +21,7 @@ class PprofWebUiDemoTest < Minitest::Test
   include PprofViewer::Reading
 
   def self.result
-    PprofViewer.once(self) do
+    BrowserRun.once(self) do
       files = KINDS.map { |k| "#{BASE}.#{k}.pb.gz" }
       PprofViewer.fathom_run("--mode", "heap,gc,retention", "--interval", "0.5ms", "-o", BASE, app: APP, outputs: files)
       PprofViewer.serve(*files) do |*bases|

@@ -22,7 +22,7 @@ class PprofWebUiThreadsTest < Minitest::Test
   include PprofViewer::Reading
 
   def self.result
-    PprofViewer.once(self) do
+    BrowserRun.once(self) do
       files = MODES.map do |mode|
         file = File.join(OUT, "pprof-threads.#{mode}.pb.gz")
         PprofViewer.fathom_run("--mode", mode, "-o", file, app: APP, outputs: [file])
