@@ -31,6 +31,9 @@ module PprofViewer
 
   SCRIPT = File.join(BrowserRun::ROOT, "test/viewers/pprof_view.js")
   OUT_DIR = File.join(BrowserRun::ROOT, "tmp/viewers")
+  # The pages of pprof's web UI that the tests read: kind (as pprof_view.js
+  # names it) => path under a server's base URL.
+  WEB_UI_PAGES = { "graph" => "/ui/", "top" => "/ui/top", "flamegraph" => "/ui/flamegraph" }.freeze
 
   module_function
 
@@ -155,6 +158,15 @@ module PprofViewer
     end
   rescue Errno::ECHILD
     true
+  end
+
+  # Every WEB_UI_PAGES page of each server, for inspect: labels and bases
+  # (the URLs serve yields) pair up, and a page is named
+  # "pprof-LABEL-KIND" ("pprof-heap-top").
+  def web_ui_pages(labels, bases)
+    labels.zip(bases).flat_map do |label, base|
+      WEB_UI_PAGES.map { |kind, path| { "name" => "pprof-#{label}-#{kind}", "kind" => kind, "url" => base + path } }
+    end
   end
 
   # Opens every page in one browser and returns the report (a Hash), also
