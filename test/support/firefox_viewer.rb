@@ -1,9 +1,9 @@
 # frozen_string_literal: true
 
 require "json"
-require "open3"
 require "zlib"
 require "fileutils"
+require_relative "browser_run"
 
 # Opens a Firefox-format profile in the real Firefox Profiler web app, in
 # headless Chromium, via test/viewers/firefox_view.js, and returns what the
@@ -22,27 +22,17 @@ require "fileutils"
 # What it needs: the web app's build in shared/viewers/firefox-profiler beside
 # the repo checkout (absent: tests skip, CI included), and Chromium, Node.js
 # and test/viewers/node_modules, which script/setup installs (absent: tests
-# skip locally and fail in CI). See FirefoxViewer.require!.
+# skip locally and fail in CI). See FirefoxViewer.require!; what it shares
+# with PprofViewer is in BrowserRun.
 module FirefoxViewer
-  class Error < StandardError; end
+  class Error < BrowserRun::Error; end
 
-  ROOT = File.expand_path("../..", __dir__)
-  SCRIPT = File.join(ROOT, "test/viewers/firefox_view.js")
-  NODE_MODULES = File.join(ROOT, "test/viewers/node_modules")
+  SCRIPT = File.join(BrowserRun::ROOT, "test/viewers/firefox_view.js")
 
   module_function
 
   def viewer_dir
-    ENV["FATHOM_FIREFOX_PROFILER_DIR"] || File.expand_path("../shared/viewers/firefox-profiler", ROOT)
-  end
-
-  def chromium
-    ENV["CHROMIUM"] || "/usr/bin/chromium"
-  end
-
-  def node
-    ENV.fetch("PATH", "").split(File::PATH_SEPARATOR).map { |d| File.join(d, "node") }
-       .find { |p| File.file?(p) && File.executable?(p) }
+    ENV["FATHOM_FIREFOX_PROFILER_DIR"] || File.expand_path("../shared/viewers/firefox-profiler", BrowserRun::ROOT)
   end
 
   # The web app's build is not installed by script/setup: a checkout without
@@ -54,13 +44,8 @@ module FirefoxViewer
   # nil when everything is there; otherwise why the viewer cannot run.
   def skip_reason
     return "no Firefox Profiler build at #{viewer_dir} (the shared/ folder beside the repo checkout)" if viewer_missing?
-    return "#{chromium} missing (script/setup installs Debian's chromium)" unless File.executable?(chromium)
-    return "node not on PATH (script/setup installs nodejs and npm)" unless node
-    unless File.file?(File.join(NODE_MODULES, "puppeteer-core", "package.json"))
-      return "test/viewers/node_modules/puppeteer-core missing (script/setup runs npm ci --prefix test/viewers)"
-    end
 
-    nil
+    BrowserRun.skip_reason
   end
 
   def available?
@@ -70,8 +55,8 @@ module FirefoxViewer
   # Makes a profile with the block (which must write `out`), opens it once
   # and keeps the page's report beside the screenshots (tmp/viewers/
   # NAME-view.json, to read when a test fails). Returns [the file's threads
-  # as {"index", "name"}, the report]. Test classes memoize it, so one
-  # browser run serves every test of the class.
+  # as {"index", "name"}, the report]. Test classes memoize it (BrowserRun.once),
+  # so one browser run serves every test of the class.
   def profile_and_view(out, name:)
     FileUtils.mkdir_p(File.dirname(out))
     FileUtils.rm_f(out)
@@ -82,23 +67,6 @@ module FirefoxViewer
     view = inspect(out, threads: threads.map { |t| t["index"] }, name: name)
     File.write(File.join(File.dirname(out), "#{name}-view.json"), JSON.pretty_generate(view))
     [threads, view]
-  end
-
-  # The block's value, computed once per test class (one browser run serves
-  # all its tests); an error is kept and raised again in each test.
-  def once(test_class)
-    result = test_class.instance_variable_get(:@viewer_result)
-    unless result
-      result = begin
-        yield
-      rescue StandardError => e
-        e
-      end
-      test_class.instance_variable_set(:@viewer_result, result)
-    end
-    raise result if result.is_a?(Exception)
-
-    result
   end
 
   # What a viewer test reads: @file_threads and @view from profile_and_view.
@@ -124,8 +92,8 @@ module FirefoxViewer
   # script/setup has installed it all).
   def require!(test)
     reason = skip_reason or return
-    test.flunk(reason) if !viewer_missing? && !ENV["CI"].to_s.empty?
-    test.skip(reason)
+    test.skip(reason) if viewer_missing?
+    BrowserRun.skip_or_flunk(test, reason)
   end
 
   # Runs the browser once and returns the report (a Hash); timeout is in
@@ -139,41 +107,7 @@ module FirefoxViewer
       "profile" => File.expand_path(path),
       "threads" => threads,
       "viewer_dir" => viewer_dir,
-      "chromium" => chromium,
-      "timeout_ms" => (timeout * 1000).to_i,
     ).compact
-    out, err, status = run_node(JSON.generate(request), timeout + 15)
-    report = begin
-      JSON.parse(out)
-    rescue JSON::ParserError
-      nil
-    end
-    unless status&.success? && report.is_a?(Hash) && report["ok"]
-      why = report.is_a?(Hash) ? report["error"] : "no JSON on stdout: #{out[0, 500].inspect}"
-      raise Error, "firefox_view.js failed (#{status ? "exit #{status.exitstatus}" : "killed after #{timeout + 15}s"}): " \
-                   "#{why}\nstderr: #{err[-2000..] || err}"
-    end
-    report
-  end
-
-  # node SCRIPT with the spec on stdin; kills it if it outlives `limit`
-  # seconds (the script has its own hard limit; this is the safety net).
-  def run_node(input, limit)
-    Open3.popen3(node || "node", SCRIPT, chdir: ROOT, pgroup: true) do |stdin, stdout, stderr, wait|
-      stdin.write(input)
-      stdin.close
-      out_reader = Thread.new { stdout.read }
-      err_reader = Thread.new { stderr.read }
-      unless wait.join(limit)
-        begin
-          Process.kill("KILL", -wait.pid) # its Chromium too
-        rescue Errno::ESRCH
-          nil
-        end
-        wait.join
-        return [out_reader.value.to_s, err_reader.value.to_s, nil]
-      end
-      [out_reader.value.to_s, err_reader.value.to_s, wait.value]
-    end
+    BrowserRun.run(SCRIPT, request, timeout: timeout, error: Error)
   end
 end

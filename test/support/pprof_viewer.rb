@@ -1,10 +1,9 @@
 # frozen_string_literal: true
 
-require "json"
-require "open3"
 require "socket"
 require "net/http"
 require "fileutils"
+require_relative "browser_run"
 
 # Opens pprof files as a person would: in pprof's own web UI (`go tool
 # pprof -http`, its graph, top and flame graph pages) and in speedscope, in
@@ -25,40 +24,30 @@ require "fileutils"
 # What it needs, all installed by script/setup and nothing beside the repo:
 # Chromium, Node.js, test/viewers/node_modules (puppeteer-core, speedscope),
 # Go (go tool pprof) and Graphviz's dot (pprof's graph view). A missing piece
-# skips the tests locally and fails them in CI (see PprofViewer.require!).
+# skips the tests locally and fails them in CI (see PprofViewer.require!);
+# what it shares with FirefoxViewer is in BrowserRun.
 module PprofViewer
-  class Error < StandardError; end
+  class Error < BrowserRun::Error; end
 
-  ROOT = File.expand_path("../..", __dir__)
-  SCRIPT = File.join(ROOT, "test/viewers/pprof_view.js")
-  NODE_MODULES = File.join(ROOT, "test/viewers/node_modules")
-  OUT_DIR = File.join(ROOT, "tmp/viewers")
+  SCRIPT = File.join(BrowserRun::ROOT, "test/viewers/pprof_view.js")
+  OUT_DIR = File.join(BrowserRun::ROOT, "tmp/viewers")
+  # The pages of pprof's web UI that the tests read: kind (as pprof_view.js
+  # names it) => path under a server's base URL.
+  WEB_UI_PAGES = { "graph" => "/ui/", "top" => "/ui/top", "flamegraph" => "/ui/flamegraph" }.freeze
 
   module_function
-
-  def chromium
-    ENV["CHROMIUM"] || "/usr/bin/chromium"
-  end
-
-  def which(name)
-    ENV.fetch("PATH", "").split(File::PATH_SEPARATOR).map { |d| File.join(d, name) }
-       .find { |p| File.file?(p) && File.executable?(p) }
-  end
 
   # nil when everything `needs` names is there; otherwise why the viewer
   # cannot run. needs: :pprof (go and dot), :speedscope (the npm package).
   def skip_reason(needs: %i[pprof speedscope])
-    return "#{chromium} missing (script/setup installs Debian's chromium)" unless File.executable?(chromium)
-    return "node not on PATH (script/setup installs nodejs and npm)" unless which("node")
-    unless File.file?(File.join(NODE_MODULES, "puppeteer-core", "package.json"))
-      return "test/viewers/node_modules/puppeteer-core missing (script/setup runs npm ci --prefix test/viewers)"
-    end
-    if needs.include?(:speedscope) && !File.file?(File.join(NODE_MODULES, "speedscope", "dist", "release", "index.html"))
+    browser = BrowserRun.skip_reason
+    return browser if browser
+    if needs.include?(:speedscope) && !BrowserRun.node_module?("speedscope", "dist", "release", "index.html")
       return "test/viewers/node_modules/speedscope missing (script/setup runs npm ci --prefix test/viewers)"
     end
     if needs.include?(:pprof)
-      return "go not on PATH (script/setup installs golang-go)" unless which("go")
-      return "dot not on PATH: pprof's graph view needs Graphviz (script/setup installs graphviz)" unless which("dot")
+      return "go not on PATH (script/setup installs golang-go)" unless BrowserRun.which("go")
+      return "dot not on PATH: pprof's graph view needs Graphviz (script/setup installs graphviz)" unless BrowserRun.which("dot")
     end
 
     nil
@@ -68,26 +57,7 @@ module PprofViewer
   # fails in CI (CI=true), where script/setup has installed it all.
   def require!(test, needs: %i[pprof speedscope])
     reason = skip_reason(needs: needs) or return
-    test.flunk(reason) if TestHelper.ci?
-    test.skip(reason)
-  end
-
-  # The block's value, computed once per test class (one set of profiles and
-  # one browser run serve all its tests); an error is kept and raised again
-  # in each test.
-  def once(test_class)
-    result = test_class.instance_variable_get(:@viewer_result)
-    unless result
-      result = begin
-        yield
-      rescue StandardError => e
-        e
-      end
-      test_class.instance_variable_set(:@viewer_result, result)
-    end
-    raise result if result.is_a?(Exception)
-
-    result
+    BrowserRun.skip_or_flunk(test, reason)
   end
 
   # Runs `fathom run ARGS -- ruby APP` with the suite's plain environment;
@@ -190,6 +160,15 @@ module PprofViewer
     true
   end
 
+  # Every WEB_UI_PAGES page of each server, for inspect: labels and bases
+  # (the URLs serve yields) pair up, and a page is named
+  # "pprof-LABEL-KIND" ("pprof-heap-top").
+  def web_ui_pages(labels, bases)
+    labels.zip(bases).flat_map do |label, base|
+      WEB_UI_PAGES.map { |kind, path| { "name" => "pprof-#{label}-#{kind}", "kind" => kind, "url" => base + path } }
+    end
+  end
+
   # Opens every page in one browser and returns the report (a Hash), also
   # kept in tmp/viewers/NAME-view.json when `name` is given (to read when a
   # test fails). timeout is in seconds, for the whole run. Raises
@@ -197,43 +176,8 @@ module PprofViewer
   def inspect(pages = nil, name: nil, timeout: 60)
     return "PprofViewer" if pages.nil? # Module#inspect, for error messages and p
 
-    request = { "pages" => pages, "chromium" => chromium, "screenshot_dir" => OUT_DIR,
-                "timeout_ms" => (timeout * 1000).to_i }
-    out, err, status = run_node(JSON.generate(request), timeout + 15)
-    report = begin
-      JSON.parse(out)
-    rescue JSON::ParserError
-      nil
-    end
-    File.write(File.join(OUT_DIR, "#{name}-view.json"), JSON.pretty_generate(report || { "stdout" => out })) if name
-    unless status&.success? && report.is_a?(Hash) && report["ok"]
-      why = report.is_a?(Hash) ? report["error"] : "no JSON on stdout: #{out[0, 500].inspect}"
-      raise Error, "pprof_view.js failed (#{status ? "exit #{status.exitstatus}" : "killed after #{timeout + 15}s"}): " \
-                   "#{why}\nstderr: #{err[-2000..] || err}"
-    end
-    report
-  end
-
-  # node SCRIPT with the spec on stdin; kills it (and its Chromium) if it
-  # outlives `limit` seconds (the script has its own hard limit; this is the
-  # safety net).
-  def run_node(input, limit)
-    Open3.popen3(which("node") || "node", SCRIPT, chdir: ROOT, pgroup: true) do |stdin, stdout, stderr, wait|
-      stdin.write(input)
-      stdin.close
-      out_reader = Thread.new { stdout.read }
-      err_reader = Thread.new { stderr.read }
-      unless wait.join(limit)
-        begin
-          Process.kill("KILL", -wait.pid)
-        rescue Errno::ESRCH
-          nil
-        end
-        wait.join
-        return [out_reader.value.to_s, err_reader.value.to_s, nil]
-      end
-      [out_reader.value.to_s, err_reader.value.to_s, wait.value]
-    end
+    keep = File.join(OUT_DIR, "#{name}-view.json") if name
+    BrowserRun.run(SCRIPT, { "pages" => pages, "screenshot_dir" => OUT_DIR }, timeout: timeout, error: Error, keep: keep)
   end
 
   # What a viewer test reads from a report held in @view.

@@ -24,7 +24,7 @@ class FirefoxViewerSmokeTest < Minitest::Test
   include FirefoxViewer::Reading
 
   def self.result
-    FirefoxViewer.once(self) do
+    BrowserRun.once(self) do
       FirefoxViewer.profile_and_view(OUT, name: "app") do
         _o, err, status = TestHelper.run_fathom("run", "--mode", "cpu,gc,heap", "--format", "firefox", "-o", OUT,
                                                 "--", RbConfig.ruby, APP, env: TestHelper::PLAIN_ENV)
@@ -95,7 +95,7 @@ class FirefoxViewerSmokeTest < Minitest::Test
   # file, after the first one (result) made it.
   def test_allocation_call_tree_names_the_classes
     self.class.result
-    view = FirefoxViewer.once(AllocationsView) do
+    view = BrowserRun.once(AllocationsView) do
       FirefoxViewer.inspect(OUT, threads: ["web-1"], ct_summary: "js-allocations", name: "app-allocations")
     end
     web = view["threads"].values.first or flunk("no call tree read: #{view.keys}")
@@ -105,7 +105,7 @@ class FirefoxViewerSmokeTest < Minitest::Test
     assert_empty view["page_errors"], "page errors"
   end
 
-  # Holds the memo of the allocations view (FirefoxViewer.once keys on a class).
+  # Holds the memo of the allocations view (BrowserRun.once keys on a class).
   class AllocationsView; end
 
   # The compressor spends its time in libz with the GVL released: that is

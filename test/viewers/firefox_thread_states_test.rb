@@ -18,7 +18,7 @@ class FirefoxThreadStatesTest < Minitest::Test
   include FirefoxViewer::Reading
 
   def self.result
-    FirefoxViewer.once(self) do
+    BrowserRun.once(self) do
       FileUtils.rm_f(TRUTH)
       threads, view = FirefoxViewer.profile_and_view(OUT, name: "thread-states") do
         _o, err, status = Open3.capture3(TestHelper::PLAIN_ENV, RbConfig.ruby, "-I", TestHelper::LIB, FIXTURE,

@@ -6,7 +6,8 @@
 // shows: the timeline's thread tracks (name, thread index, activity-graph
 // pixels, hatched "empty" regions), the expanded call tree and the sidebar's
 // category breakdown of each requested thread, console and page errors, and
-// the screenshots it took. test/support/firefox_viewer.rb runs it.
+// the screenshots it took. test/support/firefox_viewer.rb runs it; what it
+// shares with pprof_view.js is in harness.js.
 //
 // Usage:
 //   node firefox_view.js '{"profile": "tmp/viewers/app.json.gz", "threads": [1, "sleeper"]}'
@@ -31,57 +32,17 @@
 'use strict';
 
 const fs = require('fs');
-const http = require('http');
 const path = require('path');
 const zlib = require('zlib');
-
-const REPO = path.resolve(__dirname, '..', '..');
-const started = Date.now();
-
-const MIME = {
-  '.html': 'text/html; charset=utf-8',
-  '.js': 'text/javascript; charset=utf-8',
-  '.mjs': 'text/javascript; charset=utf-8',
-  '.css': 'text/css; charset=utf-8',
-  '.json': 'application/json',
-  '.wasm': 'application/wasm',
-  '.ftl': 'text/plain; charset=utf-8',
-  '.svg': 'image/svg+xml',
-  '.png': 'image/png',
-  '.jpg': 'image/jpeg',
-  '.ico': 'image/x-icon',
-  '.txt': 'text/plain; charset=utf-8',
-  '.webmanifest': 'application/manifest+json',
-};
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-function readSpec() {
-  const arg = process.argv[2];
-  let text;
-  if (arg === undefined || arg === '-') text = fs.readFileSync(0, 'utf8');
-  else if (arg.trim().startsWith('{')) text = arg;
-  else return { profile: arg };
-  return JSON.parse(text);
-}
+const {
+  REPO, sleep, chromiumPath, screenshotDir, launchBrowser, watchPage, listen, fileUnder, requestPath, serveFiles, run,
+} = require('./harness');
 
 // Static server for the web app: unknown paths answer index.html (it is a
 // single-page app that routes /from-url/... itself).
 function serveApp(root) {
   const index = path.join(root, 'index.html');
-  return listen((req, res) => {
-    let file;
-    try {
-      const rel = decodeURIComponent(new URL(req.url, 'http://x').pathname);
-      file = path.join(root, path.normalize(rel));
-      if (!file.startsWith(root + path.sep) || !fs.statSync(file).isFile()) file = index;
-    } catch (_e) {
-      file = index;
-    }
-    res.setHeader('Content-Type', MIME[path.extname(file)] || 'application/octet-stream');
-    res.setHeader('Cache-Control', 'no-store');
-    fs.createReadStream(file).pipe(res);
-  });
+  return serveFiles((req) => fileUnder(root, requestPath(req)) || index);
 }
 
 // The profile, from another port (another origin), as a browser would fetch
@@ -93,14 +54,6 @@ function serveProfile(file) {
     if (req.method === 'OPTIONS') return res.end();
     res.setHeader('Content-Type', file.endsWith('.gz') ? 'application/gzip' : 'application/json');
     fs.createReadStream(file).pipe(res);
-  });
-}
-
-function listen(handler) {
-  return new Promise((resolve, reject) => {
-    const server = http.createServer(handler);
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve(server));
   });
 }
 
@@ -296,10 +249,8 @@ async function main(spec, out, state) {
   const viewerDir = path.resolve(spec.viewer_dir || process.env.FATHOM_FIREFOX_PROFILER_DIR ||
                                  path.join(REPO, '..', 'shared', 'viewers', 'firefox-profiler'));
   if (!fs.existsSync(path.join(viewerDir, 'index.html'))) throw new Error(`no Firefox Profiler build at ${viewerDir}`);
-  const chromium = spec.chromium || process.env.CHROMIUM || '/usr/bin/chromium';
-  if (!fs.existsSync(chromium)) throw new Error(`no browser at ${chromium} (apt-get install chromium)`);
-  const shotDir = path.resolve(spec.screenshot_dir || path.join(REPO, 'tmp', 'viewers'));
-  fs.mkdirSync(shotDir, { recursive: true });
+  const chromium = chromiumPath(spec);
+  const shotDir = screenshotDir(spec);
   const prefix = (spec.name || path.basename(profile).replace(/\.json(\.gz)?$/, '')).replace(/[^A-Za-z0-9._-]/g, '_');
   const maxRows = spec.max_rows || 3000;
 
@@ -317,41 +268,21 @@ async function main(spec, out, state) {
   };
   let wanted = spec.threads ? spec.threads.map((t) => (typeof t === 'number' ? t : byName(t))) : null;
 
-  const puppeteer = require('puppeteer-core');
   const app = await serveApp(viewerDir);
   const files = await serveProfile(profile);
   state.servers.push(app, files);
   const appBase = `http://127.0.0.1:${app.address().port}`;
   const profileUrl = `http://127.0.0.1:${files.address().port}/${encodeURIComponent(path.basename(profile))}`;
 
-  const browser = await puppeteer.launch({
-    executablePath: chromium,
-    headless: true,
-    args: ['--headless=new', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-extensions',
-           '--disable-background-networking', '--disable-dev-shm-usage'],
-    defaultViewport: { width: 1600, height: 1000 },
-  });
-  state.browser = browser;
+  const browser = await launchBrowser(chromium, state);
   out.browser = await browser.version();
   const page = await browser.newPage();
   // The app's service worker would cache the app between runs (and across
   // the random ports nothing would match anyway): keep every load fresh.
   await page.setBypassServiceWorker(true);
-  page.on('console', (msg) => {
-    // Our own getImageData reads of the track canvases make Chromium warn
-    // about willReadFrequently: that is the harness, not the profile.
-    if (/willReadFrequently/.test(msg.text())) return;
-    if (msg.type() === 'error') out.console_errors.push(msg.text());
-    else if (msg.type() === 'warn' || msg.type() === 'warning') out.console_warnings.push(msg.text());
-  });
-  page.on('pageerror', (err) => out.page_errors.push(String(err && err.message ? err.message : err)));
-  page.on('requestfailed', (req) => {
-    const f = req.failure();
-    out.failed_requests.push(`${req.url()}: ${f ? f.errorText : 'failed'}`);
-  });
-  page.on('response', (res) => {
-    if (res.status() >= 400) out.failed_requests.push(`${res.url()}: HTTP ${res.status()}`);
-  });
+  // Our own getImageData reads of the track canvases make Chromium warn
+  // about willReadFrequently: that is the harness, not the profile.
+  watchPage(page, () => out, /willReadFrequently/);
 
   const firstThread = wanted && wanted.length ? wanted[0] : null;
   const query = (thread) => {
@@ -430,7 +361,6 @@ async function main(spec, out, state) {
   for (const index of wanted) {
     out.threads[index] = await inspectThread(page, index, { tracks, buttons, shotDir, prefix, maxRows, appBase, profileUrl, query });
   }
-  out.timings.total_ms = Date.now() - started;
 }
 
 // The "N / M tracks" menu: every track it lists, whether it is shown (the
@@ -550,31 +480,4 @@ const out = {
   screenshots: [],
   timings: {},
 };
-const state = { browser: null, servers: [] };
-let printed = false;
-function finish(code, error) {
-  if (printed) return;
-  printed = true;
-  if (error) out.error = error;
-  out.ok = code === 0;
-  out.timings.total_ms = Date.now() - started;
-  process.stdout.write(`${JSON.stringify(out)}\n`, () => {
-    const close = state.browser ? state.browser.close().catch(() => {}) : Promise.resolve();
-    Promise.race([close, sleep(3000)]).then(() => {
-      if (state.browser && state.browser.process()) state.browser.process().kill('SIGKILL');
-      process.exit(code);
-    });
-  });
-}
-
-let spec;
-try {
-  spec = readSpec();
-} catch (e) {
-  finish(1, `bad spec: ${e.message}`);
-}
-if (spec) {
-  const timeout = Number(spec.timeout_ms || 60000);
-  setTimeout(() => finish(2, `timed out after ${timeout} ms (firefox_view.js hard limit)`), timeout).unref();
-  main(spec, out, state).then(() => finish(0), (e) => finish(1, e && e.stack ? e.stack : String(e)));
-}
+run('firefox_view.js', out, main, { fromArg: (arg) => ({ profile: arg }) });

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Opens Fathom's pprof files as a person would, in headless Chromium (one
 // browser for every page of a run), and prints ONE JSON object to stdout
-// describing what each page shows. test/support/pprof_viewer.rb runs it.
+// describing what each page shows. test/support/pprof_viewer.rb runs it;
+// what it shares with firefox_view.js is in harness.js.
 //
 // Two viewers:
 //   - pprof's own web UI (`go tool pprof -http`): the caller starts the
@@ -41,64 +42,25 @@
 // gathered) when a page could not be read; 2 on the hard timeout.
 'use strict';
 
-const fs = require('fs');
-const http = require('http');
 const path = require('path');
+const {
+  sleep, chromiumPath, screenshotDir, launchBrowser, watchPage, isFile, fileUnder, requestPath, serveFiles, run,
+} = require('./harness');
 
-const REPO = path.resolve(__dirname, '..', '..');
 const SPEEDSCOPE_DIR = path.join(__dirname, 'node_modules', 'speedscope', 'dist', 'release');
-const started = Date.now();
-
-const MIME = {
-  '.html': 'text/html; charset=utf-8',
-  '.js': 'text/javascript; charset=utf-8',
-  '.css': 'text/css; charset=utf-8',
-  '.json': 'application/json',
-  '.wasm': 'application/wasm',
-  '.woff2': 'font/woff2',
-  '.png': 'image/png',
-  '.ico': 'image/x-icon',
-  '.txt': 'text/plain; charset=utf-8',
-  '.gz': 'application/gzip',
-};
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-function readSpec() {
-  const arg = process.argv[2];
-  const text = arg === undefined || arg === '-' ? fs.readFileSync(0, 'utf8') : arg;
-  return JSON.parse(text);
-}
 
 // speedscope's static app at /, and the profiles at /profiles/<i>/<name>:
 // one origin, so the page's fetch of the profile needs no CORS.
 function serveSpeedscope(profiles) {
-  const root = SPEEDSCOPE_DIR;
-  return new Promise((resolve, reject) => {
-    const server = http.createServer((req, res) => {
-      let file = null;
-      try {
-        const rel = decodeURIComponent(new URL(req.url, 'http://x').pathname);
-        const m = rel.match(/^\/profiles\/(\d+)\//);
-        if (m) file = profiles[Number(m[1])] || null;
-        else {
-          file = path.join(root, path.normalize(rel === '/' ? '/index.html' : rel));
-          if (!file.startsWith(root + path.sep)) file = null;
-        }
-        if (file && !fs.statSync(file).isFile()) file = null;
-      } catch (_e) {
-        file = null;
-      }
-      res.setHeader('Cache-Control', 'no-store');
-      if (!file) {
-        res.statusCode = 404;
-        return res.end('not found');
-      }
-      res.setHeader('Content-Type', MIME[path.extname(file)] || 'application/octet-stream');
-      fs.createReadStream(file).pipe(res);
-    });
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve(server));
+  return serveFiles((req) => {
+    const rel = requestPath(req);
+    if (rel === null) return null;
+    const m = rel.match(/^\/profiles\/(\d+)\//);
+    if (m) {
+      const file = profiles[Number(m[1])];
+      return file && isFile(file) ? file : null;
+    }
+    return fileUnder(SPEEDSCOPE_DIR, rel === '/' ? '/index.html' : rel);
   });
 }
 
@@ -287,14 +249,12 @@ async function readSpeedscope(page, spec, result, ctx) {
 async function main(spec, out, state) {
   const pages = spec.pages || [];
   if (pages.length === 0) throw new Error('spec needs "pages"');
-  const chromium = spec.chromium || process.env.CHROMIUM || '/usr/bin/chromium';
-  if (!fs.existsSync(chromium)) throw new Error(`no browser at ${chromium} (apt-get install chromium)`);
-  const shotDir = path.resolve(spec.screenshot_dir || path.join(REPO, 'tmp', 'viewers'));
-  fs.mkdirSync(shotDir, { recursive: true });
+  const chromium = chromiumPath(spec);
+  const shotDir = screenshotDir(spec);
 
   const ctx = { profiles: [], base: null };
   if (pages.some((p) => p.kind === 'speedscope')) {
-    if (!fs.existsSync(path.join(SPEEDSCOPE_DIR, 'index.html'))) {
+    if (!isFile(path.join(SPEEDSCOPE_DIR, 'index.html'))) {
       throw new Error(`no speedscope app at ${SPEEDSCOPE_DIR} (npm ci --prefix test/viewers)`);
     }
     const server = await serveSpeedscope(ctx.profiles);
@@ -302,33 +262,13 @@ async function main(spec, out, state) {
     ctx.base = `http://127.0.0.1:${server.address().port}`;
   }
 
-  const puppeteer = require('puppeteer-core');
-  const browser = await puppeteer.launch({
-    executablePath: chromium,
-    headless: true,
-    args: ['--headless=new', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-extensions',
-           '--disable-background-networking', '--disable-dev-shm-usage'],
-    defaultViewport: { width: 1600, height: 1000 },
-  });
-  state.browser = browser;
+  const browser = await launchBrowser(chromium, state);
   out.browser = await browser.version();
   const page = await browser.newPage();
 
   // What goes wrong is charged to the page being read.
   let current = null;
-  page.on('console', (msg) => {
-    if (!current) return;
-    if (msg.type() === 'error') current.console_errors.push(msg.text());
-    else if (msg.type() === 'warn' || msg.type() === 'warning') current.console_warnings.push(msg.text());
-  });
-  page.on('pageerror', (err) => current && current.page_errors.push(String(err && err.message ? err.message : err)));
-  page.on('requestfailed', (req) => {
-    const f = req.failure();
-    if (current) current.failed_requests.push(`${req.url()}: ${f ? f.errorText : 'failed'}`);
-  });
-  page.on('response', (res) => {
-    if (current && res.status() >= 400) current.failed_requests.push(`${res.url()}: HTTP ${res.status()}`);
-  });
+  watchPage(page, () => current);
 
   for (const p of pages) {
     if (!p.name || !/^[A-Za-z0-9._-]+$/.test(p.name)) throw new Error(`page name ${JSON.stringify(p.name)}: letters, digits, . _ - only`);
@@ -351,32 +291,4 @@ async function main(spec, out, state) {
 }
 
 const out = { ok: false, browser: null, pages: {}, timings: {} };
-const state = { browser: null, servers: [] };
-let printed = false;
-function finish(code, error) {
-  if (printed) return;
-  printed = true;
-  if (error) out.error = error;
-  out.ok = code === 0;
-  out.timings.total_ms = Date.now() - started;
-  process.stdout.write(`${JSON.stringify(out)}\n`, () => {
-    const close = state.browser ? state.browser.close().catch(() => {}) : Promise.resolve();
-    Promise.race([close, sleep(3000)]).then(() => {
-      if (state.browser && state.browser.process()) state.browser.process().kill('SIGKILL');
-      state.servers.forEach((s) => s.close());
-      process.exit(code);
-    });
-  });
-}
-
-let spec;
-try {
-  spec = readSpec();
-} catch (e) {
-  finish(1, `bad spec: ${e.message}`);
-}
-if (spec) {
-  const timeout = Number(spec.timeout_ms || 60000);
-  setTimeout(() => finish(2, `timed out after ${timeout} ms (pprof_view.js hard limit)`), timeout).unref();
-  main(spec, out, state).then(() => finish(0), (e) => finish(1, e && e.stack ? e.stack : String(e)));
-}
+run('pprof_view.js', out, main);

@@ -15,20 +15,17 @@ class PprofWebUiDemoTest < Minitest::Test
   APP = File.join(TestHelper::ROOT, "examples/leaky_app.rb")
   BASE = File.join(PprofViewer::OUT_DIR, "pprof-demo")
   KINDS = %w[heap retention gc].freeze
-  PAGES = { "graph" => "/ui/", "top" => "/ui/top", "flamegraph" => "/ui/flamegraph" }.freeze
+  PAGES = PprofViewer::WEB_UI_PAGES
   SESSIONS = "SessionStore::SESSIONS (Hash)"
 
   include PprofViewer::Reading
 
   def self.result
-    PprofViewer.once(self) do
+    BrowserRun.once(self) do
       files = KINDS.map { |k| "#{BASE}.#{k}.pb.gz" }
       PprofViewer.fathom_run("--mode", "heap,gc,retention", "--interval", "0.5ms", "-o", BASE, app: APP, outputs: files)
       PprofViewer.serve(*files) do |*bases|
-        pages = KINDS.zip(bases).flat_map do |kind, base|
-          PAGES.map { |view, path| { "name" => "pprof-#{kind}-#{view}", "kind" => view, "url" => base + path } }
-        end
-        PprofViewer.inspect(pages, name: "pprof-demo")
+        PprofViewer.inspect(PprofViewer.web_ui_pages(KINDS, bases), name: "pprof-demo")
       end
     end
   end

@@ -15,14 +15,14 @@ class PprofWebUiThreadsTest < Minitest::Test
   APP = File.join(TestHelper::ROOT, "examples/threaded_app.rb")
   OUT = PprofViewer::OUT_DIR
   MODES = %w[cpu wall].freeze
-  PAGES = { "graph" => "/ui/", "top" => "/ui/top", "flamegraph" => "/ui/flamegraph" }.freeze
+  PAGES = PprofViewer::WEB_UI_PAGES
   # The threads that burn CPU (the sleeper only sleeps: wall time, no CPU).
   CPU_THREADS = %w[web-1 web-2 compressor].freeze
 
   include PprofViewer::Reading
 
   def self.result
-    PprofViewer.once(self) do
+    BrowserRun.once(self) do
       files = MODES.map do |mode|
         file = File.join(OUT, "pprof-threads.#{mode}.pb.gz")
         PprofViewer.fathom_run("--mode", mode, "-o", file, app: APP, outputs: [file])
@@ -30,9 +30,7 @@ class PprofWebUiThreadsTest < Minitest::Test
       end
       by_thread = files.map { |f| [f, "-tagroot=thread name"] }
       PprofViewer.serve(*files, *by_thread) do |*bases|
-        pages = MODES.zip(bases).flat_map do |mode, base|
-          PAGES.map { |view, path| { "name" => "pprof-#{mode}-#{view}", "kind" => view, "url" => base + path } }
-        end
+        pages = PprofViewer.web_ui_pages(MODES, bases)
         pages += MODES.zip(bases.drop(MODES.size)).map do |mode, base|
           { "name" => "pprof-#{mode}-threads", "kind" => "flamegraph", "url" => "#{base}/ui/flamegraph" }
         end

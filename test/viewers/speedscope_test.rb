@@ -30,7 +30,7 @@ class SpeedscopeTest < Minitest::Test
   include PprofViewer::Reading
 
   def self.result
-    PprofViewer.once(self) do
+    BrowserRun.once(self) do
       heap = "#{BASE}.heap.pb.gz"
       retention = "#{BASE}.retention.pb.gz"
       PprofViewer.fathom_run("--mode", "heap,retention", "--interval", "0.5ms", "-o", BASE, app: LEAKY_APP,
