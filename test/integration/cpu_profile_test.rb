@@ -103,8 +103,16 @@ class CpuProfileTest < Minitest::Test
   def test_thread_blocked_at_stop_keeps_its_wall_time
     r, w = IO.pipe
     profiler = Fathom::CpuProfiler.new(mode: :wall).start
-    t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-    reader = Thread.new { Thread.current.name = "stuck"; r.read(1) }
+    # Its lifetime starts when it first runs, which on a loaded machine can
+    # be a time slice or more after Thread.new (a fresh clone's CI run beside
+    # other work saw 0.51 s of 0.60 s measured from Thread.new).
+    started = Queue.new
+    reader = Thread.new do
+      Thread.current.name = "stuck"
+      started << Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      r.read(1)
+    end
+    t0 = started.pop
     sleep 0.6
     profiler.stop
     life = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
