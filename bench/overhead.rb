@@ -73,6 +73,22 @@ WORKLOADS = {
     end
     300.times { deep.down(150, 10_000) }
   end,
+  # Two threads handing work to each other through Queues: every hand-off
+  # passes the GVL (tens of thousands of handovers a second), each side
+  # allocating a little. What the GVL hook costs where it runs most: on 3.2+
+  # the heap sampler's pacer reads the thread CPU clock at each handover.
+  "gvl_pingpong" => lambda do
+    ping = Queue.new
+    pong = Queue.new
+    other = Thread.new do
+      while (n = ping.pop)
+        pong << "r#{n}"
+      end
+    end
+    50_000.times { |i| ping << i; pong.pop }
+    ping << nil
+    other.join
+  end,
 }.freeze
 
 PROFILERS = {
