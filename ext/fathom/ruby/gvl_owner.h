@@ -28,19 +28,20 @@ namespace GvlOwner {
 // Whether this Ruby has GVL events (3.2+).
 bool Available();
 // GVL held. Installs the hook once (kept for the process lifetime: while
-// watching it costs one gettid and a store per GVL handover) and records
-// the caller, which holds the GVL now, as the owner.
+// watching it costs a monotonic clock read and a few stores per GVL
+// handover, and a CPU clock read at the end of a hold over 100 us) and
+// records the caller, which holds the GVL now, as the owner.
 void Watch();
 // Sampling stopped: the hook stays installed (removing it while another
 // thread may be inside it is not safe) but returns at once, costing a load
-// per GVL handover instead of a gettid. Watch() turns it on again.
+// per GVL handover. Watch() turns it on again.
 void Unwatch();
 // The owner's native thread id; 0 when no thread holds the GVL (all Ruby
 // threads are blocked) or when unknown.
 pid_t Current();
-// The owner (as Current()) and, in *held_ns, the CPU time spent holding
-// the GVL since the hook was installed: finished holds plus the owner's
-// hold so far. Not signal-safe (reads another thread's CPU clock); the
+// The owner (as Current()) and, in *held_ns, the time spent holding the
+// GVL on a CPU since the hook was installed (gvl_owner.cc says how each
+// hold is credited): finished holds plus the owner's hold so far. Not signal-safe (reads another thread's CPU clock); the
 // heap timer thread calls it.
 pid_t HeldCpu(int64_t* held_ns);
 // In a forked child: only the calling thread exists, and it holds the GVL.
