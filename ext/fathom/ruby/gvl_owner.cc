@@ -1,5 +1,6 @@
 #include "gvl_owner.h"
 
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -108,7 +109,14 @@ bool Available() {
 #endif
 }
 
+// In a forked child only the forking thread exists, and its cached id is
+// the parent's: forget it (whether or not the sampler's own fork hook
+// runs, which calls AfterForkChild only when profiling).
+void ForgetTidInChild() { t_tid = 0; }
+
 void Watch() {
+  static bool atfork_registered = false;
+  if (!atfork_registered) atfork_registered = pthread_atfork(nullptr, nullptr, ForgetTidInChild) == 0;
   TakeOwnership();
   g_watching.store(true);
 #ifdef HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK
