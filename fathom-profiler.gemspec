@@ -3,9 +3,9 @@
 require_relative "lib/fathom/version"
 
 Gem::Specification.new do |spec|
-  spec.name = "fathom"
+  spec.name = "fathom-profiler"
   spec.version = Fathom::VERSION
-  spec.summary = "Production-safe memory, GC and retention profiler for Ruby with a C++ core (pprof, Firefox Profiler)"
+  spec.summary = "Production-safe memory, retention, GC, CPU and wall-time profiler for Ruby with a C++ core (pprof, Firefox Profiler)"
   spec.description = <<~DESC
     Fathom samples Ruby allocations with hooks that stay off between samples,
     tracks which sampled objects are still alive, and writes gzipped pprof
@@ -14,12 +14,18 @@ Gem::Specification.new do |spec|
     collection (GC as its own thread with reason/cause/type, pause percentiles,
     a Firefox Profiler timeline) and explains why objects are still alive:
     reference chains from the GC roots with named edges, dominators and
-    retained sizes, and diffs between snapshots.
+    retained sizes, and diffs between snapshots. It samples CPU and wall time
+    of every Ruby thread, with thread/GVL state and optional C frames.
+
+    The gem is named fathom-profiler (RubyGems' "fathom" is an unrelated
+    gem); it provides the Fathom module, `require "fathom"` and the `fathom`
+    command.
   DESC
   spec.authors = ["Fathom developers"]
   spec.license = "MIT"
   spec.required_ruby_version = ">= 3.1"
-  spec.files = Dir["lib/**/*.rb", "ext/fathom/**/*.{cc,h,rb}", "exe/*", "README.md", "IMPLEMENTATION.md", "LICENSE"]
+  spec.files = Dir["lib/**/*.rb", "ext/fathom/**/*.{cc,h,rb}", "exe/*", "README.md", "IMPLEMENTATION.md",
+                   "CONTRIBUTING.md", "docs/**/*.md", "LICENSE"]
     .reject { |f| f.end_with?("_test.cc") || f.start_with?("ext/fathom/core/testing/") }
   spec.bindir = "exe"
   spec.executables = ["fathom"]

@@ -1,0 +1,3 @@
+# frozen_string_literal: true
+
+require "fathom" # the gem is fathom-profiler; Bundler auto-requires this file
