@@ -53,6 +53,8 @@ class PprofBuilder {
   void set_default_sample_type(std::string_view type);
   // Wall-clock time the collection started (ns since the Unix epoch) and how long it lasted.
   void set_time(int64_t time_nanos, int64_t duration_nanos);
+  int64_t time_nanos() const { return time_nanos_; }
+  int64_t duration_nanos() const { return duration_nanos_; }
   // Free-form comments (stored as string-table indices in Profile.comment).
   void add_comment(std::string_view comment);
 
