@@ -7,7 +7,7 @@ require "fileutils"
 require "rbconfig"
 
 # The suite's Rails app (test/rails_app: Rails 7.2, SQLite, puma), run as an
-# application runs: its own Gemfile (with `gem "fathom", path: "../.."`),
+# application runs: its own Gemfile (with `gem "fathom-profiler", path: "../.."`),
 # its own bundle (script/setup installs it under /opt/fathom-gems, apart
 # from the system gems), on the Ruby running the suite.
 module RailsApp
