@@ -2,7 +2,7 @@
 
 # Does loading Fathom first change the program it profiles? The suite's
 # Rails app (test/rails_app, which has Fathom in its Gemfile: Bundler.require
-# loads it after Rails) runs its runner script (script/render_loop.rb) as
+# loads it after Rails) runs its runner script (test/rails_app/script/render_loop.rb) as
 # is, and with Fathom preloaded the way `fathom run` and
 # RUBYOPT=-rfathom/setup load it, before Bundler and Rails (RUBYOPT=-rfathom,
 # no profiler started), in interleaved pairs, each
@@ -35,7 +35,7 @@ env = { "BUNDLE_GEMFILE" => File.join(app, "Gemfile"), "BUNDLE_PATH" => ENV.fetc
 # wall time of the whole script (boot excluded: runner has booted the app).
 probe = <<~RUBY
   t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC); c0 = GC.count; g0 = GC.stat(:time) rescue 0
-  load "script/render_loop.rb"
+  load "./script/render_loop.rb"
   t1 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
   puts "FATHOM_BENCH " + { gc: GC.count - c0, gc_total: GC.count, gc_ms: ((GC.stat(:time) rescue 0) - g0), wall: t1 - t0,
                           fathom_first: $LOADED_FEATURES.index { |f| f.end_with?("/fathom.rb") }.to_i <

@@ -5,7 +5,7 @@ require "support/rails_app"
 require "support/pprof_raw"
 require "support/firefox_format"
 
-# `fathom run -- bin/rails runner script/render_loop.rb` on the suite's
+# `fathom run -- bin/rails runner ./script/render_loop.rb` on the suite's
 # Rails app (test/rails_app), in every mode and both formats, each file read
 # back by the reader people use: `go tool pprof` with its default flags, and
 # Fathom's own report. Rails sets Encoding.default_internal to UTF-8, which
@@ -22,7 +22,7 @@ class FathomRunRailsTest < Minitest::Test
   end
 
   def run_rails(*fathom_args)
-    out, err, status = RailsApp.fathom_run([*fathom_args], %w[runner script/render_loop.rb])
+    out, err, status = RailsApp.fathom_run([*fathom_args], %w[runner ./script/render_loop.rb])
     assert status.success?, "fathom run failed:\n#{err}"
     assert_match(/rendered 4 pages/, out)
     assert_match(/default_internal=#<Encoding:UTF-8>/, out, "Rails sets Encoding.default_internal")

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 # A structural check of a Firefox Profiler *processed* profile, version 48 —
-# the version ext/fathom/core/firefox_profile.h writes — on the Hash that
+# the version ext/fathom/core/encode/firefox_profile.h writes — on the Hash that
 # JSON.parse returns. Stdlib only.
 #
 #   hash = JSON.parse(path.end_with?(".gz") ? Zlib.gunzip(File.binread(path)) : File.read(path))
@@ -19,7 +19,7 @@
 # profiler reads whatever the schema (cause, innerWindowID, stack) in the shape
 # it expects.
 #
-# ext/fathom/core/test/firefox_format_check.h is the same check in C++ (the
+# ext/fathom/core/testing/firefox_format_check.h is the same check in C++ (the
 # core's tests run this file too, to keep the two in step). The error message
 # lists every problem found (up to 50), each as "path: what", e.g.
 # "threads[1].stackTable.prefix[3]: 7 is not < 3 (its own index)".

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 # What a Rails developer profiles with `fathom run -- bin/rails runner
-# script/render_loop.rb`: requests through the whole stack (routing,
+# ./script/render_loop.rb`: requests through the whole stack (routing,
 # controller, ActiveRecord, views with partials, JSON, a job), in-process
 # with Rails' integration session. RENDER_LOOPS (default 20) page renders.
 require "action_dispatch/testing/integration"

@@ -651,7 +651,7 @@ std::string ToText(const json::Value& v) {
 
 TEST(FirefoxFormatCheckTest, RubyValidatorAgrees) {
   FATHOM_REQUIRE_TOOL("ruby");
-  // ext/fathom/core/test/this_file.cc -> the repository root.
+  // This file is ext/fathom/core/encode/<name>.cc: five parents up is the repository root.
   const std::filesystem::path root = std::filesystem::path(__FILE__).parent_path().parent_path().parent_path()
                                          .parent_path().parent_path();
   const std::filesystem::path checker = root / "test" / "support" / "firefox_format.rb";
