@@ -19,7 +19,7 @@
 # (marked ?, under 10 samples), "in" / "OUT" (the true live bytes inside /
 # outside the report's 95% interval). Each run's line also gives the
 # sampler's candidates, how many it kept after thinning by bytes, and the
-# thinning threshold it settled on (IMPLEMENTATION.md "Thinning by bytes").
+# thinning threshold it settled on (docs/internals/heap.md "Thinning by bytes").
 #
 #   ruby -Ilib bench/accuracy.rb [--runs 10] [--seconds 5.5] [--verbose]
 #                                [--interval 10ms]   (default: the profiler's)
@@ -31,7 +31,7 @@ require_relative "../lib/fathom/report/sample_interval"
 # name => [kind, size, allocations per cycle, keep 1 in N (0 = never)].
 # Sizes are element counts for arrays (8 bytes each) and bytes for strings.
 # Each of these sites is alone in its class and size class, so
-# the heap census (IMPLEMENTATION.md "Calibrating live bytes to a heap
+# the heap census (docs/internals/heap.md"Calibrating live bytes to a heap
 # census") knows each one's live bytes exactly once it has one live sample;
 # --shared adds SHARED_SITES, which share the classes of the two rare big
 # survivors, so that the sample must split a class's census between sites.

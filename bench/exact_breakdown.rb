@@ -5,7 +5,7 @@
 # where timings cannot. Runs N Object.new in a loop without Fathom and
 # under HeapProfiler.new(exact: true), each under valgrind, and prints the
 # difference per allocation with the inclusive cost of the parts
-# (IMPLEMENTATION.md, "Exact mode").
+# (docs/internals/heap-lifecycle.md, "Exact mode").
 #
 #   ruby -Ilib bench/exact_breakdown.rb [--allocations 300000]
 #

@@ -7,7 +7,7 @@
 #
 #   ruby -Ilib bench/flusher_lateness.rb [--mode heap|gc] [--interval 0.2] [--duration 4]
 #
-# Before the flusher wrote its files in one native call (IMPLEMENTATION.md,
+# Before the flusher wrote its files in one native call (docs/internals/io.md,
 # "The periodic flusher"), 0.2 s for 4 s gave 4-6 files on Ruby 3.1 and 2 on
 # 3.3.8; about 20 is on time.
 require "optparse"

@@ -4,7 +4,7 @@ require "test_helper"
 require "objspace"
 
 # Sampled mode calibrates live bytes to a heap census at flush
-# (IMPLEMENTATION.md "Calibrating live bytes to a heap census"): per class,
+# (docs/internals/heap.md "Calibrating live bytes to a heap census"): per class,
 # type and size class, the exact bytes of the live objects allocated since
 # start, split among the sampled sites of that class. Run on real programs,
 # read back with the decoder the report uses.

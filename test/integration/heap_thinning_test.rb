@@ -4,7 +4,7 @@ require "test_helper"
 require "support/pprof_raw"
 
 # Sampled mode thins each tick's candidates by bytes at commit (see
-# IMPLEMENTATION.md "Thinning by bytes"): an object at least the threshold
+# docs/internals/heap.md "Thinning by bytes"): an object at least the threshold
 # is always kept, a small one with probability bytes / threshold and a
 # weight 1/p larger. Read back with go tool pprof.
 class HeapThinningTest < Minitest::Test

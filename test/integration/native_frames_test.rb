@@ -102,7 +102,7 @@ class NativeFramesTest < Minitest::Test
       refute cfunc
       assert_equal innermost_ruby, w[i - 1], "rb_hash_aref directly under the innermost Ruby frame: #{w.inspect}"
       # Array#each's own frames (rb_ary_each -> rb_yield) are under Array#each,
-      # where the VM's entry can be named (see IMPLEMENTATION.md, "C frames":
+      # where the VM's entry can be named (see docs/internals/native.md, "C frames":
       # a stripped libruby without rb_vm_exec gets the innermost frames only).
       next unless s[:native].any? { |f, _| %w[rb_vm_exec vm_exec_core].include?(f) }
 

@@ -6,7 +6,7 @@
 // tens of bytes per object) are built by whichever thread takes the
 // snapshot, e.g. any of a server's 8 threads. From glibc's malloc, two
 // things kept that memory resident after the snapshot was freed
-// (IMPLEMENTATION.md, "Memory after serving"):
+// (docs/internals/serving.md, "Memory after serving"):
 //  - glibc's mmap threshold is dynamic: freeing a chunk it had mmapped
 //    raises the threshold to that chunk's size (up to 32 MB) and the trim
 //    threshold to twice that, so the next snapshot's arrays of that size

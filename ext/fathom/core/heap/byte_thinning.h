@@ -11,7 +11,7 @@
 // saves is the per-kept-sample cost (the liveness token at commit and the
 // liveness check at flush): objects of at least `threshold` bytes are all
 // kept, and the many small ones are kept in proportion to their bytes,
-// which is where their share of the heap is. See IMPLEMENTATION.md
+// which is where their share of the heap is. See docs/internals/heap.md
 // "Thinning by bytes" for the variance.
 //
 // The threshold adapts to the process (a budget, as Datadog's sampler

@@ -21,7 +21,7 @@
 // objects are not certainly new (ambiguous slots) keep their plain
 // estimate; a stratum the census found but no sample reached is reported
 // as unattributed (Unsampled), not spread over other strata.
-// IMPLEMENTATION.md "Calibrating live bytes to a heap census".
+// docs/internals/heap.md "Calibrating live bytes to a heap census".
 #pragma once
 
 #include <cstddef>

@@ -60,7 +60,7 @@ struct SampleRecord {
 // last two are unweighted: how many sample records stand behind the row's
 // alloc_* and inuse_* estimates (in exact mode they equal the object
 // counts). They let a reader tell an estimate resting on many samples from
-// one resting on a single one; see IMPLEMENTATION.md "Showing the uncertainty".
+// one resting on a single one; see docs/internals/heap.md "Showing the uncertainty".
 struct HeapValues {
   int64_t alloc_objects = 0;
   int64_t alloc_space = 0;

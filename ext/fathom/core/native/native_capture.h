@@ -18,7 +18,7 @@
 //     which deadlocks when the signal interrupted malloc. Seen in the CPU
 //     sampler's crash test on Ruby 3.3.8. Safe only when libunwind.so.8 is
 //     loaded at process start (LD_PRELOAD), which makes its TLS static.
-// IMPLEMENTATION.md ("C frames") has the figures and the signal-safety
+// docs/internals/native.md ("C frames") has the figures and the signal-safety
 // argument for each.
 #pragma once
 

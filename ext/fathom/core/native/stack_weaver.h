@@ -1,7 +1,7 @@
 // Puts the native frames of one sample into its Ruby stack, at the cfunc
 // frames that called them, without any private VM structure.
 //
-// The heuristic (IMPLEMENTATION.md, "C frames", says where it fails):
+// The heuristic (docs/internals/native.md, "C frames", says where it fails):
 //
 // 1. The interpreter's entry point, rb_vm_exec (exported by libruby for
 //    MJIT on 3.1; vm_exec/vm_exec_core where symbols are complete), appears

@@ -12,7 +12,7 @@
 // wrong guesses of the right length matches. A secret that is itself that
 // guessable (a 4-digit PIN, a word from a short list) could still be picked
 // out from a few candidates; an API key or a password of any strength
-// cannot. (IMPLEMENTATION.md, "Retention: why objects are still alive".)
+// cannot. (docs/internals/retention.md, "Retention: why objects are still alive".)
 #pragma once
 
 #include <cstdint>
