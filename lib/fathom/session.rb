@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "modes"
-require_relative "output_paths"
+require_relative "files/output_paths"
 
 module Fathom
   # The profilers of one run, from start to written files: what

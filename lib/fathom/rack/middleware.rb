@@ -4,11 +4,11 @@ require_relative "config"
 require_relative "guard"
 require_relative "params"
 require_relative "response"
-require_relative "../process_comments"
-require_relative "../atomic_file"
+require_relative "../always_on/process_comments"
+require_relative "../files/atomic_file"
 require_relative "../notice"
-require_relative "../rotation"
-require_relative "../process_token"
+require_relative "../always_on/rotation"
+require_relative "../process/process_token"
 
 module Fathom
   module Rack
@@ -158,7 +158,7 @@ module Fathom
       # Writes the request's profile into dir: through a Rotation, so the
       # directory keeps at most keep_files / keep_mb of Fathom's files
       # (always-on's included when they share it) at every moment. The
-      # name carries the pid and the process token (lib/fathom/process_token.rb):
+      # name carries the pid and the process token (lib/fathom/process/process_token.rb):
       # two containers with the same pid never collide; an existing name is
       # never replaced, the next index is taken. Returns the file's name.
       def write_rotated(kind, profile)

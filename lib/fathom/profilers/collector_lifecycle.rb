@@ -1,10 +1,10 @@
 # frozen_string_literal: true
 
-require_relative "fork_hooks"
-require_relative "notice"
-require_relative "options"
-require_relative "profile"
-require_relative "ractor_check"
+require_relative "../process/fork_hooks"
+require_relative "../notice"
+require_relative "../options"
+require_relative "../profile"
+require_relative "../process/ractor_check"
 
 module Fathom
   # start / stop / running? / after_fork_child / profile for the profilers

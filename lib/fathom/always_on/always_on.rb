@@ -1,12 +1,12 @@
 # frozen_string_literal: true
 
-require_relative "modes"
-require_relative "options"
-require_relative "output_paths"
+require_relative "../modes"
+require_relative "../options"
+require_relative "../files/output_paths"
 require_relative "periodic_flusher"
 require_relative "process_comments"
 require_relative "rotation"
-require_relative "exec_hooks"
+require_relative "../process/exec_hooks"
 
 module Fathom
   # Continuous profiling of the whole process: a profiler per mode, each

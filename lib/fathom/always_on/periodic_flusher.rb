@@ -1,14 +1,14 @@
 # frozen_string_literal: true
 
-require_relative "atomic_file"
-require_relative "stdlib"
+require_relative "../files/atomic_file"
+require_relative "../files/stdlib"
 require_relative "flush_schedule"
-require_relative "fork_hooks"
-require_relative "notice"
-require_relative "options"
-require_relative "output_paths"
-require_relative "own_threads"
-require_relative "process_token"
+require_relative "../process/fork_hooks"
+require_relative "../notice"
+require_relative "../options"
+require_relative "../files/output_paths"
+require_relative "../process/own_threads"
+require_relative "../process/process_token"
 
 module Fathom
   # Flushes a profiler every `interval` seconds from a background Ruby thread

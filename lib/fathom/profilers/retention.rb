@@ -1,12 +1,12 @@
 # frozen_string_literal: true
 
-require_relative "options"
-require_relative "modes"
-require_relative "native"
-require_relative "notice"
-require_relative "own_threads"
-require_relative "profile"
-require_relative "ractor_check"
+require_relative "../options"
+require_relative "../modes"
+require_relative "../native"
+require_relative "../notice"
+require_relative "../process/own_threads"
+require_relative "../profile"
+require_relative "../process/ractor_check"
 
 module Fathom
   # Retention analysis: why objects are still alive.

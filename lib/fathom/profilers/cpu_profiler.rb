@@ -1,11 +1,11 @@
 # frozen_string_literal: true
 
-require_relative "options"
-require_relative "modes"
-require_relative "native"
-require_relative "profile"
+require_relative "../options"
+require_relative "../modes"
+require_relative "../native"
+require_relative "../profile"
 require_relative "collector_lifecycle"
-require_relative "internal_thread"
+require_relative "../process/internal_thread"
 
 module Fathom
   # CPU and wall-time profiler: the Ruby face of Fathom::Native::CpuCollector.

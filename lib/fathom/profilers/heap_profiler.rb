@@ -1,9 +1,9 @@
 # frozen_string_literal: true
 
-require_relative "options"
-require_relative "modes"
-require_relative "native"
-require_relative "profile"
+require_relative "../options"
+require_relative "../modes"
+require_relative "../native"
+require_relative "../profile"
 require_relative "collector_lifecycle"
 
 module Fathom

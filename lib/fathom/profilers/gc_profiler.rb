@@ -1,10 +1,10 @@
 # frozen_string_literal: true
 
-require_relative "options"
-require_relative "modes"
-require_relative "native"
-require_relative "profile"
-require_relative "internal_thread"
+require_relative "../options"
+require_relative "../modes"
+require_relative "../native"
+require_relative "../profile"
+require_relative "../process/internal_thread"
 require_relative "collector_lifecycle"
 
 module Fathom
