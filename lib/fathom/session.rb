@@ -125,7 +125,7 @@ module Fathom
 
     def finish_one(mode, heap)
       profiler = @profilers.fetch(mode)
-      return profiler.flush_explaining(heap) if mode == :retention && heap
+      return profiler.flush(gc: true, explaining: heap) if mode == :retention && heap
 
       profiler.flush(gc: true)
     end
