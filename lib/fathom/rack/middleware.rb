@@ -6,6 +6,7 @@ require_relative "params"
 require_relative "response"
 require_relative "../always_on/process_comments"
 require_relative "../files/atomic_file"
+require_relative "../files/output_paths"
 require_relative "../notice"
 require_relative "../always_on/rotation"
 require_relative "../process/process_token"
@@ -162,7 +163,7 @@ module Fathom
       # two containers with the same pid never collide; an existing name is
       # never replaced, the next index is taken. Returns the file's name.
       def write_rotated(kind, profile)
-        ext = profile.format == :firefox ? ".json.gz" : ".pb.gz"
+        ext = OutputPaths.format_extension(profile.format)
         time = Time.now.utc.strftime("%Y%m%dT%H%M%SZ")
         20.times do
           name = format("request-%s-%d-%s-%s-%d%s", kind, Process.pid, ProcessToken.get, time, self.class.next_index, ext)
