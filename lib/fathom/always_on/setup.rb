@@ -36,8 +36,8 @@ module Fathom
 
         require_relative "../../fathom"
         require_relative "always_on"
-        require_relative "../autorun" # its settings parser; it starts nothing without FATHOM_PID
-        @always_on = AlwaysOn.new(**options(env)).start
+        require_relative "settings"
+        @always_on = AlwaysOn.new(**Settings.always_on(env)).start
         @pid = Process.pid
         at_exit { stop }
         Fathom.notice { "fathom: always-on #{@always_on.profilers.keys.join(",")} profiling into #{@always_on.dir}" }
@@ -55,34 +55,6 @@ module Fathom
         always_on.stop
       rescue StandardError => e
         Fathom.notice { "fathom/setup: stopping: #{e.class}: #{e.message}" }
-      end
-
-      # AlwaysOn's options from FATHOM_* (errors name the variable).
-      def options(env)
-        value = ->(name) { (v = env[name]) && !v.strip.empty? ? v : nil }
-        dir = value["FATHOM_DIR"] or raise ArgumentError, "fathom: FATHOM_DIR must name the directory for the profiles"
-        modes = Modes.parse(value["FATHOM_MODE"] || "heap", "FATHOM_MODE")
-        opts = { modes: modes, dir: dir }
-        if (v = value["FATHOM_EVERY"])
-          opts[:every] = "#{Options.duration_ns("FATHOM_EVERY", v, min_ns: PeriodicFlusher::INTERVAL_NS.begin,
-                                                                  max_ns: PeriodicFlusher::INTERVAL_NS.end)}ns"
-        end
-        opts[:keep_files] = Options.parse_integer("FATHOM_KEEP", value["FATHOM_KEEP"], Rotation::FILES_RANGE) if value["FATHOM_KEEP"]
-        opts[:keep_mb] = Options.parse_integer("FATHOM_KEEP_MB", value["FATHOM_KEEP_MB"], AlwaysOn::KEEP_MB_RANGE) if value["FATHOM_KEEP_MB"]
-        with_env(env) { opts.merge(Autorun.settings(modes)) }
-      end
-
-      private
-
-      # Autorun.settings reads ENV; a test may pass another Hash.
-      def with_env(env)
-        return yield if env.equal?(ENV)
-
-        saved = ENV.to_h
-        ENV.replace(env.to_h)
-        yield
-      ensure
-        ENV.replace(saved) if saved
       end
     end
   end
