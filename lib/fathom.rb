@@ -10,19 +10,20 @@ require_relative "fathom/error"
 require_relative "fathom/version"
 require_relative "fathom/options"
 require_relative "fathom/native"
-require_relative "fathom/atomic_file"
-require_relative "fathom/output_paths"
+require_relative "fathom/files/atomic_file"
+require_relative "fathom/files/output_paths"
 require_relative "fathom/pprof/reader"
 require_relative "fathom/report/top"
 require_relative "fathom/profile"
-require_relative "fathom/fork_hooks"
-require_relative "fathom/collector_lifecycle"
-require_relative "fathom/heap_profiler"
-require_relative "fathom/gc_profiler"
-require_relative "fathom/cpu_profiler"
-require_relative "fathom/retention"
-require_relative "fathom/dump_analysis"
-require_relative "fathom/periodic_flusher"
+require_relative "fathom/process/fork_hooks"
+require_relative "fathom/profilers/collector_lifecycle"
+require_relative "fathom/profilers/heap_profiler"
+require_relative "fathom/profilers/gc_profiler"
+require_relative "fathom/profilers/cpu_profiler"
+require_relative "fathom/profilers/retention"
+require_relative "fathom/profilers/retention_profiler"
+require_relative "fathom/profilers/dump_analysis"
+require_relative "fathom/always_on/periodic_flusher"
 require_relative "fathom/session"
 
 module Fathom
@@ -63,5 +64,5 @@ module Fathom
 end
 
 # Rails: start always-on profiling and mount the endpoints from FATHOM_*
-# (see lib/fathom/railtie.rb). Only when Rails is loaded first (Bundler.require).
-require_relative "fathom/railtie" if defined?(::Rails::Railtie)
+# (see lib/fathom/always_on/railtie.rb). Only when Rails is loaded first (Bundler.require).
+require_relative "fathom/always_on/railtie" if defined?(::Rails::Railtie)

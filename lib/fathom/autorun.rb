@@ -28,8 +28,9 @@ module Fathom
         # running in reverse order) it runs after all of the program's own.
         at_exit { finish }
         require_relative "../fathom"
+        require_relative "always_on/settings"
         modes = Modes.parse(ENV.fetch("FATHOM_MODE", Modes::DEFAULT.to_s), "FATHOM_MODE")
-        @session = Session.new(modes, **settings(modes))
+        @session = Session.new(modes, **Settings.profilers(modes, ENV))
         out = ENV["FATHOM_OUT"]
         @out = out && !out.empty? ? out : nil
         @overwrite = ENV["FATHOM_FORCE"] == "1"
@@ -51,41 +52,6 @@ module Fathom
         session.outputs(profiles, paths).each { |label, profile, path| write_one(label, profile, path) }
       rescue StandardError, ScriptError => e
         warn_error("could not finish profiling", e)
-      end
-
-      # Session options from the environment, for the modes that take them
-      # (unset variables: the profilers' defaults). Errors name the variable.
-      def settings(modes)
-        opts = {}
-        env = ->(name) { (v = ENV[name]) && !v.strip.empty? ? v : nil }
-        if modes.include?(:heap) || modes.intersect?(Modes::CPU_MODES)
-          opts[:exact] = Options.parse_boolean("FATHOM_EXACT", env["FATHOM_EXACT"]) if env["FATHOM_EXACT"] && modes.include?(:heap)
-          opts[:census] = Options.parse_boolean("FATHOM_CENSUS", env["FATHOM_CENSUS"]) if env["FATHOM_CENSUS"] && modes.include?(:heap)
-          if (v = env["FATHOM_INTERVAL"])
-            ns = Options.duration_ns("FATHOM_INTERVAL", v, min_ns: Options::SAMPLING_INTERVAL_NS.begin,
-                                                           max_ns: Options::SAMPLING_INTERVAL_NS.end)
-            opts[:interval] = "#{ns}ns"
-          end
-          if modes.intersect?(Modes::CPU_MODES) && env["FATHOM_NATIVE"]
-            opts[:native] = Options.parse_boolean("FATHOM_NATIVE", env["FATHOM_NATIVE"])
-          end
-          if (v = env["FATHOM_MAX_DEPTH"])
-            opts[:max_depth] = Options.parse_integer("FATHOM_MAX_DEPTH", v, Options::MAX_DEPTH_RANGE)
-          end
-        end
-        # Retention: String hash keys by their bytes (off: by their shape).
-        if modes.include?(:retention) && (v = env["FATHOM_STRING_CONTENTS"])
-          opts[:string_contents] = Options.parse_boolean("FATHOM_STRING_CONTENTS", v)
-        end
-        if modes.include?(:gc) && (v = env["FATHOM_COALESCE"])
-          bounds = { min_ns: Options::COALESCE_NS.begin, max_ns: Options::COALESCE_NS.end } # GcProfiler's
-          opts[:coalesce] = v.strip == "0" ? 0 : "#{Options.duration_ns("FATHOM_COALESCE", v, **bounds)}ns"
-        end
-        if modes.include?(:gc) && (v = env["FATHOM_GC_SOURCE"])
-          opts[:gc_source] = Options.one_of("FATHOM_GC_SOURCE", v, Modes::GC_SOURCES)
-        end
-        opts[:format] = Options.one_of("FATHOM_FORMAT", env["FATHOM_FORMAT"], Modes::ALL_FORMATS) if env["FATHOM_FORMAT"]
-        opts
       end
 
       private

@@ -4,14 +4,14 @@ require "optparse"
 require_relative "version"
 require_relative "error"
 require_relative "options"
-require_relative "profile_bytes"
+require_relative "files/profile_bytes"
 require_relative "pprof/reader"
 require_relative "report/top"
 require_relative "report"
-require_relative "output_paths"
+require_relative "files/output_paths"
 require_relative "modes"
-require_relative "atomic_file"
-require_relative "cli_analyze"
+require_relative "files/atomic_file"
+require_relative "cli/analyze"
 
 module Fathom
   # The `fathom` command. Deliberately does not load the native extension:

@@ -101,6 +101,12 @@ module Fathom
       end
     end
 
+    # The Fathom::Profile#kind of a mode's profile: cpu and wall profiles
+    # are both :cpu (their stats say which); the others are the mode.
+    def profile_kind(mode)
+      CPU_MODES.include?(mode) ? :cpu : mode
+    end
+
     # A new profiler for `mode` with `opts` (those Modes::DEFAULTS lists for it).
     def new_profiler(mode, **opts)
       CPU_MODES.include?(mode) ? CpuProfiler.new(mode: mode, **opts) : profiler_class(mode).new(**opts)

@@ -1,8 +1,8 @@
 # frozen_string_literal: true
 
-require_relative "atomic_file"
+require_relative "files/atomic_file"
 require_relative "options"
-require_relative "profile_bytes"
+require_relative "files/profile_bytes"
 require_relative "pprof/reader"
 require_relative "report"
 

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "options"
-require_relative "profile_bytes"
+require_relative "files/profile_bytes"
 require_relative "pprof/reader"
 require_relative "report/arguments"
 require_relative "report/top"
@@ -59,7 +59,7 @@ module Fathom
     # Firefox Profiler file; otherwise it is pprof, or junk)? Decompresses
     # at most 64 bytes.
     def firefox_json?(bytes)
-      require "zlib" # here, not at load (lib/fathom/stdlib.rb)
+      require "zlib" # here, not at load (lib/fathom/files/stdlib.rb)
       require "stringio"
       head = ProfileBytes.gzip?(bytes) ? Zlib::GzipReader.new(StringIO.new(bytes)).read(64).to_s : bytes.byteslice(0, 64)
       head.b.lstrip.start_with?("{")
@@ -77,7 +77,7 @@ module Fathom
     # The parsed JSON object of a Firefox Profiler file (gzipped or not);
     # Fathom::Error saying why when it is not one.
     def parse_firefox_json(bytes)
-      require "json" # here, not at load (lib/fathom/stdlib.rb)
+      require "json" # here, not at load (lib/fathom/files/stdlib.rb)
       text = ProfileBytes.gzip?(bytes) ? ProfileBytes.gunzip(bytes) : bytes
       # JSON is UTF-8; Ruby's parser (json 2.6, Ruby 3.1) lets invalid bytes
       # through into Strings that raise later, wherever a report reads them.

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "modes"
-require_relative "output_paths"
+require_relative "files/output_paths"
 
 module Fathom
   # The profilers of one run, from start to written files: what
@@ -125,7 +125,7 @@ module Fathom
 
     def finish_one(mode, heap)
       profiler = @profilers.fetch(mode)
-      return profiler.flush_explaining(heap) if mode == :retention && heap
+      return profiler.flush(gc: true, explaining: heap) if mode == :retention && heap
 
       profiler.flush(gc: true)
     end

@@ -3,7 +3,7 @@
 require "test_helper"
 require "open3"
 
-# Fathom profiles the main Ractor only (lib/fathom/ractor_check.rb). On
+# Fathom profiles the main Ractor only (lib/fathom/process/ractor_check.rb). On
 # Ruby 3.1.0-3.1.3 a NEWOBJ or GC hook crashes the process as soon as another
 # Ractor allocates, so Ractor.new must stop the profilers first, and starting
 # one while Ractors run must raise. Each case runs in its own process:

@@ -1,8 +1,8 @@
 # frozen_string_literal: true
 
 require "test_helper"
-require "fathom/rotation"
-require "fathom/process_comments"
+require "fathom/always_on/rotation"
+require "fathom/always_on/process_comments"
 require "fathom/pprof/edit"
 
 # Always-on in a directory shared with others: what "safe to switch on in

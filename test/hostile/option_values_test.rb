@@ -3,7 +3,7 @@
 require "test_helper"
 require "support/option_assertions"
 require "pathname"
-require "fathom/autorun" # does nothing here: FATHOM_PID is not this process
+require "fathom/always_on/settings"
 
 # Issue 10, item 9: values that got past the option checks and failed deep
 # inside (FloatDomainError, RangeError, NoMethodError). Each must now raise
@@ -76,12 +76,12 @@ class OptionValuesTest < Minitest::Test
   # the error came later from GcProfiler, naming "coalesce", not the variable.
   def test_autorun_variables_have_the_profilers_bounds
     ENV["FATHOM_COALESCE"] = "61s"
-    assert_option_error(ArgumentError, "FATHOM_COALESCE") { Fathom::Autorun.settings([:gc]) }
+    assert_option_error(ArgumentError, "FATHOM_COALESCE") { Fathom::Settings.profilers([:gc], ENV) }
     ENV["FATHOM_COALESCE"] = "1e99999999"
-    assert_option_error(ArgumentError, "FATHOM_COALESCE") { Fathom::Autorun.settings([:gc]) }
+    assert_option_error(ArgumentError, "FATHOM_COALESCE") { Fathom::Settings.profilers([:gc], ENV) }
     ENV["FATHOM_COALESCE"] = nil
     ENV["FATHOM_INTERVAL"] = "1e99999999"
-    assert_option_error(ArgumentError, "FATHOM_INTERVAL") { Fathom::Autorun.settings([:heap]) }
+    assert_option_error(ArgumentError, "FATHOM_INTERVAL") { Fathom::Settings.profilers([:heap], ENV) }
   ensure
     ENV["FATHOM_COALESCE"] = ENV["FATHOM_INTERVAL"] = nil
   end

@@ -2,7 +2,7 @@
 
 require "test_helper"
 require "fathom/rack"
-require "fathom/always_on"
+require "fathom/always_on/always_on"
 require "tmpdir"
 
 # The reproductions of "Safe to switch on in production": requests that are

@@ -136,14 +136,14 @@ class SecretsTest < Minitest::Test
   end
 
   def test_fathom_string_contents_env
-    require "fathom/autorun" # does nothing here: FATHOM_PID is not this process
+    require "fathom/always_on/settings"
     old = ENV["FATHOM_STRING_CONTENTS"]
     ENV["FATHOM_STRING_CONTENTS"] = "maybe"
-    e = assert_raises(ArgumentError) { Fathom::Autorun.settings(%i[retention]) }
+    e = assert_raises(ArgumentError) { Fathom::Settings.profilers(%i[retention], ENV) }
     assert_includes e.message, "FATHOM_STRING_CONTENTS"
     ENV["FATHOM_STRING_CONTENTS"] = "1"
-    assert_equal({ string_contents: true }, Fathom::Autorun.settings(%i[retention]))
-    assert_equal({}, Fathom::Autorun.settings(%i[gc]), "only retention takes it")
+    assert_equal({ string_contents: true }, Fathom::Settings.profilers(%i[retention], ENV))
+    assert_equal({}, Fathom::Settings.profilers(%i[gc], ENV), "only retention takes it")
   ensure
     ENV["FATHOM_STRING_CONTENTS"] = old
   end

@@ -3,7 +3,7 @@
 require "test_helper"
 require "support/pprof_raw"
 require "support/rack_server"
-require "fathom/rotation"
+require "fathom/always_on/rotation"
 
 # The issue's acceptance, against a real server: puma + a Sinatra app with a
 # leaking route, profiled through `go tool pprof URL` as a Go developer

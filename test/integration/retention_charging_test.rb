@@ -117,7 +117,7 @@ class RetentionChargingTest < Minitest::Test
       # frozen_string_literal: true
       require "fathom"
       require "fathom/rack"
-      require "fathom/start_in_workers"
+      require "fathom/always_on/start_in_workers"
 
       def make_hook(n)
         rows = Array.new(n) { |i| "row-\#{i}-" * 20 }

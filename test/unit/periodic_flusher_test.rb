@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "fathom/always_on/always_on"
 
 # Uses a fake profiler: the flusher only needs #flush(gc:) -> Fathom::Profile.
 class PeriodicFlusherTest < Minitest::Test
@@ -224,5 +225,48 @@ class PeriodicFlusherTest < Minitest::Test
     assert_equal "profile of #{Process.pid}", File.binread(path)
     assert_operator path[/-(\d+)\.pb\.gz\z/, 1].to_i, :>, taken + 3
     assert_equal 6, Dir.children(@dir).count { |n| File.binread(File.join(@dir, n)) == theirs }
+  end
+
+  # File names come from the profiler's kind and format, in one place
+  # (OutputPaths.periodic_pattern): a CPU or wall profiler's files used to
+  # be named heap-....pb.gz, since the name was picked from the profiler's
+  # class and only GcProfiler and RetentionProfiler were known.
+  def test_default_names_follow_each_profilers_kind_and_format
+    require_native!
+    tail = "-%{pid}-%{token}-%{time}-%{index}"
+    {
+      Fathom::HeapProfiler.new => "heap#{tail}.pb.gz",
+      Fathom::GcProfiler.new => "gc#{tail}.pb.gz",
+      Fathom::GcProfiler.new(format: :firefox) => "gc#{tail}.json.gz",
+      Fathom::CpuProfiler.new => "cpu#{tail}.pb.gz",
+      Fathom::CpuProfiler.new(format: :firefox) => "cpu#{tail}.json.gz",
+      Fathom::CpuProfiler.new(mode: :wall) => "wall#{tail}.pb.gz",
+      Fathom::CpuProfiler.new(mode: :wall, format: :firefox) => "wall#{tail}.json.gz",
+      Fathom::RetentionProfiler.new => "retention#{tail}.pb.gz",
+      FakeProfiler.new => Fathom::PeriodicFlusher::DEFAULT_PATTERN, # no #kind: named as heap
+    }.each do |profiler, pattern|
+      assert_equal pattern, Fathom::PeriodicFlusher.new(profiler, dir: @dir).pattern, profiler.inspect
+    end
+  end
+
+  def test_cpu_and_wall_files_are_named_for_their_kind
+    require_native!
+    %i[cpu wall].each do |mode|
+      profiler = Fathom::CpuProfiler.new(mode: mode, interval: "1ms").start
+      flusher = Fathom::PeriodicFlusher.new(profiler, dir: @dir, interval: 3600).start
+      Array.new(10_000) { |i| i.to_s * 3 } # something to sample
+      path = flusher.stop
+      profiler.stop
+      assert_match(/\A#{mode}-#{Process.pid}-\h{8}-\d{8}T\d{6}Z-\d+\.pb\.gz\z/, File.basename(path))
+      assert_equal :cpu, Fathom::Profile.load(path).kind
+    end
+  end
+
+  # AlwaysOn names its files the same way (it used to build its own pattern).
+  def test_always_on_names_its_files_like_the_flusher
+    require_native!
+    always_on = Fathom::AlwaysOn.new(modes: %i[heap gc], dir: @dir, format: :firefox)
+    assert_equal "heap-%{pid}-%{token}-%{time}-%{index}.pb.gz", always_on.flushers[:heap].pattern
+    assert_equal "gc-%{pid}-%{token}-%{time}-%{index}.json.gz", always_on.flushers[:gc].pattern
   end
 end

@@ -61,7 +61,7 @@ class PprofEditTest < Minitest::Test
   end
 
   def test_window_comment_from_the_profile_times
-    require "fathom/process_comments"
+    require "fathom/always_on/process_comments"
     lines = Fathom::ProcessComments.lines(profile)
     assert_includes lines, "window=2023-11-14T22:13:20.000Z/2023-11-14T22:13:22.000Z"
     assert_includes lines, "pid=#{Process.pid}"

@@ -7,7 +7,7 @@ require "test_helper"
 # (securerandom, json, zlib, ...) in Ruby's own version makes Bundler refuse
 # a Gemfile.lock that pins another ("You have already activated
 # securerandom 0.1.1, but your Gemfile requires securerandom 0.4.1": a
-# Rails 7.2 app did not boot under `fathom run`). lib/fathom/stdlib.rb.
+# Rails 7.2 app did not boot under `fathom run`). lib/fathom/files/stdlib.rb.
 class PreloadGemsTest < Minitest::Test
   PROBE = 'puts Gem.loaded_specs.keys.sort.join(",")'
 

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
-require "fathom/rotation"
+require "fathom/always_on/rotation"
 require "fathom/pprof/edit"
 
 class RotationTest < Minitest::Test

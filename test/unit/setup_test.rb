@@ -1,8 +1,8 @@
 # frozen_string_literal: true
 
 require "test_helper"
-require "fathom/process_comments"
-require "fathom/rotation"
+require "fathom/always_on/process_comments"
+require "fathom/always_on/rotation"
 
 # fathom/setup from the environment: bad settings never stop the program.
 class SetupTest < Minitest::Test

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "../error"
-require_relative "../profile_bytes"
+require_relative "../files/profile_bytes"
 
 module Fathom
   module Pprof
@@ -148,7 +148,7 @@ module Fathom
       # The protobuf bytes of a profile, gzipped (Fathom's own output,
       # trusted: no inflate limit) or not.
       def plain(bytes)
-        require "zlib" # here, not at load (lib/fathom/stdlib.rb)
+        require "zlib" # here, not at load (lib/fathom/files/stdlib.rb)
         ProfileBytes.gzip?(bytes) ? Zlib.gunzip(bytes) : bytes.b
       end
 

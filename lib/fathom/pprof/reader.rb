@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "../error"
-require_relative "../profile_bytes"
+require_relative "../files/profile_bytes"
 
 module Fathom
   # A pure-Ruby reader for pprof profiles (perftools.profiles.Profile, see

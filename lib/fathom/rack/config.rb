@@ -2,7 +2,7 @@
 
 require_relative "../options"
 require_relative "../error"
-require_relative "../rotation"
+require_relative "../always_on/rotation"
 
 module Fathom
   module Rack

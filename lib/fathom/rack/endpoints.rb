@@ -1,8 +1,8 @@
 # frozen_string_literal: true
 
 require_relative "response"
-require_relative "../process_comments"
-require_relative "../own_threads"
+require_relative "../always_on/process_comments"
+require_relative "../process/own_threads"
 
 module Fathom
   module Rack

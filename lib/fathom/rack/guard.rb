@@ -4,7 +4,7 @@ require "ipaddr"
 require "openssl"
 require "socket"
 require_relative "response"
-require_relative "../fork_hooks"
+require_relative "../process/fork_hooks"
 
 module Fathom
   module Rack

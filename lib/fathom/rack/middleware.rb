@@ -4,11 +4,12 @@ require_relative "config"
 require_relative "guard"
 require_relative "params"
 require_relative "response"
-require_relative "../process_comments"
-require_relative "../atomic_file"
+require_relative "../always_on/process_comments"
+require_relative "../files/atomic_file"
+require_relative "../files/output_paths"
 require_relative "../notice"
-require_relative "../rotation"
-require_relative "../process_token"
+require_relative "../always_on/rotation"
+require_relative "../process/process_token"
 
 module Fathom
   module Rack
@@ -158,11 +159,11 @@ module Fathom
       # Writes the request's profile into dir: through a Rotation, so the
       # directory keeps at most keep_files / keep_mb of Fathom's files
       # (always-on's included when they share it) at every moment. The
-      # name carries the pid and the process token (lib/fathom/process_token.rb):
+      # name carries the pid and the process token (lib/fathom/process/process_token.rb):
       # two containers with the same pid never collide; an existing name is
       # never replaced, the next index is taken. Returns the file's name.
       def write_rotated(kind, profile)
-        ext = profile.format == :firefox ? ".json.gz" : ".pb.gz"
+        ext = OutputPaths.format_extension(profile.format)
         time = Time.now.utc.strftime("%Y%m%dT%H%M%SZ")
         20.times do
           name = format("request-%s-%d-%s-%s-%d%s", kind, Process.pid, ProcessToken.get, time, self.class.next_index, ext)

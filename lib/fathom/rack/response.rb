@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require_relative "../files/output_paths"
+
 module Fathom
   module Rack
     # Raised inside the endpoints to answer with an error status. Its message
@@ -35,7 +37,7 @@ module Fathom
       # A profile as a download: pprof (gzipped protobuf, what `go tool
       # pprof` fetches) or Firefox Profiler JSON (gzipped).
       def profile(profile, name, headers = {})
-        ext = profile.format == :firefox ? ".json.gz" : ".pb.gz"
+        ext = OutputPaths.format_extension(profile.format)
         body = profile.bytes
         [200, NO_STORE.merge("content-type" => "application/octet-stream",
                              "content-disposition" => %(attachment; filename="#{name}#{ext}"),

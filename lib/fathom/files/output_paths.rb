@@ -39,8 +39,15 @@ module Fathom
       combined.size >= 2 ? combined : []
     end
 
+    # A mode's file extension: the modes with a choice of format (gc, cpu,
+    # wall) take their format's; the others are always pprof.
     def extension(mode, format)
-      %i[gc cpu wall].include?(mode.to_sym) && format.to_sym == :firefox ? ".json.gz" : ".pb.gz"
+      format_extension(%i[gc cpu wall].include?(mode.to_sym) ? format : :pprof)
+    end
+
+    # .json.gz for a Firefox Profiler file, .pb.gz for pprof.
+    def format_extension(format)
+      format.to_sym == :firefox ? ".json.gz" : ".pb.gz"
     end
 
     # {mode => absolute path}, in the order of `modes`.
@@ -69,6 +76,13 @@ module Fathom
 
     def default(mode, format)
       "fathom-#{mode}#{extension(mode, format)}"
+    end
+
+    # A PeriodicFlusher's default file name pattern (its placeholders:
+    # PeriodicFlusher) for a profiler of `kind` writing `format`:
+    # heap-%{pid}-%{token}-%{time}-%{index}.pb.gz, wall-....json.gz.
+    def periodic_pattern(kind, format)
+      "#{kind}-%{pid}-%{token}-%{time}-%{index}#{extension(kind, format)}"
     end
 
     # heap.pb.gz -> heap.<pid>.pb.gz; profile.out -> profile.<pid>.out; prof -> prof.<pid>

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-require_relative "notice"
+require_relative "../notice"
 
 module Fathom
   # Writes always-on profiles before exec. exec replaces the process image

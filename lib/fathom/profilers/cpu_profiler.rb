@@ -1,11 +1,7 @@
 # frozen_string_literal: true
 
-require_relative "options"
-require_relative "modes"
-require_relative "native"
-require_relative "profile"
-require_relative "collector_lifecycle"
-require_relative "internal_thread"
+require_relative "collector_lifecycle" # options, modes, native, profile
+require_relative "background_drain"
 
 module Fathom
   # CPU and wall-time profiler: the Ruby face of Fathom::Native::CpuCollector.
@@ -21,6 +17,7 @@ module Fathom
   #   profiler.flush.write("wall.pb.gz")
   class CpuProfiler
     include CollectorLifecycle
+    include BackgroundDrain
 
     MODES = %i[cpu wall].freeze
     FORMATS = Modes::FORMATS.fetch(:cpu)
@@ -51,38 +48,16 @@ module Fathom
       NativeLoader.require!
       @collector = Native::CpuCollector.new(@mode, @interval_ns, @max_depth, @format == :firefox, @native)
       @lock = Mutex.new
-      @drainer = nil
     end
 
-    def start
-      super
-      start_drainer
-      self
-    end
+    # :cpu or :wall, as the mode (its files are named for it; the Profile's
+    # kind is :cpu for both, Modes.profile_kind).
+    def kind = @mode
 
-    # Sampling stops first: joining the drain thread lets other threads run
-    # (up to a GVL time slice each) and they must not be sampled after the
-    # caller said stop.
-    def stop
-      super
-      stop_drainer
-      self
-    end
-
-    # In a forked child the profiler goes on, sampling the child's thread.
-    def after_fork_child
-      super
-      @drainer = nil
-      start_drainer
-    end
-
-    # What was sampled since start (or the previous flush), in `format`
-    # (pprof is always gzipped; gzip: applies to :firefox); the next flush
-    # starts a new window. gc: is accepted for symmetry with
-    # HeapProfiler#flush and ignored.
-    def flush(gc: false, gzip: true)
-      flush_encoded(:cpu, gc, gzip)
-    end
+    # flush(gc: false, gzip: true): CollectorLifecycle#flush, in `format`.
+    # start/stop/after_fork_child: CollectorLifecycle's, with the drain
+    # thread (BackgroundDrain); in a forked child the profiler goes on,
+    # sampling the child's thread.
 
     def inspect
       "#<#{self.class} mode=#{@mode} interval=#{Options.format_ns(@interval_ns)} " \
@@ -91,32 +66,13 @@ module Fathom
 
     private
 
-    # A sleeping Ruby thread drains the ring every DRAIN_INTERVAL. The
-    # signal handler also asks for a postponed job when the ring fills, but
-    # on Ruby < 3.3 only the GVL holder can register one that runs soon,
-    # and when every thread sleeps nobody does. The thread is not sampled
-    # (InternalThread).
-    def start_drainer
-      return unless running?
-      return if @drainer&.alive?
-
-      collector = @collector
-      lock = @lock
-      @drainer = InternalThread.start("fathom-cpu-drain") do
-        loop do
-          sleep(DRAIN_INTERVAL)
-          lock.synchronize { collector.drain }
-        end
-      end
-    end
-
-    def stop_drainer
-      drainer = @drainer
-      @drainer = nil
-      return unless drainer
-
-      drainer.kill
-      drainer.join unless drainer == Thread.current
+    # A sleeping Ruby thread drains the ring every DRAIN_INTERVAL
+    # (BackgroundDrain). The signal handler also asks for a postponed job
+    # when the ring fills, but on Ruby < 3.3 only the GVL holder can
+    # register one that runs soon, and when every thread sleeps nobody
+    # does. The thread is not sampled (InternalThread).
+    def background_work
+      ["fathom-cpu-drain", DRAIN_INTERVAL, :drain]
     end
   end
 end

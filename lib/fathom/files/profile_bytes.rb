@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-require_relative "error"
+require_relative "../error"
 
 module Fathom
   # Getting a profile's bytes without trusting them: from a file (a regular
@@ -76,7 +76,7 @@ module Fathom
     # Inflates the gzip member at the start of `bytes` onto `out`; returns
     # the bytes after it.
     def inflate_member(bytes, out, limit)
-      require "zlib" # here, not at load (lib/fathom/stdlib.rb)
+      require "zlib" # here, not at load (lib/fathom/files/stdlib.rb)
       zs = Zlib::Inflate.new(Zlib::MAX_WBITS + 16) # + 16: a gzip header and trailer, checked
       # With a block, inflate yields every ~16 kB it produces: the limit is
       # checked while inflating, not after a bomb went off.

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
-require_relative "profile"
-require_relative "pprof/edit"
+require_relative "../profile"
+require_relative "../pprof/edit"
 
 module Fathom
   # Who wrote a profile, for files that leave the machine (always-on
@@ -52,7 +52,7 @@ module Fathom
     end
 
     def hostname
-      require "socket" # here, not at load (lib/fathom/stdlib.rb)
+      require "socket" # here, not at load (lib/fathom/files/stdlib.rb)
       @hostname ||= Socket.gethostname.to_s.scrub.gsub(/[[:cntrl:]\s]/, "_")
     rescue StandardError
       "unknown"

@@ -1,12 +1,11 @@
 # frozen_string_literal: true
 
-require_relative "modes"
-require_relative "options"
-require_relative "output_paths"
+require_relative "../modes"
+require_relative "../options"
 require_relative "periodic_flusher"
 require_relative "process_comments"
 require_relative "rotation"
-require_relative "exec_hooks"
+require_relative "../process/exec_hooks"
 
 module Fathom
   # Continuous profiling of the whole process: a profiler per mode, each
@@ -36,6 +35,10 @@ module Fathom
       def flush(gc: false)
         ProcessComments.annotate(@profiler.flush(gc: gc))
       end
+
+      # What the files are named for (PeriodicFlusher.default_pattern).
+      def kind = @profiler.kind
+      def format = @profiler.format
     end
 
     @running = []
@@ -77,9 +80,7 @@ module Fathom
       Options.check_unknown!(options, known, "Fathom::AlwaysOn.new")
       @profilers = @modes.to_h { |m| [m, Modes.profiler_class(m).new(**options.slice(*Modes::DEFAULTS.fetch(m).keys))] }
       @flushers = @profilers.to_h do |mode, profiler|
-        format = mode == :gc ? profiler.format : :pprof
-        pattern = "#{mode}-%{pid}-%{token}-%{time}-%{index}#{OutputPaths.extension(mode, format)}"
-        [mode, PeriodicFlusher.new(Source.new(profiler), dir: @dir, interval: every, pattern: pattern, rotation: @rotation)]
+        [mode, PeriodicFlusher.new(Source.new(profiler), dir: @dir, interval: every, rotation: @rotation)]
       end
     end
 

@@ -36,7 +36,7 @@ module Fathom
 
         out = opts[:out] && analyze_out(opts[:out])
         path = argv.first
-        require_relative "dump_analysis"
+        require_relative "../profilers/dump_analysis"
         text = with_data("analyze", path) do
           profile = DumpAnalysis.analyze(path, top: top, string_contents: opts[:string_contents] == true)
           profile.write(out) if out
@@ -53,7 +53,7 @@ module Fathom
         raise UsageError, "--diff takes 2 or 3 dumps: A B [C]" unless (2..3).cover?(argv.size)
         raise UsageError, "--diff writes no profile (-o)" if opts[:out]
 
-        require_relative "dump_analysis"
+        require_relative "../profilers/dump_analysis"
         text = with_data("analyze", printable(argv).join(", ")) do
           DumpAnalysis.diff_text(DumpAnalysis.diff(argv, top: top, string_contents: opts[:string_contents] == true))
         end

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-require_relative "native"
+require_relative "../native"
 require_relative "own_threads"
 
 module Fathom

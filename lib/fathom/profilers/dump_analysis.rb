@@ -1,9 +1,9 @@
 # frozen_string_literal: true
 
-require_relative "options"
-require_relative "native"
-require_relative "profile"
-require_relative "report/units"
+require_relative "../options"
+require_relative "../native"
+require_relative "../profile"
+require_relative "../report/units"
 
 module Fathom
   # Offline analysis of ObjectSpace.dump_all files (JSON lines, plain or

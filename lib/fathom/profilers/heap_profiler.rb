@@ -1,10 +1,6 @@
 # frozen_string_literal: true
 
-require_relative "options"
-require_relative "modes"
-require_relative "native"
-require_relative "profile"
-require_relative "collector_lifecycle"
+require_relative "collector_lifecycle" # options, modes, native, profile
 
 module Fathom
   # Heap (allocation + in-use) profiler: the Ruby face of
@@ -66,6 +62,9 @@ module Fathom
       @collector.census = @census
       @lock = Mutex.new
     end
+
+    def kind = :heap
+    def format = :pprof
 
     # Sampling interval in seconds.
     def interval

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
-require_relative "error"
-require_relative "notice"
+require_relative "../error"
+require_relative "../notice"
 require_relative "stdlib"
 
 module Fathom

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
-require_relative "atomic_file"
-require_relative "stdlib"
+require_relative "../files/atomic_file"
+require_relative "../files/stdlib"
 
 module Fathom
   # Keeps a directory of profiles bounded: at most `keep_files` profiles and

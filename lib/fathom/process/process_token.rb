@@ -6,7 +6,7 @@ module Fathom
   # containers (each with its own pid 1) share a volume, or when a process
   # execs itself (same pid: puma's USR2 restart), and their files then
   # collided and replaced each other. 8 hex digits from Random.urandom
-  # (core Ruby, no securerandom: see stdlib.rb); new in each process image
+  # (core Ruby, no securerandom: see files/stdlib.rb); new in each process image
   # (this file is loaded again after exec) and in each forked child (the
   # pid changed since it was made).
   module ProcessToken

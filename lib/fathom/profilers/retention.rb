@@ -1,12 +1,12 @@
 # frozen_string_literal: true
 
-require_relative "options"
-require_relative "modes"
-require_relative "native"
-require_relative "notice"
-require_relative "own_threads"
-require_relative "profile"
-require_relative "ractor_check"
+require_relative "../options"
+require_relative "../modes"
+require_relative "../native"
+require_relative "../notice"
+require_relative "../process/own_threads"
+require_relative "../profile"
+require_relative "../process/ractor_check"
 
 module Fathom
   # Retention analysis: why objects are still alive.
@@ -183,33 +183,6 @@ module Fathom
     ensure
       $VERBOSE = verbose
       Warning[:deprecated] = deprecated
-    end
-  end
-
-  # Fathom.profile(mode: :retention) { ... }: a snapshot when the block ends.
-  class RetentionProfiler
-    DEFAULTS = Modes::DEFAULTS.fetch(:retention)
-
-    def initialize(**opts)
-      Options.check_unknown!(opts, DEFAULTS.keys, "Fathom::RetentionProfiler.new")
-      opts = DEFAULTS.merge(opts)
-      @max_depth = Options.integer("max_depth", opts[:max_depth], Retention::MAX_DEPTH_RANGE)
-      @string_contents = Options.boolean("string_contents", opts[:string_contents])
-    end
-
-    def start = self
-    def stop = self
-    def running? = false
-
-    def flush(gc: true)
-      Retention.snapshot(gc: gc, max_depth: @max_depth, string_contents: @string_contents)
-    end
-
-    # A snapshot that also explains the top live allocation sites of a heap
-    # profiler (Fathom::Retention.explain_sites); taken before the heap
-    # profiler is flushed.
-    def flush_explaining(heap_profiler)
-      Retention.explain_sites(heap_profiler, max_depth: @max_depth, string_contents: @string_contents)
     end
   end
 

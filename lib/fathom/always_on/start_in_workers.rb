@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-require_relative "fork_hooks"
+require_relative "../process/fork_hooks"
 
 module Fathom
   # Always-on profiling in a pre-forking server's workers, not in its master.

@@ -1,16 +1,32 @@
 # frozen_string_literal: true
 
-require_relative "fork_hooks"
-require_relative "notice"
-require_relative "options"
-require_relative "profile"
-require_relative "ractor_check"
+require_relative "../process/fork_hooks"
+require_relative "../modes"
+require_relative "../native"
+require_relative "../notice"
+require_relative "../options"
+require_relative "../profile"
+require_relative "../process/ractor_check"
 
 module Fathom
-  # start / stop / running? / after_fork_child / profile for the profilers
-  # that wrap a native collector (@collector) behind a lock (@lock: a flusher
-  # thread's flush must not race start/stop). Including classes define
-  # #flush(gc:).
+  # The words, in lib/ and in ext/:
+  #   profiler   the Ruby object a user holds (HeapProfiler, GcProfiler,
+  #              CpuProfiler, RetentionProfiler). It has a #kind (:heap,
+  #              :gc, :cpu or :wall, :retention) and a #format, which name
+  #              its files (OutputPaths), and one verb: #flush(gc:), what
+  #              was recorded since the previous flush as a Fathom::Profile
+  #              (#take_firefox_part: the same window, as a part of one
+  #              combined Firefox file; see Session).
+  #   collector  the native object behind a profiler (@collector:
+  #              Native::HeapCollector, GcCollector, CpuCollector; for
+  #              retention, the Native::RetentionSnapshot each flush takes).
+  #              Only profilers touch collectors.
+  #
+  # start / stop / running? / after_fork_child / profile / flush for the
+  # profilers that wrap a native collector (@collector) behind a lock
+  # (@lock: a flusher thread's flush must not race start/stop). #flush here
+  # is for the collectors that encode themselves in @format (GC, CPU);
+  # HeapProfiler has its own.
   module CollectorLifecycle
     # Raises Fathom::Error if another profiler of the same kind is already
     # running in this process (Ruby's hooks are process-wide), or while
@@ -37,11 +53,15 @@ module Fathom
       @stopped_for_ractor = true
     end
 
-    # The body of #flush for the profilers whose collector encodes itself in
-    # @format (GC, CPU): the window since the previous flush, as a Profile
-    # of `kind`. gzip: applies to :firefox (pprof is always gzipped); gc: is
-    # accepted for symmetry with HeapProfiler#flush and ignored.
-    def flush_encoded(kind, gc, gzip)
+    # What was recorded since start (or the previous flush), encoded in
+    # @format; the next flush starts a new window (the profiler keeps
+    # running), so a PeriodicFlusher writes one window per file. gzip:
+    # applies to :firefox (pprof is always gzipped; by default a Firefox
+    # profile is gzipped, which profiler.firefox.com reads). gc: is accepted
+    # for symmetry with HeapProfiler#flush and ignored (forcing a GC here
+    # would only add a GC to the profile).
+    def flush(gc: false, gzip: true)
+      kind = Modes.profile_kind(self.kind)
       Options.boolean("gc", gc)
       gzip = Options.boolean("gzip", gzip)
       bytes = @lock.synchronize { @collector.encode(@format, gzip) }

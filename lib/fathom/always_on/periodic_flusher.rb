@@ -1,14 +1,14 @@
 # frozen_string_literal: true
 
-require_relative "atomic_file"
-require_relative "stdlib"
+require_relative "../files/atomic_file"
+require_relative "../files/stdlib"
 require_relative "flush_schedule"
-require_relative "fork_hooks"
-require_relative "notice"
-require_relative "options"
-require_relative "output_paths"
-require_relative "own_threads"
-require_relative "process_token"
+require_relative "../process/fork_hooks"
+require_relative "../notice"
+require_relative "../options"
+require_relative "../files/output_paths"
+require_relative "../process/own_threads"
+require_relative "../process/process_token"
 
 module Fathom
   # Flushes a profiler every `interval` seconds from a background Ruby thread
@@ -48,7 +48,7 @@ module Fathom
   # After fork the child gets its own flusher thread (threads do not survive
   # fork) and writes its own files: its pid, its own index sequence.
   class PeriodicFlusher
-    DEFAULT_PATTERN = "heap-%{pid}-%{token}-%{time}-%{index}.pb.gz"
+    DEFAULT_PATTERN = OutputPaths.periodic_pattern(:heap, :pprof)
     # 1 ms: anything faster is a typo, not a flush rate. 24 h: longer is a
     # typo too (and waits that long overflow Ruby's sleep).
     INTERVAL_NS = (1_000_000..86_400_000_000_000).freeze
@@ -83,14 +83,14 @@ module Fathom
       @index_lock = Mutex.new
     end
 
-    # "<kind>-%{pid}-%{token}-%{time}-%{index}<ext>" for what `profiler` writes.
+    # "<kind>-%{pid}-%{token}-%{time}-%{index}<ext>" for what `profiler`
+    # writes (OutputPaths.periodic_pattern), from its #kind and #format; an
+    # object that has neither (anything responding to #flush) is named as
+    # a heap profile, DEFAULT_PATTERN.
     def self.default_pattern(profiler)
-      mode = if defined?(GcProfiler) && GcProfiler === profiler then :gc
-             elsif defined?(RetentionProfiler) && RetentionProfiler === profiler then :retention
-             else :heap
-             end
-      format = mode == :gc ? profiler.format : :pprof
-      "#{mode}-%{pid}-%{token}-%{time}-%{index}#{OutputPaths.extension(mode, format)}"
+      kind = profiler.respond_to?(:kind) ? profiler.kind : :heap
+      format = profiler.respond_to?(:format) ? profiler.format : :pprof
+      OutputPaths.periodic_pattern(kind, format)
     end
 
     attr_reader :dir, :interval, :pattern, :last_path, :files_written

@@ -1,11 +1,7 @@
 # frozen_string_literal: true
 
-require_relative "options"
-require_relative "modes"
-require_relative "native"
-require_relative "profile"
-require_relative "internal_thread"
-require_relative "collector_lifecycle"
+require_relative "collector_lifecycle" # options, modes, native, profile
+require_relative "background_drain"
 
 module Fathom
   # GC profiler: the Ruby face of Fathom::Native::GcCollector. Records the
@@ -19,6 +15,7 @@ module Fathom
   #   profiler.flush.write("gc.json.gz")
   class GcProfiler
     include CollectorLifecycle
+    include BackgroundDrain
 
     # coalesce: GC steps are summed and become one sample at most this often
     # (or when a major GC finishes, with flush_on_major). 0 records every
@@ -68,36 +65,13 @@ module Fathom
       NativeLoader.require!
       @collector = Native::GcCollector.new(@coalesce_ns, @flush_on_major, @gc_source)
       @lock = Mutex.new
-      @poller = nil
     end
 
-    def start
-      super
-      start_poller
-      self
-    end
+    def kind = :gc
 
-    def stop
-      stop_poller
-      super
-    end
-
-    # Called by ForkHooks in a forked child: threads do not survive fork.
-    def after_fork_child
-      super
-      @poller = nil
-      start_poller
-    end
-
-    # What was recorded since start (or the previous flush), encoded in
-    # `format`; the next flush starts a new window (the profiler keeps
-    # running), so a PeriodicFlusher writes one window per file. gzip: applies to :firefox (pprof is always gzipped);
-    # by default a Firefox profile is gzipped, which profiler.firefox.com reads.
-    # gc: is accepted for symmetry with HeapProfiler#flush and ignored
-    # (forcing a GC here would only add a GC to the profile).
-    def flush(gc: false, gzip: true)
-      flush_encoded(:gc, gc, gzip)
-    end
+    # flush(gc: false, gzip: true): CollectorLifecycle#flush, in `format`.
+    # start/stop/after_fork_child: CollectorLifecycle's, with the counters
+    # poller (BackgroundDrain) when gc_source is :counters.
 
     def inspect
       "#<#{self.class} format=#{@format} coalesce=#{Options.format_ns(@coalesce_ns)} gc_source=#{@gc_source} " \
@@ -107,7 +81,7 @@ module Fathom
     private
 
     # The counters source reads Ruby's GC counters from a Ruby thread that
-    # sleeps `coalesce` between reads (sleep releases the GVL). Why a Ruby
+    # sleeps `coalesce` between reads (BackgroundDrain). Why a Ruby
     # thread and not SampleTimer's native timer: the reads need the GVL and
     # a safe point, which on Ruby 3.1 a native thread can only get by
     # signalling (SIGPROF, owned by the heap profiler's timer); a sleeping
@@ -115,28 +89,8 @@ module Fathom
     # nothing between reads. When the program keeps the GVL busy, Ruby hands
     # it over at its 100 ms time slice, so reads (and periods) are then
     # 100 ms apart; start/stop/flush read too, so counts stay exact.
-    def start_poller
-      return unless @gc_source == :counters && running?
-      return if @poller&.alive?
-
-      interval = @coalesce_ns / 1e9
-      collector = @collector
-      lock = @lock
-      @poller = InternalThread.start("fathom-gc-poll") do
-        loop do
-          sleep(interval)
-          lock.synchronize { collector.poll }
-        end
-      end
-    end
-
-    def stop_poller
-      poller = @poller
-      @poller = nil
-      return unless poller
-
-      poller.kill
-      poller.join unless poller == Thread.current
+    def background_work
+      ["fathom-gc-poll", @coalesce_ns / 1e9, :poll] if @gc_source == :counters
     end
 
     def coalesce_option(value)

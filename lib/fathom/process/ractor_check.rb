@@ -1,8 +1,8 @@
 # frozen_string_literal: true
 
-require_relative "error"
-require_relative "native"
-require_relative "notice"
+require_relative "../error"
+require_relative "../native"
+require_relative "../notice"
 
 module Fathom
   # Fathom profiles the main Ractor only. Other Ractors run Ruby in

@@ -1,0 +1,63 @@
+# frozen_string_literal: true
+
+# Always-on profiling from the environment, with no code change:
+#
+#   RUBYOPT=-rfathom/setup FATHOM_MODE=heap,gc FATHOM_DIR=/var/tmp/fathom FATHOM_EVERY=60s bundle exec puma
+#
+#   FATHOM_MODE      heap, gc or both (default heap)
+#   FATHOM_DIR       where the files go (required; created if missing)
+#   FATHOM_EVERY     how often a file is written (default 60s; "2s", "500ms", 30)
+#   FATHOM_KEEP      at most this many files in FATHOM_DIR (default 50)
+#   FATHOM_KEEP_MB   at most this many MB of them (default 100)
+#   FATHOM_INTERVAL, FATHOM_MAX_DEPTH, FATHOM_EXACT, FATHOM_CENSUS, FATHOM_GC_SOURCE,
+#   FATHOM_COALESCE, FATHOM_FORMAT   the profilers' options, as for `fathom run`
+#
+# Every Ruby process that loads this (RUBYOPT is inherited) profiles itself
+# into the same directory; the file names carry the pid. Forked children
+# (puma workers) keep profiling and write their own files. At exit, SIGTERM
+# included, each mode writes its last file; files are written atomically,
+# so a killed process leaves no partial profile (only a hidden temporary
+# file that the next start removes). A bad setting is reported on stderr and
+# the program runs unprofiled: this file never stops an app from booting.
+module Fathom
+  module Setup
+    @always_on = nil
+
+    class << self
+      # {mode => running profiler}; empty when not started.
+      def profilers
+        @always_on ? @always_on.profilers : {}
+      end
+
+      attr_reader :always_on
+
+      def start(env = ENV)
+        return @always_on if @always_on
+
+        require_relative "../../fathom"
+        require_relative "always_on"
+        require_relative "settings"
+        @always_on = AlwaysOn.new(**Settings.always_on(env)).start
+        @pid = Process.pid
+        at_exit { stop }
+        Fathom.notice { "fathom: always-on #{@always_on.profilers.keys.join(",")} profiling into #{@always_on.dir}" }
+        @always_on
+      rescue StandardError, ScriptError => e
+        @always_on = nil
+        require_relative "../notice"
+        Fathom.notice { "fathom/setup: not profiling: #{e.class}: #{e.message}" }
+        nil
+      end
+
+      def stop
+        always_on = @always_on or return
+        @always_on = nil
+        always_on.stop
+      rescue StandardError => e
+        Fathom.notice { "fathom/setup: stopping: #{e.class}: #{e.message}" }
+      end
+    end
+  end
+end
+
+Fathom::Setup.start unless ENV["FATHOM_SETUP"] == "0"

@@ -1,0 +1,38 @@
+# frozen_string_literal: true
+
+require_relative "../options"
+require_relative "../modes"
+require_relative "retention"
+
+module Fathom
+  # Fathom.profile(mode: :retention) { ... }: a snapshot when the block ends.
+  # Holds no native collector between flushes: each flush takes a
+  # Fathom::Retention snapshot (see CollectorLifecycle for the vocabulary).
+  class RetentionProfiler
+    DEFAULTS = Modes::DEFAULTS.fetch(:retention)
+
+    def initialize(**opts)
+      Options.check_unknown!(opts, DEFAULTS.keys, "Fathom::RetentionProfiler.new")
+      opts = DEFAULTS.merge(opts)
+      @max_depth = Options.integer("max_depth", opts[:max_depth], Retention::MAX_DEPTH_RANGE)
+      @string_contents = Options.boolean("string_contents", opts[:string_contents])
+    end
+
+    def start = self
+    def stop = self
+    def running? = false
+    def kind = :retention
+    def format = :pprof
+
+    # A snapshot now, as a Fathom::Profile of kind :retention. explaining: a
+    # HeapProfiler whose top live allocation sites the snapshot also
+    # explains (Fathom::Retention.explain_sites), taken before that heap
+    # profiler is flushed.
+    def flush(gc: true, explaining: nil)
+      opts = { gc: gc, max_depth: @max_depth, string_contents: @string_contents }
+      return Retention.explain_sites(explaining, **opts) if explaining
+
+      Retention.snapshot(**opts)
+    end
+  end
+end
