@@ -8,7 +8,7 @@ namespace fathom {
 
 // The comment every gzip member Fathom writes carries in its header
 // (RFC 1952 FCOMMENT): how Fathom recognizes, before overwriting a file,
-// that it wrote it (lib/fathom/atomic_file.rb reads it back).
+// that it wrote it (lib/fathom/files/atomic_file.rb reads it back).
 inline constexpr char kGzipComment[] = "fathom";
 
 // gzip (RFC 1952) with zlib; level is zlib's (-1 = default, 0..9); the

@@ -35,7 +35,7 @@ TEST(GzipTest, WritesGzipFraming) {
   EXPECT_EQ(GzipDecompress(gz), "hello, fathom");
 }
 
-// The header's FCOMMENT says Fathom wrote the file (lib/fathom/atomic_file.rb
+// The header's FCOMMENT says Fathom wrote the file (lib/fathom/files/atomic_file.rb
 // overwrites only files that carry it, unless told to).
 TEST(GzipTest, HeaderCarriesFathomsComment) {
   std::string gz = GzipCompress("x");

@@ -8,7 +8,7 @@
 // with a busy main thread. ruby/new_file_binding.cc runs WriteNewFile with
 // the GVL released once for all of them.
 //
-// The protocol is lib/fathom/atomic_file.rb's for a target that is absent:
+// The protocol is lib/fathom/files/atomic_file.rb's for a target that is absent:
 // the data goes to `tmp_name` (created exclusively, not following links),
 // is fsynced, and is linked to `name`; link(2) fails rather than replace
 // anything that exists under `name`, file or link (where the file system has
