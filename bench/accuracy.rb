@@ -31,7 +31,7 @@ require_relative "../lib/fathom/report/sample_interval"
 # name => [kind, size, allocations per cycle, keep 1 in N (0 = never)].
 # Sizes are element counts for arrays (8 bytes each) and bytes for strings.
 # Each of these sites is alone in its class and size class, so
-# the heap census (docs/internals/heap.md"Calibrating live bytes to a heap
+# the heap census (docs/internals/heap.md, "Calibrating live bytes to a heap
 # census") knows each one's live bytes exactly once it has one live sample;
 # --shared adds SHARED_SITES, which share the classes of the two rare big
 # survivors, so that the sample must split a class's census between sites.

@@ -23,7 +23,7 @@ module Fathom
     DEFAULTS = {
       # 10 ms: each tick costs ~60us (a postponed job, installing and
       # removing the hook), so 100 samples/s stays within ~1% on an
-      # allocation-heavy loop while 1 ms costs 5-9% (docs/internals/heap.md"Cost").
+      # allocation-heavy loop while 1 ms costs 5-9% (docs/internals/heap.md, "Cost").
       heap: { exact: false, interval: 0.01, max_depth: 128, liveness: :auto, census: true }.freeze,
       # gc_source :auto: Ruby's GC counters on Ruby < 3.3 (any GC hook forces
       # the slow allocation path there), the GC hooks on 3.3+ (GcProfiler).
@@ -74,7 +74,7 @@ module Fathom
     # only the dead), and goes first itself (heap_first): the snapshot
     # allocates, and a heap flush after more than a few allocations since
     # stop cannot calibrate its live bytes to the heap census
-    # (docs/internals/heap.md"Calibrating live bytes to a heap census").
+    # (docs/internals/heap.md, "Calibrating live bytes to a heap census").
     # Otherwise the modes keep their order.
     def finish_order(modes, heap_first: false)
       first = heap_first ? %i[heap retention] : %i[retention]

@@ -7,7 +7,7 @@ require "support/pprof_raw"
 # What a retention profile charges to the program: not Fathom's own objects
 # (set apart, counted in a comment), and not Ruby's internals (compiled
 # code, method caches: one row of their own). Real programs run under the
-# profiler, read back with go tool pprof (docs/internals/retention.md"Fathom's own
+# profiler, read back with go tool pprof (docs/internals/retention.md, "Fathom's own
 # objects and Ruby internals").
 class RetentionChargingTest < Minitest::Test
   DEMO = File.join(TestHelper::ROOT, "examples/leaky_app.rb")

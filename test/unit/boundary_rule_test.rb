@@ -4,7 +4,7 @@ require_relative "../test_helper"
 require "tmpdir"
 
 # The rules that keep C++ and Ruby's C frames apart, checked on the source
-# so that a new file cannot quietly break them (docs/internals/ruby-binding.md"The
+# so that a new file cannot quietly break them (docs/internals/ruby-binding.md, "The
 # boundary"):
 #  - ext/fathom/core includes no Ruby header: it is plain C++ with its own
 #    GoogleTest tests;

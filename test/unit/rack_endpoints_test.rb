@@ -72,7 +72,7 @@ class RackEndpointsTest < Minitest::Test
 
   # The snapshot and its reply are made on a thread of their own, so that
   # their native allocations land in one glibc arena rather than one per
-  # server thread (docs/internals/serving.md"Memory after serving"); the caller
+  # server thread (docs/internals/serving.md, "Memory after serving"); the caller
   # still gets the profile, and an error raised there reaches it.
   def test_retention_snapshot_is_taken_on_a_thread_of_its_own
     app = Fathom::Rack::App.new(enabled: true, retention_max_objects: 1 << 30)

@@ -8,7 +8,7 @@ module Fathom
   # every later one back. A flush can start late: the flusher is a Ruby
   # thread, and with another thread running Ruby code it gets the GVL back
   # only at that thread's next time slice (100 ms) every time it waited for
-  # something (docs/internals/io.md"The periodic flusher"). A tick that has
+  # something (docs/internals/io.md, "The periodic flusher"). A tick that has
   # passed while the previous flush was still running is skipped rather than
   # flushed right away: the next file covers its window too. All numbers
   # are monotonic-clock nanoseconds; the caller serializes the calls.

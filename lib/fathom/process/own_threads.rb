@@ -4,7 +4,7 @@ module Fathom
   # The threads Fathom starts (its helper threads, the periodic flushers,
   # the endpoints' profile threads). A retention snapshot sets them apart
   # with the rest of Fathom's own objects: what only they hold is charged
-  # to nothing (docs/internals/retention.md"Fathom's own objects and Ruby
+  # to nothing (docs/internals/retention.md, "Fathom's own objects and Ruby
   # internals"). Wider than InternalThread, which lists only the threads no
   # CPU profile samples (the flusher's work is profiling's real cost and
   # stays visible there).

@@ -9,7 +9,7 @@ module Fathom
   # its own timer (on its CPU clock in :cpu mode, on the monotonic clock in
   # :wall mode) whose SIGPROF makes the thread record its own stack, its CPU
   # and wall time since its previous sample, and its state (running,
-  # gvl-wait, blocked, gc). See docs/internals/cpu.md"CPU and wall profiling".
+  # gvl-wait, blocked, gc). See docs/internals/cpu.md, "CPU and wall profiling".
   #
   #   profiler = Fathom::CpuProfiler.new(mode: :wall, interval: "5ms").start
   #   ...
@@ -33,7 +33,7 @@ module Fathom
     # Firefox Profiler timeline: a track per thread, state markers; every
     # sample is kept until flush). native: each sample also holds its C
     # frames (libz's deflate under Zlib::Deflate.deflate), woven under the
-    # Ruby frames that called them (docs/internals/native.md"C frames"); pprof
+    # Ruby frames that called them (docs/internals/native.md, "C frames"); pprof
     # only: the Firefox timeline carries the Ruby frames.
     def initialize(mode: :cpu, **opts)
       Options.check_unknown!(opts, Modes::DEFAULTS.fetch(:cpu).keys, "Fathom::CpuProfiler.new")

@@ -19,7 +19,7 @@ module Fathom
     # string_contents: name STRING objects by the start of their value
     # ("via Session \"pppp…\""). Off: a dump holds the program's data (API
     # keys, passwords), and a profile or report made from it must not carry
-    # it further (docs/internals/dump.md"Names a dump allows").
+    # it further (docs/internals/dump.md, "Names a dump allows").
     DEFAULTS = { max_depth: 64, top: 20, progress: :auto, parser: :auto, string_contents: false }.freeze
     # :auto reads each line with Fathom's scanner for the dump_all shape and
     # hands a line it does not expect to simdjson's DOM parser; :dom gives

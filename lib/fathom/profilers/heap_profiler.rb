@@ -26,7 +26,7 @@ module Fathom
   # flush to a walk of Ruby's heap (exact bytes per type and size class of
   # the objects allocated since start); false skips the walk (its cost
   # grows with the heap: ~3 ms per 100k live objects) and reports the plain
-  # sampled estimate. See docs/internals/heap.md"Calibrating live bytes to a
+  # sampled estimate. See docs/internals/heap.md, "Calibrating live bytes to a
   # heap census". Exact mode ignores it.
   class HeapProfiler
     include CollectorLifecycle

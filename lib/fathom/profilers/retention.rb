@@ -48,7 +48,7 @@ module Fathom
     # An object is named by its owner: a constant, ivar or global that holds
     # it wins over a thread's stack or the C stack (machine_context) that
     # also holds it for the moment; a stack names only what nothing else
-    # holds (docs/internals/retention.md"Owners before stacks").
+    # holds (docs/internals/retention.md, "Owners before stacks").
     #
     # Fathom's own objects are set apart: the Fathom module, its modules and
     # classes (with their singleton classes), their instances and Fathom's
@@ -59,7 +59,8 @@ module Fathom
     # (the middleware behind Fathom::Rack::Middleware) stays the program's.
     # Ruby's internals (imemos but a block's env: compiled code, method
     # caches; iclasses) and what only they hold are one row of their own,
-    # "Ruby internals: compiled code, method caches" (docs/internals/retention.md"Fathom's own objects and Ruby internals").
+    # "Ruby internals: compiled code, method caches"
+    # (docs/internals/retention.md, "Fathom's own objects and Ruby internals").
     #
     # string_contents: false (the default) keeps the program's data out of
     # the profile: a String hash key (and a dynamic Symbol's) is named by

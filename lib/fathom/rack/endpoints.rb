@@ -138,7 +138,7 @@ module Fathom
       # run without fetches). A new thread gets the arena of the last
       # thread that ended (glibc's free list; Ruby 3.1 also reuses the
       # ended thread's native thread), so every profile reuses one arena
-      # (docs/internals/serving.md"Memory after serving"). The server thread
+      # (docs/internals/serving.md, "Memory after serving"). The server thread
       # only waits (holding the guard's Mutex, which it took).
       #
       # An exception raised into the waiting server thread (rack-timeout's
@@ -167,7 +167,8 @@ module Fathom
       # zlib's buffers) was malloc'ed by the thread serving the request, and
       # glibc keeps freed memory in that thread's arena: with a pool of
       # server threads, RSS ratchets up by a profile's working set per
-      # thread. malloc_trim(0) gives it back (measured in docs/internals/serving.md"Serving profiles over HTTP"); it runs without the GVL.
+      # thread. malloc_trim(0) gives it back (measured in
+      # docs/internals/serving.md, "Serving profiles over HTTP"); it runs without the GVL.
       def give_back_memory
         Native.malloc_trim if Native.respond_to?(:malloc_trim)
       end

@@ -99,7 +99,7 @@ module Fathom
     # GC stopped each thread; the "Garbage Collection" track shows the same
     # time as the GC profiler measured it. The total adds the threads only,
     # and the GC track's row comes after it, marked as a view
-    # (docs/internals/timeline.md"GC counted once").
+    # (docs/internals/timeline.md, "GC counted once").
     class CpuFirefoxSummary
       # "Fathom cpu profile", or a combined file: "Fathom cpu+gc+heap profile".
       PRODUCT = /\AFathom (cpu|wall)(?:\+[a-z]+)* profile/

@@ -21,7 +21,7 @@ module Fathom
     #
     # The "Garbage Collection" track is left out of both: beside CPU tracks
     # its GC time is the same time the threads' GC-category samples hold
-    # (docs/internals/timeline.md"GC counted once"), and it has no allocations.
+    # (docs/internals/timeline.md, "GC counted once"), and it has no allocations.
     #
     # The JSON is a file from anywhere: anything of the wrong shape (a
     # stack index out of range, a prefix that is not an earlier stack, a

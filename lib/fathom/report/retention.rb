@@ -30,7 +30,7 @@ module Fathom
     # code, method caches: in the totals, printed on its own line below the
     # table) and Fathom's own objects (not in the profile's samples at all,
     # counted by its "fathom.retention.own" comment: printed last). See
-    # docs/internals/retention.md"Fathom's own objects and Ruby internals".
+    # docs/internals/retention.md, "Fathom's own objects and Ruby internals".
     class Retention
       Row = Struct.new(:name, :retained, :self_size, :objects, :path, :path_retained)
       # What the snapshot writes (ruby/retention_snapshot_binding.cc).

@@ -14,7 +14,8 @@ module Fathom
     # estimate × [lower / n, upper / n]. This counts only the chance in how
     # many samples a site got; differences between the sizes and weights
     # of a site's samples add to it, so for sites of very mixed sizes the
-    # interval is a lower bound on the uncertainty. See docs/internals/heap.md"Showing the uncertainty". Pure Ruby on purpose: reports read files
+    # interval is a lower bound on the uncertainty. See
+    # docs/internals/heap.md, "Showing the uncertainty". Pure Ruby on purpose: reports read files
     # without the native extension.
     module SampleInterval
       # Fewer samples than this and a row is a guess, not a measurement:

@@ -146,7 +146,8 @@ module Fathom
         note
       end
 
-      # Live values calibrated to a heap census (docs/internals/heap.md"Calibrating live bytes to a heap census"): the profile says so in a
+      # Live values calibrated to a heap census
+      # (docs/internals/heap.md, "Calibrating live bytes to a heap census"): the profile says so in a
       # comment.
       def census_calibrated?
         @sample_type.start_with?("inuse") && @profile.comments.any? { |c| c.start_with?(CENSUS_COMMENT) }

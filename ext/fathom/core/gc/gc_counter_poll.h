@@ -4,7 +4,7 @@
 // them over as a GcCounterReading.
 //
 // Why: on Ruby < 3.3 any GC event hook sends every allocation through Ruby's
-// slow path (~+30% on an allocation loop; docs/internals/gc.md"GC
+// slow path (~+30% on an allocation loop; docs/internals/gc.md, "GC
 // profiling"). Counters cost nothing between reads, but say less:
 //   - no per-step data: no pause percentiles, no step count;
 //   - the only time is GC.stat(:time): process CPU time in GC, in whole

@@ -9,7 +9,7 @@
 // object, or a new one in a slot its predecessor left), and the census
 // leaves it out. So "certainly new" errs only towards "ambiguous", never
 // the other way. A slot seen free later (a walk after a GC) is cleared with
-// MarkFree: its start-time occupant is dead. See docs/internals/heap.md"Calibrating live bytes to a heap
+// MarkFree: its start-time occupant is dead. See docs/internals/heap.md, "Calibrating live bytes to a heap
 // census".
 //
 // One bit per slot: a heap of 1M slots costs 125 KB. Pure C++: the Ruby
