@@ -8,14 +8,14 @@ require "tmpdir"
 # boundary"):
 #  - ext/fathom/core includes no Ruby header: it is plain C++ with its own
 #    GoogleTest tests;
-#  - in ext/fathom/ruby, only boundary.{h,cc} may raise, protect, rescue or
+#  - in ext/fathom/ruby, only runtime/boundary.{h,cc} may raise, protect, rescue or
 #    leave the GVL. Everything else goes through its doors (RubyMethod,
 #    Throw*Error, Protect/TryProtect, WithoutGvl, NoThrow), which is what
 #    guarantees that no C++ exception unwinds through a Ruby C frame and
 #    that no longjmp skips a live C++ destructor.
 class BoundaryRuleTest < Minitest::Test
   EXT = File.expand_path("../../ext/fathom", __dir__)
-  DOORS = %w[boundary.h boundary.cc].freeze
+  DOORS = %w[runtime/boundary.h runtime/boundary.cc].freeze
   # Calls that longjmp, catch longjmps, or run code without the GVL.
   FORBIDDEN = /\b(rb_raise|rb_exc_raise|rb_fatal|rb_protect|rb_rescue2?|rb_ensure|rb_jump_tag|
                  rb_thread_call_without_gvl2?|rb_nogvl)\s*\(/x.freeze
@@ -40,7 +40,7 @@ class BoundaryRuleTest < Minitest::Test
   end
 
   def test_only_the_boundary_raises_protects_or_leaves_the_gvl
-    files = Dir[File.join(EXT, "ruby", "*.{cc,h}")].reject { |f| DOORS.include?(File.basename(f)) }
+    files = Dir[File.join(EXT, "ruby", "**", "*.{cc,h}")].reject { |f| DOORS.include?(f.delete_prefix("#{EXT}/ruby/")) }
     refute_empty files
     offences = files.flat_map do |f|
       code_lines(f).select { |_, text| text.match?(FORBIDDEN) }
