@@ -5,6 +5,7 @@
 
 #include "ruby/init.h"
 #include "ruby/runtime/boundary.h"
+#include "ruby/runtime/thread_registry.h"
 
 extern "C" __attribute__((visibility("default"))) void Init_fathom_ext(void) {
   VALUE mFathom = rb_define_module("Fathom");
@@ -31,6 +32,7 @@ extern "C" __attribute__((visibility("default"))) void Init_fathom_ext(void) {
   rb_define_module_function(
       mNative, "fault_injection?", [](VALUE) -> VALUE { return fathom::FaultInjectionBuilt() ? Qtrue : Qfalse; }, 0);
   fathom::InitRactorGuard(mNative);
+  fathom::InitThreadRegistry();
   fathom::InitHeapTick(mNative);
   fathom::InitHeapCollector(mNative);
   fathom::InitGcCollector(mNative);

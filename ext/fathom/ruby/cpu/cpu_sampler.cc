@@ -4,7 +4,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,6 +21,7 @@
 #include "ruby/runtime/postponed_job.h"
 #include "ruby/runtime/ruby_private_api.h"
 #include "ruby/runtime/signal_dispatcher.h"
+#include "ruby/runtime/thread_registry.h"
 
 #ifndef sigev_notify_thread_id
 #define sigev_notify_thread_id _sigev_un._tid
@@ -142,10 +142,6 @@ void SetSigprofBlocked(bool blocked) {
 
 std::atomic<uint64_t> g_signals{0}, g_samples{0}, g_threads_seen{0}, g_timer_errors{0}, g_foreign{0};
 
-ID id_list, id_native_thread_id, id_alive_p;
-
-pid_t CurrentTid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
-
 uint64_t NextRandom(uint64_t* state) {
   uint64_t x = *state;
   x ^= x << 13;
@@ -210,7 +206,7 @@ void AddThread(pid_t tid, ThreadState initial = ThreadState::kRunning, bool dorm
   sev.sigev_notify = SIGEV_THREAD_ID;
   sev.sigev_signo = SIGPROF;
   sev.sigev_notify_thread_id = tid;
-  sev.sigev_value.sival_int = (kCpuTimerTag << 16) | index;
+  sev.sigev_value.sival_int = (kTimerSignalTag << 16) | index;
   clockid_t clock = g_config.mode == CpuMode::kCpu ? ThreadCpuClock(tid) : CLOCK_MONOTONIC;
   if (timer_create(clock, &sev, &s.timer) != 0) {
     g_timer_errors.fetch_add(1, std::memory_order_relaxed);
@@ -317,25 +313,20 @@ bool StoppedByGc(ThreadState state, int64_t cpu_delta, int64_t wall_delta) {
 
 // ------------------------------------------------------------ thread hooks
 
-void ThreadBeginHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
-  NoThrow("cpu thread begin hook", [] {
-    if (g_running) AddThread(CurrentTid());
-  });
-}
-
-void ThreadEndHook(rb_event_flag_t, VALUE, VALUE self, ID, VALUE) {
-  NoThrow("cpu thread end hook", [self] {
-    pid_t tid = CurrentTid();
-    ThreadSlot* s = FindSlot(tid);
-    if (s == nullptr) return;
-    RemoveSlot(s);
-    if (g_on_end) g_on_end(tid, self);
-  });
-}
+// On the thread registry's THREAD_BEGIN / THREAD_END hooks (GVL held).
+const ThreadListener kThreadListener = {"cpu thread begin hook", "cpu thread end hook",
+                                        [](pid_t tid) {
+                                          if (g_running) AddThread(tid);
+                                        },
+                                        [](pid_t tid, VALUE thread) {
+                                          ThreadSlot* s = FindSlot(tid);
+                                          if (s == nullptr) return;
+                                          RemoveSlot(s);
+                                          if (g_on_end) g_on_end(tid, thread);
+                                        }};
 
 void WatchThreads() {
-  rb_add_event_hook(ThreadBeginHook, RUBY_EVENT_THREAD_BEGIN, Qnil);
-  rb_add_event_hook(ThreadEndHook, RUBY_EVENT_THREAD_END, Qnil);
+  fathom::WatchThreads(&kThreadListener);
 #ifdef HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK
   // Added once and kept: it must unblock SIGPROF on threads that were
   // blocked when sampling stopped (it returns at once when idle).
@@ -350,8 +341,7 @@ void WatchThreads() {
 
 void UnwatchThreads() {
   if (!g_watching) return;
-  rb_remove_event_hook(ThreadBeginHook);
-  rb_remove_event_hook(ThreadEndHook);
+  fathom::UnwatchThreads(&kThreadListener);
   g_watching = false;
 }
 
@@ -400,14 +390,7 @@ void AccountBlockedThreads() {
     h->truncated = false;
     h->stack_from_previous = true;  // unless its frames are read below: it has run no Ruby code since
 #ifdef HAVE_RB_PROFILE_THREAD_FRAMES
-    VALUE thread = Qnil;
-    TryProtect([&] {
-      VALUE threads = rb_funcall(rb_cThread, id_list, 0);
-      for (long k = 0; k < RARRAY_LEN(threads); k++) {
-        VALUE id = rb_funcall(RARRAY_AREF(threads, k), id_native_thread_id, 0);
-        if (RB_INTEGER_TYPE_P(id) && NUM2LL(id) == tid) thread = RARRAY_AREF(threads, k);
-      }
-    });
+    VALUE thread = FindRubyThread(tid);
     if (!NIL_P(thread)) {
       int max = static_cast<int>(g_ring->max_depth());
       int depth = rb_profile_thread_frames(thread, 0, max, reinterpret_cast<VALUE*>(cell.frames), cell.lines);
@@ -432,16 +415,7 @@ bool CpuSampler::Start(SampleRing* ring, const Config& config, const PostponedJo
   if (!InstallSigprofHandler(error)) return false;
   // The threads alive now, read first: Thread.list calls Ruby, which may
   // raise (under Protect, before any of our state changes).
-  std::vector<pid_t> tids;
-  Protect([&tids] {
-    VALUE threads = rb_funcall(rb_cThread, id_list, 0);
-    for (long i = 0; i < RARRAY_LEN(threads); i++) {
-      VALUE th = RARRAY_AREF(threads, i);
-      if (!RTEST(rb_funcall(th, id_alive_p, 0))) continue;
-      VALUE tid = rb_funcall(th, id_native_thread_id, 0);
-      if (RB_INTEGER_TYPE_P(tid)) tids.push_back(static_cast<pid_t>(NUM2LL(tid)));
-    }
-  });
+  std::vector<pid_t> tids = RubyThreadIds(/*alive_only=*/true);
   g_ring = ring;
   g_config = config;
   g_drain_job = drain_job;
@@ -600,9 +574,7 @@ const char* CpuSampler::state_source() {
 }
 
 void InitCpuSampler() {
-  id_list = rb_intern("list");
-  id_native_thread_id = rb_intern("native_thread_id");
-  id_alive_p = rb_intern("alive?");
+  SetTimerSignalHandler(CpuSampler::OnSignal);
   rb_set_end_proc(StopAtExit, Qnil);
 }
 

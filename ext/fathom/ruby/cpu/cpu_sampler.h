@@ -17,7 +17,9 @@
 // allocation, no Ruby object is created, no lock.
 //
 // Threads are learned from Thread.list at start and from THREAD_BEGIN /
-// THREAD_END hooks (which run on the thread itself, with the GVL).
+// THREAD_END hooks (which run on the thread itself, with the GVL), both
+// through the thread registry (runtime/thread_registry.h); the signal comes
+// through the dispatcher's timer route (runtime/signal_dispatcher.h).
 #pragma once
 
 #include <cstdint>
@@ -63,7 +65,9 @@ class CpuSampler {
   // as it ends. GVL held.
   static void SetCurrentThreadInternal(bool internal);
 
-  // From the SIGPROF dispatcher (runtime/signal_dispatcher.h). Async-signal-safe.
+  // From the SIGPROF dispatcher's timer route (runtime/signal_dispatcher.h),
+  // and from the GVL event hook for a dormant thread's first sample.
+  // Async-signal-safe.
   // ucontext: the handler's third argument (C frames start there).
   static void OnSignal(int slot, const void* ucontext);
 

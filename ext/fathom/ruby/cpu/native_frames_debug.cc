@@ -45,6 +45,7 @@
 #include "ruby/runtime/symbols.h"
 #include "native/native_capture.h"
 #include "native/native_stack_resolver.h"
+#include "ruby/runtime/thread_registry.h"
 
 namespace fathom {
 
@@ -200,7 +201,7 @@ VALUE DebugSampleNative(VALUE, VALUE interval_us) {
     struct sigevent sev = {};
     sev.sigev_notify = SIGEV_THREAD_ID;
     sev.sigev_signo = DebugSignal();
-    sev._sigev_un._tid = static_cast<pid_t>(syscall(SYS_gettid));
+    sev._sigev_un._tid = CurrentTid();
     if (timer_create(CLOCK_THREAD_CPUTIME_ID, &sev, &guard.timer) != 0) {
       g_slots.store(nullptr);
       ThrowFathomError("fathom: timer_create failed: %s", strerror(errno));

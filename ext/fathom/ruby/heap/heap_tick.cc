@@ -18,6 +18,7 @@
 #include "ruby/runtime/postponed_job.h"
 #include "ruby/runtime/ruby_private_api.h"
 #include "ruby/runtime/signal_dispatcher.h"
+#include "ruby/runtime/thread_registry.h"
 
 namespace fathom {
 
@@ -56,8 +57,6 @@ std::atomic<uint64_t> g_armed_skips{0}, g_jobs_run{0}, g_idle_ticks{0};
 // The thread that last ran the job: it held the GVL then (Ruby 3.1's pacer).
 std::atomic<pid_t> g_last_runner{0};
 
-ID id_list, id_native_thread_id;
-
 // How a tick reaches the thread that runs Ruby code (set at Start):
 //   kRoundRobin (Ruby 3.1): SIGPROF to one known Ruby thread; a handler on a
 //     thread without the GVL misses and the next tick tries the next thread.
@@ -70,8 +69,6 @@ ID id_list, id_native_thread_id;
 //     because losing some ticks beats refusing to profile.
 enum class Mechanism { kRoundRobin, kGvlOwner, kTrigger };
 Mechanism g_mechanism = Mechanism::kRoundRobin;  // written with the GVL before the thread starts
-
-pid_t CurrentTid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
 
 // Ruby threads we may signal (native thread ids).
 void AddThread(pid_t tid) {
@@ -278,44 +275,24 @@ bool SpawnThread(std::string* error) {
   return true;
 }
 
-// THREAD_BEGIN / THREAD_END run on the thread itself: that is how the timer
-// learns the native ids of threads created after start.
-void ThreadBeginHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
-  NoThrow("thread begin hook", [] { AddThread(CurrentTid()); });
-}
-void ThreadEndHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
-  NoThrow("thread end hook", [] { RemoveThread(CurrentTid()); });
-}
+// The thread registry's THREAD_BEGIN / THREAD_END hooks tell the timer
+// the native ids of threads created after start.
+const ThreadListener kThreadListener = {
+    "thread begin hook", "thread end hook", [](pid_t tid) { AddThread(tid); },
+    [](pid_t tid, VALUE) { RemoveThread(tid); }};
 
-// The threads alive now, from Thread.list. Calls Ruby: under Protect.
-void RegisterRubyThreads() {
+// The threads alive now, from Thread.list (calls Ruby: may raise, before
+// the hooks are added), then the hooks.
+void WatchThreads() {
+  std::vector<pid_t> tids = RubyThreadIds(/*alive_only=*/false);
   ResetThreads();
-  Protect([] {
-    VALUE threads = rb_funcall(rb_cThread, id_list, 0);
-    for (long i = 0; i < RARRAY_LEN(threads); i++) {
-      VALUE tid = rb_funcall(RARRAY_AREF(threads, i), id_native_thread_id, 0);
-      if (RB_INTEGER_TYPE_P(tid)) AddThread(static_cast<pid_t>(NUM2LL(tid)));
-    }
-  });
+  for (pid_t tid : tids) AddThread(tid);
   // The calling thread first: it most likely holds the GVL on the first tick.
   AddThread(CurrentTid());
+  fathom::WatchThreads(&kThreadListener);
 }
 
-bool g_watching_threads = false;
-
-void WatchThreads() {
-  RegisterRubyThreads();
-  rb_add_event_hook(ThreadBeginHook, RUBY_EVENT_THREAD_BEGIN, Qnil);
-  rb_add_event_hook(ThreadEndHook, RUBY_EVENT_THREAD_END, Qnil);
-  g_watching_threads = true;
-}
-
-void UnwatchThreads() {
-  if (!g_watching_threads) return;
-  rb_remove_event_hook(ThreadBeginHook);
-  rb_remove_event_hook(ThreadEndHook);
-  g_watching_threads = false;
-}
+void UnwatchThreads() { fathom::UnwatchThreads(&kThreadListener); }
 
 }  // namespace
 
@@ -409,8 +386,6 @@ void SampleTimer::AfterForkChild() {
   if (resume) Respawn();
 }
 
-void SampleTimer::OnSignal(int sig, siginfo_t* info, void* ucontext) { HandleSigprof(sig, info, ucontext); }
-
 void SampleTimer::JobRan() {
   g_job_outstanding.store(false);
   g_jobs_run++;
@@ -453,8 +428,7 @@ VALUE NativeAfterForkParent(VALUE) {
 }  // namespace
 
 void InitHeapTick(VALUE mNative) {
-  id_list = rb_intern("list");
-  id_native_thread_id = rb_intern("native_thread_id");
+  SetDirectedSignalHandler(HandleSigprof);
   // Process-wide fork hooks, called by lib/fathom/fork_hooks.rb around
   // Process._fork (the child's side is HeapCollector#after_fork_child).
   rb_define_module_function(mNative, "before_fork", RUBY_METHOD_FUNC(NativeBeforeFork), 0);

@@ -17,8 +17,10 @@
 // IMPLEMENTATION.md, "Sampled mode".
 //
 // The timer also owns what exists only for it: the "hook armed" flag, the
-// fork hooks (Fathom::Native.before_fork / after_fork_parent) and the
-// THREAD_BEGIN/END hooks that tell it which threads to signal.
+// fork hooks (Fathom::Native.before_fork / after_fork_parent) and the list
+// of threads to signal, kept by its listener on the thread registry's
+// THREAD_BEGIN/END hooks (runtime/thread_registry.h). Its SIGPROF comes
+// through the dispatcher's directed route (runtime/signal_dispatcher.h).
 #pragma once
 
 #include <signal.h>
@@ -64,9 +66,6 @@ class SampleTimer {
   // last sample): Ruby 3.1's timer paces its ticks by this thread's CPU
   // time and signals it first. One gettid and a store: hook-safe.
   static void NoteRunner();
-  // The SIGPROF dispatcher (runtime/signal_dispatcher.h) calls this for every SIGPROF that
-  // is not a CpuSampler timer's. Async-signal-safe.
-  static void OnSignal(int sig, siginfo_t* info, void* ucontext);
 
   // Cumulative since the process started (a window's share is the
   // difference between two reads).

@@ -1,7 +1,6 @@
 #include "ruby/runtime/gvl_owner.h"
 
 #include <pthread.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #endif
 
 #include "base/clock.h"
+#include "ruby/runtime/thread_registry.h"
 
 namespace fathom {
 namespace GvlOwner {
@@ -41,7 +41,6 @@ constexpr int64_t kShortHoldNs = 100000;
 std::atomic<int64_t> g_held_cpu_ns{0};
 std::atomic<int64_t> g_owner_resumed_ns{0};  // monotonic
 std::atomic<int64_t> g_owner_cpu_read_ns{0};
-pid_t CurrentTid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
 
 // Per-thread state the hook keeps. initial-exec: static TLS, no lazy
 // allocation on a thread's first access (general-dynamic TLS in a dlopen'd

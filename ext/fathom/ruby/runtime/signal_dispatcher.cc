@@ -2,26 +2,35 @@
 
 #include <errno.h>
 
-#include "ruby/cpu/cpu_sampler.h"
-#include "ruby/heap/heap_tick.h"
+#include <atomic>
 
 namespace fathom {
 namespace {
 
 struct sigaction g_previous_action;
 bool g_installed = false;  // touched only with the GVL held
+// Set at extension load; read in the handler (lock-free atomics).
+std::atomic<TimerSignalHandler> g_timer_handler{nullptr};
+std::atomic<DirectedSignalHandler> g_directed_handler{nullptr};
+static_assert(std::atomic<TimerSignalHandler>::is_always_lock_free && std::atomic<DirectedSignalHandler>::is_always_lock_free,
+              "read in a signal handler");
 
 void Dispatch(int sig, siginfo_t* info, void* ucontext) {
   int saved_errno = errno;
-  if (info != nullptr && info->si_code == SI_TIMER && (info->si_value.sival_int >> 16) == kCpuTimerTag) {
-    CpuSampler::OnSignal(info->si_value.sival_int & 0xffff, ucontext);
+  if (info != nullptr && info->si_code == SI_TIMER && (info->si_value.sival_int >> 16) == kTimerSignalTag) {
+    if (TimerSignalHandler h = g_timer_handler.load()) h(info->si_value.sival_int & 0xffff, ucontext);
+  } else if (DirectedSignalHandler h = g_directed_handler.load()) {
+    h(sig, info, ucontext);
   } else {
-    SampleTimer::OnSignal(sig, info, ucontext);
+    ForwardSigprofToPrevious(sig, info, ucontext);
   }
   errno = saved_errno;
 }
 
 }  // namespace
+
+void SetTimerSignalHandler(TimerSignalHandler handler) { g_timer_handler.store(handler); }
+void SetDirectedSignalHandler(DirectedSignalHandler handler) { g_directed_handler.store(handler); }
 
 bool InstallSigprofHandler(std::string* error) {
   if (g_installed) return true;
