@@ -110,8 +110,8 @@ class BoundaryFaultTest < Minitest::Test
         g.start
         GC.start
         churn(10_000)
-        outcome("pprof") { g.encode(:pprof, true) }
-        outcome("firefox") { g.encode(:firefox, false) }
+        outcome("pprof") { g.flush(:pprof, true) }
+        outcome("firefox") { g.flush(:firefox, false) }
         puts "running=\#{g.running?}"
         GC.start
         g.stop

@@ -374,12 +374,12 @@ void EncodeOffGvl(EncodeJob* job) {
   job->result = rb_str_new(job->out.data(), static_cast<long>(job->out.size()));
 }
 
-// encode(format, gzip) -> String: :pprof (always gzipped) or :firefox
+// flush(format, gzip) -> String: :pprof (always gzipped) or :firefox
 // (JSON, gzipped when gzip is true). Covers the window since start (or the
-// previous encode, or the fork) and starts a new one; the collector keeps
+// previous flush, or the fork) and starts a new one; the collector keeps
 // running. A failed encode raises (NoMemoryError, Fathom::Error) and loses
 // that window.
-VALUE CollectorEncode(VALUE self, VALUE format, VALUE gzip) {
+VALUE CollectorFlush(VALUE self, VALUE format, VALUE gzip) {
   GcCollector* c = Unwrap(self);
   return RubyMethod([&] {
     if (format != sym_pprof && format != sym_firefox) {
@@ -398,9 +398,9 @@ VALUE CollectorEncode(VALUE self, VALUE format, VALUE gzip) {
   });
 }
 
-// take_firefox_part(parts): this window's GC periods into a FirefoxParts
+// flush_into(parts): this window's GC periods into a FirefoxParts
 // for one combined Firefox file; starts a new window.
-VALUE CollectorTakeFirefoxPart(VALUE self, VALUE parts) {
+VALUE CollectorFlushInto(VALUE self, VALUE parts) {
   GcCollector* c = Unwrap(self);
   FirefoxParts* p = UnwrapFirefoxParts(parts);
   return RubyMethod([&] {
@@ -474,8 +474,8 @@ void InitGcCollector(VALUE mNative) {
   rb_define_method(klass, "start", RUBY_METHOD_FUNC(CollectorStart), 0);
   rb_define_method(klass, "stop", RUBY_METHOD_FUNC(CollectorStop), 0);
   rb_define_method(klass, "running?", RUBY_METHOD_FUNC(CollectorRunningP), 0);
-  rb_define_method(klass, "encode", RUBY_METHOD_FUNC(CollectorEncode), 2);
-  rb_define_method(klass, "take_firefox_part", RUBY_METHOD_FUNC(CollectorTakeFirefoxPart), 1);
+  rb_define_method(klass, "flush", RUBY_METHOD_FUNC(CollectorFlush), 2);
+  rb_define_method(klass, "flush_into", RUBY_METHOD_FUNC(CollectorFlushInto), 1);
   rb_define_method(klass, "after_fork_child", RUBY_METHOD_FUNC(CollectorAfterForkChild), 0);
   rb_define_method(klass, "stats", RUBY_METHOD_FUNC(CollectorStats), 0);
 }

@@ -3,8 +3,8 @@
 // Profiler file without the GVL (core/timeline/firefox_combined.h).
 //
 //   parts = Fathom::Native::FirefoxParts.new
-//   cpu_collector.take_firefox_part(parts)   # CpuProfileData
-//   gc_collector.take_firefox_part(parts)    # GcProfileData
+//   cpu_collector.flush_into(parts)          # CpuProfileData
+//   gc_collector.flush_into(parts)           # GcProfileData
 //   heap_collector.flush_into(parts, gc)     # HeapProfileRows with allocations
 //   parts.encode(gzip)                       # -> String
 #pragma once

@@ -1,5 +1,5 @@
 // Fathom::Native::RetentionSnapshot, the Ruby class: lifecycle (take once,
-// then encode and stats), the GC glue that pins the graph's objects while
+// then flush (the encoded profile) and stats), the GC glue that pins the graph's objects while
 // it holds raw VALUEs, and the analysis run without the GVL. The phases are
 // in retention_walk.cc and edge_names.cc (retention_snapshot.h).
 
@@ -252,7 +252,7 @@ void RequireTaken(const Snapshot* s) {
   if (!s->taken || s->idom.empty()) ThrowFathomError("fathom: retention snapshot not taken yet");
 }
 
-VALUE SnapshotEncode(VALUE self) {
+VALUE SnapshotFlush(VALUE self) {
   Snapshot* s = Get(self);
   return RubyMethod([&] {
     RequireTaken(s);
@@ -357,7 +357,7 @@ void InitRetentionSnapshot(VALUE mNative) {
   rb_define_alloc_func(klass, retention::SnapshotAlloc);
   rb_define_method(klass, "initialize", RUBY_METHOD_FUNC(retention::SnapshotInitialize), -1);
   rb_define_method(klass, "take", RUBY_METHOD_FUNC(retention::SnapshotTake), -1);
-  rb_define_method(klass, "encode", RUBY_METHOD_FUNC(retention::SnapshotEncode), 0);
+  rb_define_method(klass, "flush", RUBY_METHOD_FUNC(retention::SnapshotFlush), 0);
   rb_define_method(klass, "stats", RUBY_METHOD_FUNC(retention::SnapshotStats), 0);
 }
 
