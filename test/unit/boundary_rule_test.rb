@@ -59,6 +59,65 @@ class BoundaryRuleTest < Minitest::Test
     assert_empty offences
   end
 
+  # ext/fathom/ruby/<folder>/: runtime/ is the boundary, signals and threads;
+  # the others are concerns. Includes run one way: a concern may include
+  # runtime/ and the top (init.h), runtime/ includes no concern, and a
+  # concern includes another only where listed here with the reason.
+  RUNTIME = "runtime"
+  ALLOWED_CROSS_INCLUDES = {
+    # The combined Firefox document (Fathom::Native::FirefoxParts) each
+    # collector's flush_into adds its window to.
+    "heap" => %w[io], "cpu" => %w[io], "gc" => %w[io],
+  }.freeze
+  BINDING_INCLUDE = %r{#\s*include\s*"ruby/([a-z_]+)/}.freeze
+
+  def binding_includes(folder)
+    Dir[File.join(EXT, "ruby", folder, "*.{cc,h}")].flat_map do |f|
+      code_lines(f).filter_map { |n, text| (m = text.match(BINDING_INCLUDE)) && [f.delete_prefix("#{EXT}/"), n, m[1]] }
+    end
+  end
+
+  def binding_folders
+    Dir[File.join(EXT, "ruby", "*/")].map { |d| File.basename(d) }.sort
+  end
+
+  def test_the_runtime_includes_no_concern
+    offences = binding_includes(RUNTIME).reject { |_, _, to| to == RUNTIME }
+    assert_empty offences.map { |f, n, to| "#{f}:#{n} includes ruby/#{to}/" }
+  end
+
+  def test_a_concern_includes_no_other_concern_unless_listed
+    concerns = binding_folders - [RUNTIME]
+    assert_includes concerns, "heap"
+    offences = concerns.flat_map do |from|
+      allowed = [from, RUNTIME] + ALLOWED_CROSS_INCLUDES.fetch(from, [])
+      binding_includes(from).reject { |_, _, to| allowed.include?(to) }
+    end
+    assert_empty offences.map { |f, n, to| "#{f}:#{n} includes ruby/#{to}/" }
+  end
+
+  def test_the_core_includes_nothing_from_the_binding
+    files = Dir[File.join(EXT, "core", "**", "*.{cc,h}")]
+    offences = files.flat_map do |f|
+      code_lines(f).select { |_, text| text.match?(%r{#\s*include\s*"ruby/}) }.map { |n, _| "#{f.delete_prefix("#{EXT}/")}:#{n}" }
+    end
+    assert_empty offences
+  end
+
+  # Small folders and files in the binding: a folder of ~15 files at most, a
+  # source file of 600 lines at most. (core/ is not held to it yet: its
+  # folders hold their GoogleTest files too, and encode/firefox_profile.cc
+  # is longer.)
+  def test_folders_and_files_stay_small
+    folders = Dir[File.join(EXT, "ruby", "*/")] + [File.join(EXT, "ruby/")]
+    crowded = folders.map { |d| [d.delete_prefix("#{EXT}/"), Dir[File.join(d, "*.{cc,h}")].size] }.select { |_, n| n > 15 }
+    assert_empty crowded, "split these folders by concern"
+    long = Dir[File.join(EXT, "ruby", "**", "*.{cc,h}")].reject { |f| f.end_with?("_test.cc") || f.include?("/testing/") }
+                                                             .map { |f| [f.delete_prefix("#{EXT}/"), File.foreach(f).count] }
+                                                             .select { |_, n| n > 600 }
+    assert_empty long, "split these files by job"
+  end
+
   def test_the_rule_sees_a_violation
     Dir.mktmpdir do |dir|
       path = File.join(dir, "bad.cc")
