@@ -3,7 +3,19 @@
 # Builds fathom/fathom_ext.so from two source trees:
 #   core/<concern>/  pure C++17, no Ruby headers (also built alone by CMake for
 #                    GoogleTest); included as "heap/sample_store.h" etc.
-#   ruby/            the only code that includes Ruby's headers
+#   ruby/<concern>/  the only code that includes Ruby's headers: runtime/ (the
+#                    boundary, signals, threads) and one folder per concern
+#                    (heap/, cpu/, gc/, retention/, dump/, io/), plus
+#                    fathom_ext.cc and init.h at ruby/ itself.
+#
+# Include paths. The two trees use the same concern names (core/heap/ and
+# ruby/heap/), so they cannot both be on the path by their own folder: with
+# -I core and -I ruby, "heap/x.h" would mean whichever comes first. Core is
+# on the path as -I$(srcdir)/core ("heap/sample_store.h"); the binding only
+# through -I$(srcdir) ("ruby/heap/heap_collector.h"), so a binding header is
+# always written with its tree. Ruby's own headers also start with "ruby/"
+# ("ruby/debug.h") and Ruby's include directories come first on mkmf's path:
+# the check below refuses a binding header whose path Ruby already has.
 # FATHOM_SANITIZE=1 adds -fsanitize=address,undefined (the suite's ASan step).
 require "mkmf"
 
@@ -26,7 +38,7 @@ end
 # from our 3.1 floor on: used without a check.)
 have_func("rb_postponed_job_preregister", "ruby/debug.h") # 3.3+: ruby/postponed_job.h
 # Exported by libruby but declared in no installed header: we declare our own
-# prototypes (ext/fathom/ruby/ruby_private_api.h) when the linker finds them.
+# prototypes (ext/fathom/ruby/runtime/ruby_private_api.h) when the linker finds them.
 have_func("ruby_thread_has_gvl_p")
 # 3.2+: GVL events (READY / RESUMED / SUSPENDED) give the CPU profiler each
 # thread's state; on 3.1 it knows only whether a thread is in a blocking region.
@@ -36,7 +48,7 @@ have_func("rb_internal_thread_add_event_hook", "ruby/thread.h")
 have_func("rb_profile_thread_frames", "ruby/debug.h")
 have_func("rb_obj_memsize_of")
 have_func("rb_ractor_local_storage_ptr_newkey", "ruby/ractor.h")  # 3.0+: hooks ignore other Ractors
-have_func("rb_objspace_each_objects")               # the live census (ruby/live_census.cc)
+have_func("rb_objspace_each_objects")               # the live census (ruby/heap/live_census.cc)
 have_func("rb_objspace_internal_object_p")
 have_func("rb_objspace_reachable_objects_from")      # the retention snapshot's heap walk
 have_func("rb_objspace_reachable_objects_from_root")
@@ -44,22 +56,30 @@ have_func("rb_objspace_reachable_objects_from_root")
 have_func("malloc_trim", "malloc.h")
 
 src = File.expand_path(__dir__)
-# Every core/<concern>/ folder but testing/ (GoogleTest helpers), and ruby/.
-dirs = Dir[File.join(src, "core", "*/")].map { |d| "core/#{File.basename(d)}" }.reject { |d| d == "core/testing" }.sort
-dirs.delete("core/dump") unless with_dump_reader
-dirs << "ruby"
-$srcs = dirs.flat_map { |d| Dir[File.join(src, d, "*.cc")].reject { |f| f.end_with?("_test.cc") }.map { |f| File.basename(f) } }.sort
-$srcs.delete("dump_binding.cc") unless with_dump_reader
+# Every core/<concern>/ folder but testing/ (GoogleTest helpers), ruby/ and
+# every ruby/<concern>/ folder. Without simdjson neither dump/ is built.
+concerns = ->(tree) { Dir[File.join(src, tree, "*/")].map { |d| "#{tree}/#{File.basename(d)}" } }
+dirs = (concerns.("core") - ["core/testing"]).sort
+dirs -= ["core/dump"] unless with_dump_reader
+dirs += ["ruby"] + concerns.("ruby").sort
+dirs -= ["ruby/dump"] unless with_dump_reader
 $defs << "-DFATHOM_DUMP_READER" if with_dump_reader
+# mkmf compiles every object into one build directory under its basename,
+# and $(VPATH) finds a source by its basename: names must be unique.
+$srcs = dirs.flat_map { |d| Dir[File.join(src, d, "*.cc")].reject { |f| f.end_with?("_test.cc") }.map { |f| File.basename(f) } }.sort
 dupes = $srcs.group_by(&:itself).select { |_, v| v.size > 1 }.keys
 abort "source file names must be unique across core/ and ruby/: #{dupes.join(', ')}" unless dupes.empty?
+ruby_include_dirs = [RbConfig::CONFIG["rubyhdrdir"], RbConfig::CONFIG["rubyarchhdrdir"]].compact
+shadowed = Dir[File.join(src, "ruby", "**", "*.h")].map { |f| f.delete_prefix("#{src}/") }
+                                                   .select { |rel| ruby_include_dirs.any? { |d| File.exist?(File.join(d, rel)) } }
+abort "binding headers hidden by Ruby's own headers of the same path (rename them): #{shadowed.join(', ')}" unless shadowed.empty?
 $VPATH.concat(dirs.map { |d| "$(srcdir)/#{d}" })
-$INCFLAGS << " -I$(srcdir)/core -I$(srcdir)/ruby"
+$INCFLAGS << " -I$(srcdir)/core -I$(srcdir)"
 
 $CXXFLAGS << " -std=c++17 -fvisibility=hidden -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter"
 if ENV["FATHOM_SANITIZE"] == "1"
   # The sanitizer build is the test build: it can also inject C++ failures
-  # at FATHOM_FAULT_POINTs (ruby/boundary.h) to test every door.
+  # at FATHOM_FAULT_POINTs (ruby/runtime/boundary.h) to test every door.
   $CXXFLAGS << " -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -DFATHOM_FAULT_INJECTION"
   $LDFLAGS << " -fsanitize=address,undefined"
 else

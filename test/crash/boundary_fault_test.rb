@@ -3,7 +3,7 @@
 require "test_helper"
 require "support/fault_injection"
 
-# Every door of ext/fathom/ruby/boundary.h, made to fail: the sanitizer
+# Every door of ext/fathom/ruby/runtime/boundary.h, made to fail: the sanitizer
 # build (rake test:asan) compiles FATHOM_FAULT_POINTs, and
 # FATHOM_INJECT_FAULT=site[:length_error] makes one of them throw
 # std::bad_alloc (or std::length_error). Each case runs a Ruby subprocess
@@ -110,8 +110,8 @@ class BoundaryFaultTest < Minitest::Test
         g.start
         GC.start
         churn(10_000)
-        outcome("pprof") { g.encode(:pprof, true) }
-        outcome("firefox") { g.encode(:firefox, false) }
+        outcome("pprof") { g.flush(:pprof, true) }
+        outcome("firefox") { g.flush(:firefox, false) }
         puts "running=\#{g.running?}"
         GC.start
         g.stop

@@ -93,7 +93,7 @@ class CpuSamplingTest < Minitest::Test
       parked = Thread.new { queue.pop }
       # Not under ASan, for now: there the thread deflating without the GVL
       # crashed 1-2 runs in 6 (a SEGV at a page boundary with the stack
-      # pointer in an ASan heap region, reported in sigprof.cc's Dispatch),
+      # pointer in an ASan heap region, reported in runtime/signal_dispatcher.cc's Dispatch),
       # at this commit and before this session's changes alike, while the
       # normal build ran 16 of 16 and Ruby alone (the same threads,
       # GC.compact and fork, no Fathom) 30 of 30. Open (closing note of

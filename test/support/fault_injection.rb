@@ -4,7 +4,7 @@ require "open3"
 require "rbconfig"
 
 # Runs Ruby scripts in a subprocess with a C++ fault injected at one
-# FATHOM_FAULT_POINT (ext/fathom/ruby/boundary.h): FATHOM_INJECT_FAULT=
+# FATHOM_FAULT_POINT (ext/fathom/ruby/runtime/boundary.h): FATHOM_INJECT_FAULT=
 # site[:length_error] makes it throw std::bad_alloc (or std::length_error).
 # Only the sanitizer build (rake test:asan) compiles the fault points; the
 # tests skip elsewhere. A script prints "key=value" lines (see `outcome`);

@@ -8,14 +8,14 @@ require "tmpdir"
 # boundary"):
 #  - ext/fathom/core includes no Ruby header: it is plain C++ with its own
 #    GoogleTest tests;
-#  - in ext/fathom/ruby, only boundary.{h,cc} may raise, protect, rescue or
+#  - in ext/fathom/ruby, only runtime/boundary.{h,cc} may raise, protect, rescue or
 #    leave the GVL. Everything else goes through its doors (RubyMethod,
 #    Throw*Error, Protect/TryProtect, WithoutGvl, NoThrow), which is what
 #    guarantees that no C++ exception unwinds through a Ruby C frame and
 #    that no longjmp skips a live C++ destructor.
 class BoundaryRuleTest < Minitest::Test
   EXT = File.expand_path("../../ext/fathom", __dir__)
-  DOORS = %w[boundary.h boundary.cc].freeze
+  DOORS = %w[runtime/boundary.h runtime/boundary.cc].freeze
   # Calls that longjmp, catch longjmps, or run code without the GVL.
   FORBIDDEN = /\b(rb_raise|rb_exc_raise|rb_fatal|rb_protect|rb_rescue2?|rb_ensure|rb_jump_tag|
                  rb_thread_call_without_gvl2?|rb_nogvl)\s*\(/x.freeze
@@ -40,7 +40,7 @@ class BoundaryRuleTest < Minitest::Test
   end
 
   def test_only_the_boundary_raises_protects_or_leaves_the_gvl
-    files = Dir[File.join(EXT, "ruby", "*.{cc,h}")].reject { |f| DOORS.include?(File.basename(f)) }
+    files = Dir[File.join(EXT, "ruby", "**", "*.{cc,h}")].reject { |f| DOORS.include?(f.delete_prefix("#{EXT}/ruby/")) }
     refute_empty files
     offences = files.flat_map do |f|
       code_lines(f).select { |_, text| text.match?(FORBIDDEN) }
@@ -57,6 +57,65 @@ class BoundaryRuleTest < Minitest::Test
                    .map { |n, text| "#{f.delete_prefix("#{EXT}/")}:#{n}: #{text.strip}" }
     end
     assert_empty offences
+  end
+
+  # ext/fathom/ruby/<folder>/: runtime/ is the boundary, signals and threads;
+  # the others are concerns. Includes run one way: a concern may include
+  # runtime/ and the top (init.h), runtime/ includes no concern, and a
+  # concern includes another only where listed here with the reason.
+  RUNTIME = "runtime"
+  ALLOWED_CROSS_INCLUDES = {
+    # The combined Firefox document (Fathom::Native::FirefoxParts) each
+    # collector's flush_into adds its window to.
+    "heap" => %w[io], "cpu" => %w[io], "gc" => %w[io],
+  }.freeze
+  BINDING_INCLUDE = %r{#\s*include\s*"ruby/([a-z_]+)/}.freeze
+
+  def binding_includes(folder)
+    Dir[File.join(EXT, "ruby", folder, "*.{cc,h}")].flat_map do |f|
+      code_lines(f).filter_map { |n, text| (m = text.match(BINDING_INCLUDE)) && [f.delete_prefix("#{EXT}/"), n, m[1]] }
+    end
+  end
+
+  def binding_folders
+    Dir[File.join(EXT, "ruby", "*/")].map { |d| File.basename(d) }.sort
+  end
+
+  def test_the_runtime_includes_no_concern
+    offences = binding_includes(RUNTIME).reject { |_, _, to| to == RUNTIME }
+    assert_empty offences.map { |f, n, to| "#{f}:#{n} includes ruby/#{to}/" }
+  end
+
+  def test_a_concern_includes_no_other_concern_unless_listed
+    concerns = binding_folders - [RUNTIME]
+    assert_includes concerns, "heap"
+    offences = concerns.flat_map do |from|
+      allowed = [from, RUNTIME] + ALLOWED_CROSS_INCLUDES.fetch(from, [])
+      binding_includes(from).reject { |_, _, to| allowed.include?(to) }
+    end
+    assert_empty offences.map { |f, n, to| "#{f}:#{n} includes ruby/#{to}/" }
+  end
+
+  def test_the_core_includes_nothing_from_the_binding
+    files = Dir[File.join(EXT, "core", "**", "*.{cc,h}")]
+    offences = files.flat_map do |f|
+      code_lines(f).select { |_, text| text.match?(%r{#\s*include\s*"ruby/}) }.map { |n, _| "#{f.delete_prefix("#{EXT}/")}:#{n}" }
+    end
+    assert_empty offences
+  end
+
+  # Small folders and files in the binding: a folder of ~15 files at most, a
+  # source file of 600 lines at most. (core/ is not held to it yet: its
+  # folders hold their GoogleTest files too, and encode/firefox_profile.cc
+  # is longer.)
+  def test_folders_and_files_stay_small
+    folders = Dir[File.join(EXT, "ruby", "*/")] + [File.join(EXT, "ruby/")]
+    crowded = folders.map { |d| [d.delete_prefix("#{EXT}/"), Dir[File.join(d, "*.{cc,h}")].size] }.select { |_, n| n > 15 }
+    assert_empty crowded, "split these folders by concern"
+    long = Dir[File.join(EXT, "ruby", "**", "*.{cc,h}")].reject { |f| f.end_with?("_test.cc") || f.include?("/testing/") }
+                                                             .map { |f| [f.delete_prefix("#{EXT}/"), File.foreach(f).count] }
+                                                             .select { |_, n| n > 600 }
+    assert_empty long, "split these files by job"
   end
 
   def test_the_rule_sees_a_violation

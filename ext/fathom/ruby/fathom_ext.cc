@@ -3,20 +3,9 @@
 // loaded first defines it, the other reuses it.
 #include <ruby.h>
 
-#include "boundary.h"
-#include "cpu_collector.h"
-#include "firefox_parts.h"
-#include "gc_collector.h"
-#include "retention_snapshot.h"
-#include "heap_collector.h"
-#include "new_file_binding.h"
-#include "malloc_trim_binding.h"
-#include "native_frames_debug.h"
-#ifdef FATHOM_DUMP_READER
-#include "dump_binding.h"
-#endif
-#include "ractor_guard.h"
-#include "sample_timer.h"
+#include "ruby/init.h"
+#include "ruby/runtime/boundary.h"
+#include "ruby/runtime/thread_registry.h"
 
 extern "C" __attribute__((visibility("default"))) void Init_fathom_ext(void) {
   VALUE mFathom = rb_define_module("Fathom");
@@ -43,7 +32,8 @@ extern "C" __attribute__((visibility("default"))) void Init_fathom_ext(void) {
   rb_define_module_function(
       mNative, "fault_injection?", [](VALUE) -> VALUE { return fathom::FaultInjectionBuilt() ? Qtrue : Qfalse; }, 0);
   fathom::InitRactorGuard(mNative);
-  fathom::InitSampleTimer(mNative);
+  fathom::InitThreadRegistry();
+  fathom::InitHeapTick(mNative);
   fathom::InitHeapCollector(mNative);
   fathom::InitGcCollector(mNative);
   fathom::InitCpuCollector(mNative);

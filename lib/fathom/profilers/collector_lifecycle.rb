@@ -64,7 +64,7 @@ module Fathom
       kind = Modes.profile_kind(self.kind)
       Options.boolean("gc", gc)
       gzip = Options.boolean("gzip", gzip)
-      bytes = @lock.synchronize { @collector.encode(@format, gzip) }
+      bytes = @lock.synchronize { @collector.flush(@format, gzip) }
       Profile.new(bytes, stats.merge(ractors: RactorCheck.stat(self)), kind: kind, format: @format)
     end
 
@@ -72,7 +72,7 @@ module Fathom
     # Native::FirefoxParts) for one combined Firefox Profiler file (GC, CPU;
     # see Session); the next flush starts a new window.
     def take_firefox_part(parts)
-      @lock.synchronize { @collector.take_firefox_part(parts) }
+      @lock.synchronize { @collector.flush_into(parts) }
       stats
     end
 

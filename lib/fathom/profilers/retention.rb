@@ -88,7 +88,7 @@ module Fathom
       NativeLoader.require!
       native = Native::RetentionSnapshot.new(max_depth, string_contents)
       paths = quietly { native.take(gc, progress, focus, own_objects) }
-      bytes = native.encode
+      bytes = native.flush
       stats = native.stats.merge(bytes: bytes.bytesize)
       stats[:focus_paths] = paths if focus
       profile = Profile.new(bytes, stats, kind: :retention)

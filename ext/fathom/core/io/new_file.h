@@ -5,7 +5,7 @@
 // releases the GVL, and a thread that releases the GVL while another thread
 // runs Ruby code gets it back only at that thread's next time slice (100 ms
 // on Ruby 3.1 and 3.3): a dozen syscalls made the write alone take ~1.5 s
-// with a busy main thread. ruby/new_file_binding.cc runs WriteNewFile with
+// with a busy main thread. ruby/io/write_new_file.cc runs WriteNewFile with
 // the GVL released once for all of them.
 //
 // The protocol is lib/fathom/files/atomic_file.rb's for a target that is absent:

@@ -1,0 +1,581 @@
+#include "ruby/cpu/cpu_sampler.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <vector>
+
+#include <ruby/debug.h>
+#ifdef HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK
+#include <ruby/thread.h>
+#endif
+
+#include "base/clock.h"
+#include "ruby/runtime/boundary.h"
+#include "native/native_capture.h"
+#include "ruby/runtime/postponed_job.h"
+#include "ruby/runtime/ruby_private_api.h"
+#include "ruby/runtime/signal_dispatcher.h"
+#include "ruby/runtime/thread_registry.h"
+
+#ifndef sigev_notify_thread_id
+#define sigev_notify_thread_id _sigev_un._tid
+#endif
+
+namespace fathom {
+namespace {
+
+// How many Ruby threads can be sampled at once. Slots are preallocated so
+// the handler and the GVL hooks never allocate; a thread beyond this is
+// not sampled (counted in stats as threads_seen - sampled).
+constexpr int kMaxThreads = 1024;
+
+struct ThreadSlot {
+  std::atomic<int32_t> tid{0};         // 0: free
+  std::atomic<bool> active{false};     // the handler may sample
+  std::atomic<bool> busy{false};       // the handler is running on this slot
+  std::atomic<uint8_t> state{static_cast<uint8_t>(ThreadState::kRunning)};  // from GVL events
+  // Wall mode, 3.2+: a thread that was outside Ruby code when sampling
+  // started, whose timer is not armed yet: its first GVL event takes its
+  // first sample (covering the wait) and arms it. Signalling it instead
+  // would interrupt its ppoll/read with EINTR, and it would wait for the GVL
+  // to check interrupts before waiting again (as SIGPROF blocking does for
+  // threads that block later: see g_masked).
+  std::atomic<bool> dormant{false};
+  timer_t timer{};
+  bool has_timer = false;              // GVL only
+  // Handler-only once active (set before, with the GVL).
+  int64_t last_cpu_ns = 0;
+  int64_t last_wall_ns = 0;
+  uint64_t rng = 0;
+};
+
+ThreadSlot g_slots[kMaxThreads];
+std::atomic<int> g_slot_high{0};  // slots [0, high) may be in use
+
+// Fathom's own sleeping helper threads (the CPU drainer, the GC counters
+// poller), by native thread id: never given a slot, by a profiler started
+// before or after they marked themselves. A thread unmarks itself when it
+// ends, because Ruby 3.1 hands a finished thread's native thread (same
+// tid) to the next Ruby thread. Read and written only with the GVL held.
+constexpr int kMaxInternalThreads = 8;
+pid_t g_internal_tids[kMaxInternalThreads];
+
+bool IsInternalThread(pid_t tid) {
+  for (pid_t t : g_internal_tids)
+    if (t == tid) return true;
+  return false;
+}
+
+std::atomic<bool> g_enabled{false};
+SampleRing* g_ring = nullptr;  // set before g_enabled, cleared after every slot is quiet
+CpuSampler::Config g_config;
+const PostponedJob* g_drain_job = nullptr;
+CpuSampler::ThreadEndCallback g_on_end = nullptr;
+bool g_running = false;  // GVL only
+bool g_watching = false;
+size_t g_drain_threshold = 64;
+
+// Wall mode, Ruby 3.2+: a thread that releases the GVL (SUSPENDED) blocks
+// SIGPROF until it wants the GVL back (READY). Otherwise our timer would
+// interrupt its poll/ppoll with EINTR every interval, and Ruby would take
+// the GVL to check interrupts before waiting again: the sampled thread would
+// show as waiting for the GVL (it really would be) and steal GVL turns from
+// busy threads. Blocked, its one-shot timer fires once and the signal stays
+// pending; unblocked at READY, the handler runs at once, still in the
+// blocked state, with the whole blocked time as the sample's wall delta.
+// The native thread ids that have SIGPROF blocked by us: kept apart from
+// the slots, so a thread still blocked when sampling stops is unblocked at
+// its next READY (the GVL event hook stays installed once added).
+std::atomic<int32_t> g_masked[kMaxThreads];
+std::atomic<int> g_masked_count{0};
+std::atomic<int> g_masked_high{0};  // entries [0, high) may be in use
+
+bool MaskedContains(int32_t tid) {
+  int high = g_masked_high.load();
+  for (int i = 0; i < high; i++)
+    if (g_masked[i].load(std::memory_order_relaxed) == tid) return true;
+  return false;
+}
+
+#ifdef HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK
+bool MaskedAdd(int32_t tid) {
+  for (int i = 0; i < kMaxThreads; i++) {
+    int32_t expected = 0;
+    if (g_masked[i].compare_exchange_strong(expected, tid)) {
+      int high = g_masked_high.load();
+      while (high < i + 1 && !g_masked_high.compare_exchange_weak(high, i + 1)) {
+      }
+      g_masked_count.fetch_add(1);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool MaskedRemove(int32_t tid) {
+  int high = g_masked_high.load();
+  for (int i = 0; i < high; i++) {
+    int32_t expected = tid;
+    if (g_masked[i].load(std::memory_order_relaxed) == tid &&
+        g_masked[i].compare_exchange_strong(expected, 0)) {
+      g_masked_count.fetch_sub(1);
+      return true;
+    }
+  }
+  return false;
+}
+
+void SetSigprofBlocked(bool blocked) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPROF);
+  pthread_sigmask(blocked ? SIG_BLOCK : SIG_UNBLOCK, &set, nullptr);
+}
+
+#endif
+
+std::atomic<uint64_t> g_signals{0}, g_samples{0}, g_threads_seen{0}, g_timer_errors{0}, g_foreign{0};
+
+uint64_t NextRandom(uint64_t* state) {
+  uint64_t x = *state;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  *state = x;
+  return x;
+}
+
+// The next one-shot expiry: the interval jittered uniformly within ±25%, so
+// that periodic work is not sampled in lockstep; the mean stays the
+// interval. Each sample carries the measured delta, so jitter costs no
+// accuracy.
+void Arm(ThreadSlot* slot) {
+  int64_t span = g_config.interval_ns / 2;
+  int64_t next = g_config.interval_ns - span / 2 + (span > 0 ? static_cast<int64_t>(NextRandom(&slot->rng) % static_cast<uint64_t>(span)) : 0);
+  if (next < 1000) next = 1000;
+  struct itimerspec its = {};
+  its.it_value.tv_sec = static_cast<time_t>(next / 1000000000);
+  its.it_value.tv_nsec = static_cast<long>(next % 1000000000);
+  if (timer_settime(slot->timer, 0, &its, nullptr) != 0) g_timer_errors.fetch_add(1, std::memory_order_relaxed);
+}
+
+ThreadSlot* FindSlot(int32_t tid) {
+  int high = g_slot_high.load(std::memory_order_acquire);
+  for (int i = 0; i < high; i++)
+    if (g_slots[i].tid.load(std::memory_order_relaxed) == tid) return &g_slots[i];
+  return nullptr;
+}
+
+// GVL held. Creates the thread's timer and arms it. initial: the thread's
+// state until its next GVL event (3.2+): running for the caller, which holds
+// the GVL; blocked for every other thread alive at start, which therefore
+// does not (asleep, blocked, in C, or waiting for the GVL, which its next
+// RESUMED will tell).
+void AddThread(pid_t tid, ThreadState initial = ThreadState::kRunning, bool dormant = false) {
+  if (tid <= 0 || IsInternalThread(tid)) return;
+  if (ThreadSlot* known = FindSlot(tid)) {
+    // A native thread Ruby 3.1 took from its thread cache for a new Ruby
+    // thread: its timer stopped re-arming while it had no Ruby thread
+    // (OnSignal). A new thread, new baselines.
+    if (known->active.load() && known->has_timer) {
+      known->last_cpu_ns = ClockNs(ThreadCpuClock(tid));
+      known->last_wall_ns = MonotonicNs();
+      Arm(known);
+    }
+    return;
+  }
+  g_threads_seen.fetch_add(1, std::memory_order_relaxed);
+  int index = -1;
+  for (int i = 0; i < kMaxThreads; i++) {
+    if (g_slots[i].tid.load(std::memory_order_relaxed) == 0) {
+      index = i;
+      break;
+    }
+  }
+  if (index < 0) return;
+  ThreadSlot& s = g_slots[index];
+  s.tid.store(tid);
+  if (index + 1 > g_slot_high.load()) g_slot_high.store(index + 1, std::memory_order_release);
+  struct sigevent sev = {};
+  sev.sigev_notify = SIGEV_THREAD_ID;
+  sev.sigev_signo = SIGPROF;
+  sev.sigev_notify_thread_id = tid;
+  sev.sigev_value.sival_int = (kTimerSignalTag << 16) | index;
+  clockid_t clock = g_config.mode == CpuMode::kCpu ? ThreadCpuClock(tid) : CLOCK_MONOTONIC;
+  if (timer_create(clock, &sev, &s.timer) != 0) {
+    g_timer_errors.fetch_add(1, std::memory_order_relaxed);
+    s.tid.store(0);
+    return;
+  }
+  s.has_timer = true;
+  s.state.store(static_cast<uint8_t>(initial));
+  s.last_cpu_ns = ClockNs(ThreadCpuClock(tid));
+  s.last_wall_ns = MonotonicNs();
+  s.rng = 0x9e3779b97f4a7c15ULL ^ (static_cast<uint64_t>(tid) * 0xbf58476d1ce4e5b9ULL) ^ static_cast<uint64_t>(s.last_wall_ns);
+  if (s.rng == 0) s.rng = 1;
+  s.dormant.store(dormant);
+  s.active.store(true);
+  if (!dormant) Arm(&s);
+}
+
+// GVL held (or in a forked child before any other thread exists). After
+// this returns, the slot's handler is not running and will not sample.
+void RemoveSlot(ThreadSlot* s) {
+  s->active.store(false);
+  while (s->busy.load()) sched_yield();  // a handler on another thread is finishing (microseconds)
+  if (s->has_timer) {
+    timer_delete(s->timer);
+    s->has_timer = false;
+  }
+  s->tid.store(0);
+}
+
+// ------------------------------------------------------------ state
+
+#ifdef HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK
+rb_internal_thread_event_hook_t* g_event_hook = nullptr;
+
+// Runs on the thread that changes state, often without the GVL: finds its
+// slot and stores one byte. No allocation, no Ruby.
+void ThreadEventHook(rb_event_flag_t event, const rb_internal_thread_event_data_t*, void*) {
+  bool enabled = g_enabled.load(std::memory_order_relaxed);
+  if (!enabled && g_masked_count.load(std::memory_order_relaxed) == 0) return;
+  int32_t tid = CurrentTid();
+  if (event != RUBY_INTERNAL_THREAD_EVENT_SUSPENDED && g_masked_count.load(std::memory_order_relaxed) > 0 &&
+      MaskedRemove(tid)) {
+    // The pending sample (if the timer fired) is taken right here, in the
+    // blocked state that is still recorded.
+    SetSigprofBlocked(false);
+  }
+  if (!enabled) return;
+  ThreadSlot* s = FindSlot(tid);
+  if (s == nullptr) return;
+  if (event != RUBY_INTERNAL_THREAD_EVENT_SUSPENDED && s->dormant.load(std::memory_order_relaxed) &&
+      s->dormant.exchange(false)) {
+    // Its first sample, in the state it had since start (blocked), taken
+    // here on the thread itself as the signal handler would; it arms the
+    // timer.
+    CpuSampler::OnSignal(static_cast<int>(s - g_slots), nullptr);
+  }
+  ThreadState state;
+  if (event == RUBY_INTERNAL_THREAD_EVENT_READY) {
+    state = ThreadState::kGvlWait;
+  } else if (event == RUBY_INTERNAL_THREAD_EVENT_RESUMED) {
+    state = ThreadState::kRunning;
+  } else if (event == RUBY_INTERNAL_THREAD_EVENT_SUSPENDED) {
+    state = ThreadState::kBlocked;
+  } else {
+    return;
+  }
+  s->state.store(static_cast<uint8_t>(state), std::memory_order_relaxed);
+  if (state == ThreadState::kBlocked && g_config.mode == CpuMode::kWall && s->active.load() && MaskedAdd(tid))
+    SetSigprofBlocked(true);
+}
+#endif
+
+ThreadState CurrentState(const ThreadSlot* s) {
+#ifdef HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK
+  auto state = static_cast<ThreadState>(s->state.load(std::memory_order_relaxed));
+#elif defined(HAVE_RUBY_THREAD_HAS_GVL_P)
+  // 3.1: outside a blocking region the thread runs Ruby or waits for the
+  // GVL after its time slice (the two cannot be told apart).
+  auto state = ruby_thread_has_gvl_p() ? ThreadState::kRunning : ThreadState::kBlocked;
+#else
+  auto state = ThreadState::kUnknown;
+#endif
+  return state;
+}
+
+// Whether a thread sampled while a GC runs was stopped by that GC. With the
+// GVL events (3.2+) its state says so: running (it holds the GVL, so it runs
+// the GC) or waiting for the GVL. On 3.1 "running" only means "not in a
+// blocking region", which Kernel#sleep, Queue#pop and Mutex#lock are not:
+// there the thread counts as stopped by the GC only if its CPU clock moved
+// for at least a quarter of the time since its previous sample (the GC's
+// runner burns CPU; a sleeper's clock barely moves). Async-signal-safe.
+bool StoppedByGc(ThreadState state, int64_t cpu_delta, int64_t wall_delta) {
+  if (state == ThreadState::kGvlWait) return true;
+  if (state != ThreadState::kRunning) return false;
+#ifdef HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK
+  (void)cpu_delta;
+  (void)wall_delta;
+  return true;
+#else
+  return cpu_delta * 4 >= wall_delta;
+#endif
+}
+
+// ------------------------------------------------------------ thread hooks
+
+// On the thread registry's THREAD_BEGIN / THREAD_END hooks (GVL held).
+const ThreadListener kThreadListener = {"cpu thread begin hook", "cpu thread end hook",
+                                        [](pid_t tid) {
+                                          if (g_running) AddThread(tid);
+                                        },
+                                        [](pid_t tid, VALUE thread) {
+                                          ThreadSlot* s = FindSlot(tid);
+                                          if (s == nullptr) return;
+                                          RemoveSlot(s);
+                                          if (g_on_end) g_on_end(tid, thread);
+                                        }};
+
+void WatchThreads() {
+  fathom::WatchThreads(&kThreadListener);
+#ifdef HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK
+  // Added once and kept: it must unblock SIGPROF on threads that were
+  // blocked when sampling stopped (it returns at once when idle).
+  if (g_event_hook == nullptr)
+    g_event_hook = rb_internal_thread_add_event_hook(
+      ThreadEventHook,
+      RUBY_INTERNAL_THREAD_EVENT_READY | RUBY_INTERNAL_THREAD_EVENT_RESUMED | RUBY_INTERNAL_THREAD_EVENT_SUSPENDED,
+      nullptr);
+#endif
+  g_watching = true;
+}
+
+void UnwatchThreads() {
+  if (!g_watching) return;
+  fathom::UnwatchThreads(&kThreadListener);
+  g_watching = false;
+}
+
+void RemoveAllSlots() {
+  int high = g_slot_high.load();
+  for (int i = 0; i < high; i++)
+    if (g_slots[i].tid.load() != 0) RemoveSlot(&g_slots[i]);
+  g_slot_high.store(0);
+}
+
+// At exit, before the VM tears threads down: no more sampling (a handler
+// must not walk the frames of a thread being destroyed).
+void StopAtExit(VALUE) {
+  NoThrow("cpu sampler at exit", [] {
+    if (g_running) CpuSampler::Stop();
+  });
+}
+
+// Wall mode at stop: threads still blocked (SIGPROF blocked, their sample
+// pending; or dormant since start, never sampled) would lose the time since
+// their last sample. Ruby 3.3+ reads
+// their stack with rb_profile_thread_frames (GVL held; the thread is outside
+// Ruby code, its frames are still) and a last sample goes into the ring.
+// Before 3.3 the sample has no stack. g_enabled is already false: the
+// handler cannot race us on the slot.
+void AccountBlockedThreads() {
+  int high = g_slot_high.load();
+  for (int i = 0; i < high; i++) {
+    ThreadSlot& s = g_slots[i];
+    int32_t tid = s.tid.load();
+    if (tid == 0 || !s.active.load() || !(s.dormant.load() || MaskedContains(tid))) continue;
+    while (s.busy.load()) sched_yield();
+    SampleRing::Slot cell = g_ring->Claim();
+    if (!cell) continue;
+    int64_t wall = MonotonicNs();
+    SampleHeader* h = cell.header;
+    h->time_ns = wall;
+    // Its CPU clock read from here: a thread in C without the GVL (deflate)
+    // has burned CPU since it released the GVL.
+    int64_t cpu = ClockNs(ThreadCpuClock(tid));
+    h->cpu_delta_ns = cpu > s.last_cpu_ns ? cpu - s.last_cpu_ns : 0;
+    h->wall_delta_ns = wall - s.last_wall_ns;
+    h->thread_id = tid;
+    h->state = ThreadState::kBlocked;
+    h->depth = 0;
+    h->truncated = false;
+    h->stack_from_previous = true;  // unless its frames are read below: it has run no Ruby code since
+#ifdef HAVE_RB_PROFILE_THREAD_FRAMES
+    VALUE thread = FindRubyThread(tid);
+    if (!NIL_P(thread)) {
+      int max = static_cast<int>(g_ring->max_depth());
+      int depth = rb_profile_thread_frames(thread, 0, max, reinterpret_cast<VALUE*>(cell.frames), cell.lines);
+      h->depth = static_cast<uint16_t>(depth < 0 ? 0 : depth);
+      h->truncated = depth >= max;
+      h->stack_from_previous = h->depth == 0;
+    }
+#endif
+    g_ring->Publish(cell);
+    s.last_wall_ns = wall;
+  }
+}
+
+}  // namespace
+
+bool CpuSampler::Start(SampleRing* ring, const Config& config, const PostponedJob* drain_job, ThreadEndCallback on_end,
+                       std::string* error) {
+  if (g_running) {
+    *error = "another CPU or wall profiler is already running in this process";
+    return false;
+  }
+  if (!InstallSigprofHandler(error)) return false;
+  // The threads alive now, read first: Thread.list calls Ruby, which may
+  // raise (under Protect, before any of our state changes).
+  std::vector<pid_t> tids = RubyThreadIds(/*alive_only=*/true);
+  g_ring = ring;
+  g_config = config;
+  g_drain_job = drain_job;
+  g_on_end = on_end;
+  g_drain_threshold = ring->capacity() / 8 > 0 ? ring->capacity() / 8 : 1;
+  g_enabled.store(true);
+  g_running = true;
+  WatchThreads();
+  pid_t self = CurrentTid();
+  AddThread(self, ThreadState::kRunning);
+#ifdef HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK
+  bool dormant = config.mode == CpuMode::kWall;
+#else
+  bool dormant = false;  // no GVL events to wake them: signalled from the start
+#endif
+  for (pid_t tid : tids)
+    if (tid != self) AddThread(tid, ThreadState::kBlocked, dormant);
+  if (g_slot_high.load() == 0) {
+    Stop();
+    *error = "cannot create a per-thread timer (timer_create failed)";
+    return false;
+  }
+  return true;
+}
+
+void CpuSampler::Stop(bool account_blocked) {
+  if (!g_running) return;
+  UnwatchThreads();
+  g_enabled.store(false);
+  if (account_blocked && g_config.mode == CpuMode::kWall) AccountBlockedThreads();
+  RemoveAllSlots();
+  g_running = false;
+  g_ring = nullptr;
+}
+
+bool CpuSampler::running() { return g_running; }
+
+void CpuSampler::AfterForkChild() {
+  // The parent's helper threads do not exist here (their tids may be reused).
+  for (pid_t& t : g_internal_tids) t = 0;
+  if (!g_running) return;
+  // The parent's timers are not inherited and its other threads are gone:
+  // forget every slot without touching their timers (none exist here).
+  for (int i = 0; i < kMaxThreads; i++) {
+    g_slots[i].active.store(false);
+    g_slots[i].busy.store(false);
+    g_slots[i].has_timer = false;
+    g_slots[i].tid.store(0);
+  }
+  g_slot_high.store(0);
+  AddThread(CurrentTid());
+}
+
+void CpuSampler::SetCurrentThreadInternal(bool internal) {
+  pid_t tid = CurrentTid();
+  for (pid_t& t : g_internal_tids)
+    if (t == tid) t = 0;
+  if (!internal) return;
+  for (pid_t& t : g_internal_tids) {
+    if (t == 0) {
+      t = tid;
+      break;
+    }
+  }
+  if (ThreadSlot* s = FindSlot(tid)) RemoveSlot(s);
+}
+
+void CpuSampler::OnSignal(int index, const void* ucontext) {
+  g_signals.fetch_add(1, std::memory_order_relaxed);
+  if (index < 0 || index >= kMaxThreads) return;
+  ThreadSlot* s = &g_slots[index];
+  s->busy.store(true);
+  // Checked after announcing busy: Stop/RemoveSlot clear `active` and then
+  // wait for busy to clear, so one of the two sees the other (seq_cst).
+  // ruby_native_thread_p: a thread that ended without our THREAD_END hook
+  // seeing it (it ended while we were stopped, but Thread.list still listed
+  // it at start) may sit in Ruby 3.1's native-thread cache with no
+  // execution context: rb_profile_frames would read through NULL.
+  if (!g_enabled.load() || !s->active.load() || s->tid.load(std::memory_order_relaxed) != CurrentTid() ||
+      !ruby_native_thread_p()) {
+    g_foreign.fetch_add(1, std::memory_order_relaxed);
+    s->busy.store(false);
+    return;
+  }
+  int64_t wall = MonotonicNs();
+  int64_t cpu = ThreadCpuNs();
+  SampleRing* ring = g_ring;
+  SampleRing::Slot cell = ring->Claim();
+  if (cell) {
+    SampleHeader* h = cell.header;
+    h->time_ns = wall;
+    h->cpu_delta_ns = cpu - s->last_cpu_ns;
+    h->wall_delta_ns = wall - s->last_wall_ns;
+    h->thread_id = s->tid.load(std::memory_order_relaxed);
+    ThreadState state = CurrentState(s);
+    h->stack_from_previous = false;
+    // While a GC runs (on this thread or another) the frames may be moving
+    // (compaction) or half-built: no walk. Ruby's GC stops only the threads
+    // that hold or want the GVL: those are charged to the GC. A thread that
+    // is asleep, blocked or in C without the GVL is not stopped and does no
+    // GC work: it keeps its state, and its stack is the one of its previous
+    // sample (it runs no Ruby code, so its frames have not changed since).
+    if (rb_during_gc()) {
+      if (StoppedByGc(state, cpu - s->last_cpu_ns, wall - s->last_wall_ns)) {
+        state = ThreadState::kGc;
+      } else {
+        h->stack_from_previous = true;
+      }
+      h->depth = 0;
+      h->truncated = false;
+    } else {
+      int max = static_cast<int>(ring->max_depth());
+      int depth = rb_profile_frames(0, max, reinterpret_cast<VALUE*>(cell.frames), cell.lines);
+      h->depth = static_cast<uint16_t>(depth < 0 ? 0 : depth);
+      h->truncated = depth >= max;
+    }
+    h->state = state;
+    // C frames need no Ruby data: taken during GC too (its own functions
+    // then show under the "Garbage Collection" frame's sample).
+    if (g_config.native && h->native != nullptr) {
+      h->native_depth = static_cast<uint16_t>(CaptureNativePcs(h->native, ring->native_max(), ucontext));
+    }
+    ring->Publish(cell);
+    g_samples.fetch_add(1, std::memory_order_relaxed);
+  }
+  s->last_cpu_ns = cpu;
+  s->last_wall_ns = wall;
+  Arm(s);
+  // Ask for a drain once the ring fills up. On 3.3+ any thread may trigger
+  // the job; before, only a thread that will run Ruby soon (not inside a
+  // blocking region) should register it, or it waits for that thread to wake.
+  if (g_drain_job != nullptr && ring->pending() >= g_drain_threshold) {
+#ifdef HAVE_RUBY_THREAD_HAS_GVL_P
+    if (g_drain_job->TriggersFromAnyThread() || ruby_thread_has_gvl_p()) g_drain_job->Trigger();
+#else
+    if (g_drain_job->TriggersFromAnyThread()) g_drain_job->Trigger();
+#endif
+  }
+  s->busy.store(false);
+}
+
+CpuSampler::Stats CpuSampler::stats() {
+  int n = 0;
+  int high = g_slot_high.load();
+  for (int i = 0; i < high; i++)
+    if (g_slots[i].active.load()) n++;
+  return Stats{g_signals.load(), g_samples.load(), g_threads_seen.load(), g_timer_errors.load(), g_foreign.load(), n};
+}
+
+const char* CpuSampler::state_source() {
+#ifdef HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK
+  return "thread-events";
+#else
+  return "gvl-flag";
+#endif
+}
+
+void InitCpuSampler() {
+  SetTimerSignalHandler(CpuSampler::OnSignal);
+  rb_set_end_proc(StopAtExit, Qnil);
+}
+
+}  // namespace fathom

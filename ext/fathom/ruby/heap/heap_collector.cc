@@ -1,0 +1,413 @@
+// Fathom::Native::HeapCollector, the Ruby class over the heap collector:
+// lifecycle (alloc, initialize, start, stop), flush, stats, live_objects,
+// the GC glue (mark, compact, free) and the fork child's reset. Every
+// method body runs through RubyMethod and every GC callback through NoThrow
+// (boundary.h).
+#include <random>
+#include <string>
+#include <unistd.h>
+#include <utility>
+#include <vector>
+
+#include "base/clock.h"
+#include "ruby/runtime/boundary.h"
+#include "ruby/init.h"
+#include "ruby/runtime/symbols.h"
+#include "ruby/io/firefox_parts.h"
+#include "ruby/heap/heap_collector.h"
+#include "ruby/heap/heap_tick.h"
+
+namespace fathom {
+namespace {
+
+constexpr int kMaxDepthLimit = 4096;
+
+// ---------------------------------------------------------------- GC glue
+
+void CollectorMark(void* ptr) {
+  NoThrow("heap collector mark", [ptr] {
+    Collector* c = static_cast<Collector*>(ptr);
+    // Each distinct frame once, however many samples share it.
+    c->store.stacks().ForEachFrameHandle([](uint64_t h) { rb_gc_mark_movable(static_cast<VALUE>(h)); });
+    // Pending objects must survive (and not move) until CommitPending has
+    // looked at them; they are strong references only for that short while.
+    for (uint32_t index : c->store.pending()) {
+      const SampleRecord& r = c->store.at(index);
+      if (r.state != RecordState::kPending) continue;  // committed by a commit cut short
+      rb_gc_mark(static_cast<VALUE>(r.object));
+      rb_gc_mark(static_cast<VALUE>(r.thread));
+    }
+    c->tokens.Mark();
+  });
+}
+
+// GC.compact moved objects: follow our frames, and in exact mode the live
+// objects (not marked by us, but Ruby's forwarding addresses are valid for
+// every moved object during the reference-update phase).
+void CollectorCompact(void* ptr) {
+  NoThrow("heap collector compact", [ptr] {
+    Collector* c = static_cast<Collector*>(ptr);
+    c->label_cache_gc_count = SIZE_MAX;  // classes and threads may have moved
+    if (c->busy_thread != Qnil) c->busy_thread = rb_gc_location(c->busy_thread);
+    auto location = [](uint64_t h) { return static_cast<uint64_t>(rb_gc_location(static_cast<VALUE>(h))); };
+    c->store.stacks().RemapFrameHandles(location);
+    c->store.RemapObjects(location);
+    c->tokens.UpdateAfterCompaction();
+  });
+}
+
+// A running collector is a GC root, so this runs only for stopped ones —
+// except at VM shutdown, when Ruby frees every object: then stop the timer
+// thread (it would arm hooks for a freed collector) and leave the hooks
+// installed but inert (they check the globals first).
+void CollectorFree(void* ptr) {
+  NoThrow("heap collector free", [ptr] {
+    Collector* c = static_cast<Collector*>(ptr);
+    if (g_active == c) {
+      if (!c->exact) SampleTimer::Stop(/*unwatch_threads=*/false);
+      g_active = nullptr;
+    }
+    if (g_freeobj_owner == c) g_freeobj_owner = nullptr;
+    delete c;
+  });
+}
+
+size_t CollectorSize(const void* ptr) {
+  const Collector* c = static_cast<const Collector*>(ptr);
+  return sizeof(*c) + c->store.capacity() * sizeof(SampleRecord) + c->store.stacks().stack_count() * 64;
+}
+
+const rb_data_type_t kCollectorType = {
+    "Fathom::Native::HeapCollector",
+    {CollectorMark, CollectorFree, CollectorSize, CollectorCompact, {nullptr}},
+    nullptr,
+    nullptr,
+    RUBY_TYPED_FREE_IMMEDIATELY,
+};
+
+// Raises TypeError (a longjmp) for a wrong receiver: call it before any C++
+// object is alive in the method body.
+Collector* GetCollector(VALUE self) { return static_cast<Collector*>(rb_check_typeddata(self, &kCollectorType)); }
+
+// ---------------------------------------------------------------- lifecycle
+
+VALUE CollectorAlloc(VALUE klass) {
+  return RubyMethod([klass] { return TypedData_Wrap_Struct(klass, &kCollectorType, new Collector()); });
+}
+
+VALUE CollectorInitialize(VALUE self, VALUE exact, VALUE interval_ns, VALUE max_depth, VALUE liveness) {
+  Collector* c = GetCollector(self);
+  return RubyMethod([&] {
+    if (c->max_depth != 0) ThrowFathomError("fathom: collector is already initialized");
+    if (!RB_INTEGER_TYPE_P(interval_ns)) ThrowTypeError("fathom: interval must be an Integer of nanoseconds");
+    if (!RB_INTEGER_TYPE_P(max_depth)) ThrowTypeError("fathom: max_depth must be an Integer");
+    long long interval = NUM2LL(interval_ns);
+    int depth = NUM2INT(max_depth);
+    if (interval < 10000) ThrowArgumentError("fathom: interval must be at least 10us, got %lldns", interval);
+    if (depth < 1 || depth > kMaxDepthLimit)
+      ThrowArgumentError("fathom: max_depth must be between 1 and %d, got %d", kMaxDepthLimit, depth);
+    c->exact = RTEST(exact);
+    c->interval_ns = static_cast<uint64_t>(interval);
+    c->max_depth = depth;
+    c->store.set_liveness(c->exact ? LivenessSource::kFreeobjHook : LivenessSource::kToken);
+    c->tokens = LivenessTokens(LivenessTokens::ParseKind(liveness));
+    return self;
+  });
+}
+
+void SeedRng(Collector* c) {
+  // Seeded per process (and again after fork) so forked workers do not all
+  // sample the same allocations, as an unseeded generator would.
+  std::random_device rd;
+  c->rng.seed(rd() ^ static_cast<unsigned>(getpid()) ^ static_cast<unsigned>(MonotonicNs()));
+}
+
+void Deactivate() {
+  g_active = nullptr;
+  g_active_self = Qnil;
+}
+
+VALUE CollectorStart(VALUE self) {
+  Collector* c = GetCollector(self);
+  return RubyMethod([&] {
+    if (c->running) return self;
+    if (g_active) ThrowFathomError("fathom: another heap profiler is already running in this process");
+    if (c->max_depth == 0) ThrowFathomError("fathom: collector was not initialized");
+
+    c->frames.assign(static_cast<size_t>(c->max_depth) + 1, Qnil);
+    c->lines.assign(static_cast<size_t>(c->max_depth) + 1, 0);
+    c->handles.assign(static_cast<size_t>(c->max_depth) + 1, 0);
+    c->burst.clear();
+    c->burst.reserve(kBurstCandidates);
+    if (c->store.live_count() == 0) {
+      ResetWindow(c);
+      if (!c->exact) NoteStartSlots(c);
+    } else if (!c->exact) {
+      InvalidateCensus(c, "restarted with samples from before the stop (the gap was not sampled)");
+    }
+    SeedRng(c);
+    c->liveness_lost = false;
+
+    g_active = c;
+    g_active_self = self;
+    if (c->exact) {
+      if (g_freeobj_owner != c) {
+        ReleaseFreeobjOwnership();
+        g_freeobj_owner = c;
+        g_freeobj_owner_self = self;
+        AddFreeobjHook();
+      }
+      AddNewobjHook();
+    } else {
+      ReleaseFreeobjOwnership();
+      c->last_total_allocated = TotalAllocatedObjects();
+      std::string error;
+      bool started = false;
+      try {
+        started = SampleTimer::Start(c->interval_ns, &g_arm_job, &error);
+      } catch (...) {
+        Deactivate();
+        throw;
+      }
+      if (!started) {
+        Deactivate();
+        ThrowFathomError("fathom: %s", error.c_str());
+      }
+    }
+    c->running = true;
+    return self;
+  });
+}
+
+VALUE CollectorStop(VALUE self) {
+  Collector* c = GetCollector(self);
+  return RubyMethod([&] {
+    if (!c->running) return self;
+    if (c->exact) {
+      RemoveNewobjHook();
+      // FREEOBJ stays until a flush has reported the records: flush after
+      // stop (the block form does stop, then flush) must still know which
+      // objects died.
+    } else {
+      SampleTimer::Stop();
+      EndBurst(c);
+      NoteCensusStop(c);
+    }
+    c->running = false;
+    Deactivate();
+    // Last: the collector is stopped even if this fails (and the records
+    // left pending are committed by the next flush).
+    CommitPending(c);
+    return self;
+  });
+}
+
+// Before Ractor.new (RactorCheck): an exact collector keeps its FREEOBJ hook
+// after stop until a flush, and on Ruby 3.1.0-3.1.3 any GC-event hook that
+// is installed while another Ractor allocates crashes Ruby (bug #18464; seen
+// here: 6 of 100 runs of test/crash/ractor_test.rb's script segfaulted in a
+// Ractor's allocation). So the hook goes now; the records keep what FREEOBJ
+// told them so far and are reported as not alive ("lost" liveness).
+VALUE CollectorReleaseLivenessHook(VALUE self) {
+  Collector* c = GetCollector(self);
+  return RubyMethod([&] {
+    if (!c->running && g_freeobj_owner == c) ReleaseFreeobjOwnership();
+    return self;
+  });
+}
+
+VALUE CollectorRunningP(VALUE self) {
+  Collector* c = GetCollector(self);
+  return RubyMethod([c] { return c->running ? Qtrue : Qfalse; });
+}
+
+VALUE CollectorFlush(VALUE self, VALUE gc) {
+  Collector* c = GetCollector(self);
+  VALUE result = RubyMethod([&] { return FlushHeapProfile(c, RTEST(gc)); });
+  RB_GC_GUARD(self);
+  return result;
+}
+
+// flush_into(parts, gc) -> ["", stats]: the flush, with the rows and their
+// sampled allocations moved into a FirefoxParts instead of encoded.
+VALUE CollectorFlushInto(VALUE self, VALUE parts, VALUE gc) {
+  Collector* c = GetCollector(self);
+  FirefoxParts* p = UnwrapFirefoxParts(parts);
+  VALUE result = RubyMethod([&] { return FlushHeapProfile(c, RTEST(gc), p); });
+  RB_GC_GUARD(self);
+  RB_GC_GUARD(parts);
+  return result;
+}
+
+// keep_alloc_events = bool: keep each sampled allocation's time and thread
+// (~40 bytes a sample until the flush) for flush_into's Firefox timeline.
+VALUE CollectorSetKeepAllocEvents(VALUE self, VALUE keep) {
+  Collector* c = GetCollector(self);
+  return RubyMethod([&] {
+    c->store.set_keep_alloc_events(RTEST(keep));
+    return keep;
+  });
+}
+
+// ---------------------------------------------------------------- live_objects
+
+// The allocation site of a stack: "String#* ← Foo#bar foo.rb:12" (the leaf
+// frame, then the first Ruby frame with its line).
+std::string SiteOf(Collector* c, uint32_t stack_id) {
+  StackTable& stacks = c->store.stacks();
+  // Copies: symbolizing calls Ruby, and other threads' hooks may then grow
+  // the stack table under any reference into it.
+  const std::vector<uint32_t> frames = stacks.frames(stack_id);
+  const std::vector<int32_t> lines = stacks.lines(stack_id);
+  if (frames.empty()) return "(no stack)";
+  auto symbol = [&](uint32_t frame) -> FrameSymbol {
+    if (!stacks.symbol(frame).resolved)
+      stacks.SetSymbol(frame, SymbolizeFrame(static_cast<VALUE>(stacks.frame_handle(frame))));
+    return stacks.symbol(frame);
+  };
+  std::string site = symbol(frames[0]).name;
+  for (size_t k = 0; k < frames.size(); k++) {
+    FrameSymbol sym = symbol(frames[k]);
+    if (sym.filename.empty() || sym.filename[0] == '<') continue;  // C frames: "<cfunc>"
+    if (k > 0) site += " \u2190 " + sym.name;
+    site += " " + sym.filename + ":" + std::to_string(lines[k]);
+    break;
+  }
+  return site;
+}
+
+// live_objects(limit) -> [[site, object], ...]: up to `limit` objects of
+// live records, each with its allocation site. For the heap+retention
+// combination: the retention snapshot explains why these are alive. Exact
+// mode: records FREEOBJ has not retired (run a GC first so that they are
+// really reachable); sampled mode: object_ids that still resolve. Holding
+// the returned objects keeps them alive.
+VALUE CollectorLiveObjects(VALUE self, VALUE limit_value) {
+  Collector* c = GetCollector(self);
+  long limit = NUM2LONG(limit_value);
+  return RubyMethod([&] {
+    VALUE out = rb_ary_new();
+    if (c->liveness_lost || c->flushing) return out;
+    std::vector<std::pair<uint32_t, uint64_t>> picked;  // (stack, object or liveness token)
+    for (uint32_t i = 0; i < c->store.capacity() && static_cast<long>(picked.size()) < limit; i++) {
+      if (!c->store.is_live(i)) continue;
+      const SampleRecord& r = c->store.at(i);
+      picked.emplace_back(r.stack_id, c->exact ? r.object : r.liveness_token);
+    }
+    // Ruby calls from here on (symbolizing, token lookups): nothing above is used by reference.
+    for (auto& p : picked) {
+      VALUE obj = c->exact ? static_cast<VALUE>(p.second) : c->tokens.Lookup(p.second);
+      if (obj == Qundef) continue;
+      std::string site = SiteOf(c, p.first);
+      rb_ary_push(out, rb_assoc_new(rb_utf8_str_new(site.data(), static_cast<long>(site.size())), obj));
+    }
+    return out;
+  });
+}
+
+// ---------------------------------------------------------------- misc
+
+VALUE CollectorAfterForkChild(VALUE self) {
+  Collector* c = GetCollector(self);
+  return RubyMethod([&] {
+    // Threads other than the forking one are gone: so is any flush in
+    // progress, and the parent's samples describe the parent.
+    c->flushing = false;
+    c->committing = false;
+    c->busy_depth = 0;
+    c->busy_thread = Qnil;
+    c->store.Clear();
+    c->burst.clear();  // its indices were the parent's records
+    c->tokens.Reset();
+    c->liveness_lost = false;
+    SeedRng(c);
+    ResetWindow(c);
+    if (c->running && !c->exact) {
+      NoteStartSlots(c);  // the child's window starts now, in the parent's heap
+      c->last_total_allocated = TotalAllocatedObjects();
+      SampleTimer::hook_armed.store(false);
+      RemoveNewobjHook();
+      SampleTimer::AfterForkChild();
+    } else if (!c->exact) {
+      InvalidateCensus(c, "forked while stopped");
+    }
+    return self;
+  });
+}
+
+VALUE CollectorSetCensus(VALUE self, VALUE on) {
+  Collector* c = GetCollector(self);
+  return RubyMethod([&] {
+    c->census.enabled = RTEST(on);
+    return on;
+  });
+}
+
+VALUE CollectorStats(VALUE self) {
+  Collector* c = GetCollector(self);
+  return RubyMethod([&] {
+    VALUE h = rb_hash_new();
+    auto set = [&](const char* key, unsigned long long v) { rb_hash_aset(h, ID2SYM(rb_intern(key)), ULL2NUM(v)); };
+    SampleTimer::Stats t = SampleTimer::stats();
+    set("samples_taken", c->samples_taken);
+    set("commits", c->commits);
+    set("untracked_samples", c->untracked);
+    set("samples_thinned", c->thinned);
+    set("thin_threshold", static_cast<unsigned long long>(c->thinning.threshold()));
+    set("records", c->store.live_count());
+    set("stacks", c->store.stacks().stack_count());
+    set("frames", c->store.stacks().frame_count());
+    set("flushes", c->flushes);
+    set("timer_ticks", t.ticks);
+    set("timer_signals", t.signals_sent);
+    set("timer_misses", t.handler_misses);
+    // timer_jobs: ticks whose job ran in Ruby; against timer_ticks less the
+    // two kinds of skipped ticks, it says whether ticks reached Ruby.
+    set("timer_jobs", t.jobs_run);
+    set("timer_triggers", t.jobs_registered);
+    set("timer_armed_skips", t.armed_skips);
+    set("timer_idle_ticks", t.idle_ticks);
+    set("bursts", c->bursts);
+    set("census_refreshes", c->census.refreshes);
+    if (!c->exact) set("window_lost_ticks", WindowTicks(*c).lost());
+    rb_hash_aset(h, ID2SYM(rb_intern("timer_mechanism")), rb_str_new_cstr(SampleTimer::mechanism()));
+    rb_hash_aset(h, ID2SYM(rb_intern("liveness")), rb_str_new_cstr(LivenessName(*c)));
+    return h;
+  });
+}
+
+}  // namespace
+
+void ReleaseFreeobjOwnership() {
+  if (!g_freeobj_owner) return;
+  RemoveFreeobjHook();
+  g_freeobj_owner->liveness_lost = true;
+  g_freeobj_owner = nullptr;
+  g_freeobj_owner_self = Qnil;
+}
+
+void InitHeapCollector(VALUE mNative) {
+  InitAllocationHooks();
+  InitSampleCommit();
+  rb_gc_register_address(&g_active_self);
+  rb_gc_register_address(&g_freeobj_owner_self);
+
+  // Objects cached in C statics must be pinned: GC.compact would move them.
+  VALUE klass = rb_define_class_under(mNative, "HeapCollector", rb_cObject);
+  rb_gc_register_mark_object(klass);
+  rb_define_alloc_func(klass, CollectorAlloc);
+  rb_define_method(klass, "initialize", RUBY_METHOD_FUNC(CollectorInitialize), 4);
+  rb_define_method(klass, "start", RUBY_METHOD_FUNC(CollectorStart), 0);
+  rb_define_method(klass, "stop", RUBY_METHOD_FUNC(CollectorStop), 0);
+  rb_define_method(klass, "running?", RUBY_METHOD_FUNC(CollectorRunningP), 0);
+  rb_define_method(klass, "release_liveness_hook", RUBY_METHOD_FUNC(CollectorReleaseLivenessHook), 0);
+  rb_define_method(klass, "flush", RUBY_METHOD_FUNC(CollectorFlush), 1);
+  rb_define_method(klass, "flush_into", RUBY_METHOD_FUNC(CollectorFlushInto), 2);
+  rb_define_method(klass, "keep_alloc_events=", RUBY_METHOD_FUNC(CollectorSetKeepAllocEvents), 1);
+  rb_define_method(klass, "after_fork_child", RUBY_METHOD_FUNC(CollectorAfterForkChild), 0);
+  rb_define_method(klass, "stats", RUBY_METHOD_FUNC(CollectorStats), 0);
+  rb_define_method(klass, "census=", RUBY_METHOD_FUNC(CollectorSetCensus), 1);
+  rb_define_method(klass, "live_objects", RUBY_METHOD_FUNC(CollectorLiveObjects), 1);
+}
+
+}  // namespace fathom

@@ -1,0 +1,205 @@
+// Fathom::Native::HeapCollector: allocation sampling and live-heap tracking
+// for the heap profile (mode :heap). The collector's state is shared by the
+// files that each own one mechanism:
+//
+//   allocation_hooks.cc        NEWOBJ/FREEOBJ hooks and their arming
+//   sample_commit.cc           commit of pending records: class/thread
+//                              labels (cached per GC epoch), memsize
+//   heap_flush.cc              flush: walk, symbolize, copy, encode off the GVL
+//   heap_collector.cc          the Ruby class, GC mark/compact glue, fork
+//
+// Life of a sample (details and the Ruby versions each path applies to are in
+// IMPLEMENTATION.md, "Following one allocation"):
+//
+//  1. Arming. Sampled mode: the SampleTimer gets ArmJob run at a safe point
+//     on the GVL holder every interval; ArmJob installs the NEWOBJ hook.
+//     Exact mode: the NEWOBJ and FREEOBJ hooks are installed for the whole run.
+//  2. NewobjHook (inside Ruby's allocator: must not allocate Ruby objects,
+//     raise, or look inside the half-built object). Sampled mode skips a
+//     random number of allocations, then takes a burst of candidates (each
+//     after a short random skip) and removes itself.
+//     It captures the stack with rb_profile_frames into preallocated
+//     buffers, interns it (plain C++ memory), records the object, thread and
+//     weight as a *pending* record and triggers the commit job.
+//  3. CommitPending (postponed job: GVL held, allocation allowed, the object
+//     is built by now). Pending objects are kept alive and pinned by our mark
+//     function until this point. It measures the size (rb_obj_memsize_of),
+//     thins sampled-mode candidates by bytes (heap/byte_thinning.h: most
+//     small objects are dropped here, the kept ones weigh 1/p more),
+//     names the class and thread, and SampleStore::Commit attaches the
+//     liveness token: exact mode indexes the object for FreeobjHook; sampled
+//     mode takes a token from LivenessTokens (object_id, or a key in an
+//     ObjectSpace::WeakMap; liveness_tokens.h says which Ruby gets which).
+//  4. Flush (GVL, yielded periodically): decides liveness (exact: FREEOBJ
+//     seen or not; sampled: the token still leads to an object), measures
+//     live sizes, SampleStore::Report aggregates per stack/class/thread,
+//     symbolizes frames, then encodes and gzips without the GVL.
+#pragma once
+
+#include <ruby.h>
+
+#include <cstdint>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+#include "heap/byte_thinning.h"
+#include "heap/sample_store.h"
+#include "heap/tick_accounting.h"
+#include "ruby/heap/live_census.h"
+#include "ruby/heap/liveness_tokens.h"
+#include "ruby/runtime/postponed_job.h"
+
+namespace fathom {
+
+// Exact mode commits pending records in batches of this many: one postponed
+// job per allocation would double the per-allocation cost. Pending objects
+// are pinned until committed, so this also bounds what we keep alive.
+constexpr size_t kExactCommitBatch = 256;
+
+struct Collector {
+  // Configuration (immutable after initialize).
+  bool exact = false;
+  uint64_t interval_ns = 0;
+  int max_depth = 0;
+
+  bool running = false;
+  bool flushing = false;
+  // Exact mode after stop: FREEOBJ was no longer watched for these records,
+  // so they can no longer be called live.
+  bool liveness_lost = false;
+  SampleStore store;
+  // Sampled mode: how a record's object is found again at flush.
+  LivenessTokens tokens{TokenKind::kObjectId};
+
+  // Capture buffers, sized at start so the hook never allocates them.
+  std::vector<VALUE> frames;
+  std::vector<int> lines;
+  std::vector<uint64_t> handles;
+
+  // Sampled-mode state.
+  size_t last_total_allocated = 0;
+  uint32_t skip_countdown = 0;
+  // The records of the burst in progress (allocation_hooks.cc); reserved
+  // at start so the hook never grows it.
+  std::vector<uint32_t> burst;
+  std::minstd_rand rng;
+  // Sampled mode thins a burst's candidates by bytes at commit
+  // (heap/byte_thinning.h): it keeps a quarter of them on average, i.e. the
+  // 16 samples a tick kept before candidates were thinned, and every object
+  // of at least the threshold, which starts at 1 KB and adapts to the
+  // process's sizes between one slot (40 B: below that all are kept
+  // anyway) and 1 MB. Kept across start/stop, like the store.
+  ByteThinning thinning{0.25, 40, 1 << 20, 1024};
+  uint64_t thinned = 0;  // candidates dropped at commit
+
+  // The thread doing profiler work (commit, flush): its allocations are the
+  // profiler's own and are not sampled.
+  VALUE busy_thread = Qnil;
+  int busy_depth = 0;
+
+  // Class and thread labels by VALUE. Valid for one GC epoch only: a class
+  // or thread can only be freed (and its address reused) by a GC.
+  size_t label_cache_gc_count = SIZE_MAX;
+  std::unordered_map<VALUE, uint32_t> class_labels;
+  std::unordered_map<VALUE, uint32_t> thread_labels;
+  // One-entry caches in front of the maps: allocation runs repeat the class.
+  VALUE last_class = Qundef, last_thread = Qundef;
+  uint32_t last_class_label = 0, last_thread_label = 0;
+
+  // Sampled mode: the slots noted at the window's start, for the flush's
+  // heap census (live_census.h).
+  CensusState census;
+
+  // The window the next flush describes.
+  int64_t window_start_realtime_ns = 0;
+  int64_t window_start_mono_ns = 0;
+  // Sampled mode: the timer's counters at the window's start and the bursts
+  // armed since (heap/tick_accounting.h: did the ticks reach Ruby?).
+  TickCounts window_ticks_at_start;
+  uint64_t window_bursts = 0;
+  uint64_t bursts = 0;  // since initialize
+
+  // Counters.
+  uint64_t samples_taken = 0;
+  uint64_t commits = 0;
+  uint64_t untracked = 0;
+  uint64_t flushes = 0;
+  uint64_t drained_since_flush = 0;  // freed records folded into totals
+  bool committing = false;           // CommitPending is not re-entrant
+};
+
+// The running collector. Hooks are process-global, so there is at most one;
+// it is also registered as a GC root so it cannot be freed while hooked.
+extern Collector* g_active;
+extern VALUE g_active_self;
+// The exact-mode collector whose FREEOBJ hook is installed. It can outlive
+// stop() until a flush drains its records (see CollectorStop).
+extern Collector* g_freeobj_owner;
+extern VALUE g_freeobj_owner_self;
+
+// Marks the current thread as doing profiler work (its allocations are not
+// sampled) for the scope's lifetime. Reset by hand where a Ruby longjmp may
+// skip the destructor (the flush).
+class BusyScope {
+ public:
+  explicit BusyScope(Collector* c) : c_(c) {
+    if (c_->busy_depth++ == 0) c_->busy_thread = rb_thread_current();
+  }
+  ~BusyScope() {
+    if (--c_->busy_depth == 0) c_->busy_thread = Qnil;
+  }
+  BusyScope(const BusyScope&) = delete;
+  BusyScope& operator=(const BusyScope&) = delete;
+
+ private:
+  Collector* c_;
+};
+
+// ---- allocation_hooks.cc
+void AddNewobjHook();
+void RemoveNewobjHook();
+void AddFreeobjHook();
+void RemoveFreeobjHook();
+extern PostponedJob g_arm_job;  // the SampleTimer's job: arms the NEWOBJ hook
+void InitAllocationHooks();
+// GC.stat(:total_allocated_objects), without allocating.
+size_t TotalAllocatedObjects();
+// Candidates a timer tick takes in sampled mode (before thinning at commit).
+extern const size_t kBurstCandidates;
+// Ends the burst in progress, if any: spreads its weight, disarms the hook
+// and has its records committed. Stop, flush and fork call it.
+void EndBurst(Collector* c);
+
+// ---- sample_commit.cc
+void InitSampleCommit();
+// Turns pending records into live ones, and folds freed ones into totals.
+void CommitPending(Collector* c);
+extern PostponedJob g_commit_job;
+// Bytes an object occupies (rb_obj_memsize_of where safe, else one slot).
+size_t MemsizeOf(VALUE obj);
+
+// How this collector tells live samples from dead ones, for stats:
+// "freeobj_hook" (exact), "object_id" or "weakmap" (sampled); "lost" when
+// an exact collector's FREEOBJ hook went before a flush reported its records
+// (another exact collector started, or Ractor.new): nothing is counted live.
+inline const char* LivenessName(const Collector& c) {
+  if (c.liveness_lost) return "lost";
+  return c.exact ? "freeobj_hook" : LivenessTokens::KindName(c.tokens.kind());
+}
+
+// ---- heap_flush.cc
+// flush(gc) -> [bytes, stats]; the body of HeapCollector#flush.
+// With parts (flush_into): the rows and their sampled allocations go into
+// parts->heap for a combined Firefox file, and bytes is "".
+struct FirefoxParts;
+VALUE FlushHeapProfile(Collector* c, bool gc, FirefoxParts* parts = nullptr);
+void ResetWindow(Collector* c);
+// The timer's ticks and the bursts since the window started.
+TickCounts WindowTicks(const Collector& c);
+
+// ---- heap_collector.cc
+// Another collector's records keep only what FREEOBJ told them so far.
+void ReleaseFreeobjOwnership();
+
+}  // namespace fathom

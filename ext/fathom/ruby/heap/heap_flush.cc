@@ -1,0 +1,435 @@
+// The heap collector's flush: one heap profile of the window since the last
+// flush. With the GVL (yielded periodically): commit pending records, decide
+// each record's liveness and size, let SampleStore::Report aggregate them,
+// symbolize the frames, copy the rows out (HeapProfileRows). Without it:
+// encode and gzip.
+//
+// The flush calls Ruby (liveness lookups, symbolizing) and yields the GVL, where a
+// Thread#raise can land: a longjmp that skips C++ destructors. So all its
+// C++ state lives in a heap FlushState owned outside Protect, the code
+// under Protect keeps no non-trivial locals alive across a yield, and what
+// a longjmp skips (busy and committing flags) is reset by FlushScope.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/clock.h"
+#include "ruby/runtime/boundary.h"
+#include "ruby/runtime/symbols.h"
+#include "heap/heap_profile.h"
+#include "ruby/io/firefox_parts.h"
+#include "ruby/heap/heap_collector.h"
+#include "ruby/heap/heap_tick.h"
+
+#include <unistd.h>
+
+namespace fathom {
+namespace {
+
+// The flush yields the GVL after holding it this long.
+constexpr int64_t kMaxGvlHoldNs = 2000000;  // 2 ms
+
+struct FlushState {
+  Collector* c = nullptr;
+  bool gc = false;
+  FirefoxParts* parts = nullptr;  // flush_into: rows go here, not encoded
+  std::unique_ptr<HeapAggregator> aggregator;
+  std::vector<uint32_t> frames_to_symbolize;
+  std::unique_ptr<HeapProfileRowsBuilder> rows_builder;  // copies rows in batches, yielding between
+  HeapProfileRows rows;
+  std::string bytes;
+  VALUE result = Qnil;  // [bytes, stats]
+  // Statistics.
+  int64_t started_ns = 0, walk_ns = 0, symbolize_ns = 0, encode_ns = 0;
+  int64_t hold_started_ns = 0, max_hold_ns = 0;
+  uint64_t records = 0, live = 0, freed = 0, drained = 0, yields = 0;
+  // The live census (live_census.h): why it did not run (nullptr: it ran),
+  // what it counted, how long it took.
+  const char* census_off = nullptr;
+  LiveStrata strata;
+  SlotOccupancy occupied_now;  // slots holding an object at the census
+  std::unordered_map<uint64_t, std::string> class_names;  // of the census's classes
+  uint64_t stratified = 0;      // live records whose object was certainly new
+  uint64_t dead_by_census = 0;  // records found dead by the census's slots
+  int64_t census_ns = 0;
+  size_t census_gc_count = 0;
+  int64_t census_started_ns = INT64_MAX;
+  bool enable_gc_after_walk = false;  // we disabled GC for the census and the walk
+};
+
+// Ends a stretch of holding the GVL (for the statistics).
+void EndHold(FlushState* f) {
+  int64_t held = MonotonicNs() - f->hold_started_ns;
+  f->max_hold_ns = std::max(f->max_hold_ns, held);
+}
+
+// Yields the GVL if another thread wants it and we have held it for long.
+// rb_thread_schedule only switches when some thread is waiting.
+void MaybeYield(FlushState* f) {
+  if (MonotonicNs() - f->hold_started_ns < kMaxGvlHoldNs || rb_thread_alone()) return;
+  EndHold(f);
+  rb_thread_schedule();  // may run interrupts, and raise: we are under Protect
+  f->yields++;
+  f->hold_started_ns = MonotonicNs();
+}
+
+// Sampled mode: a record's object if it is still alive, else Qundef.
+// After a census, two shortcuts for records committed before it (later
+// ones are for objects it may not have seen): a slot the census found free
+// holds no object, so ours is dead; and while no GC has run since, the
+// object in an occupied slot is ours iff its id is our token (object_id
+// tokens: LookupAt, which raises nothing, where a dead _id2ref lookup
+// raises an exception the walk would leave behind as garbage).
+VALUE FindSampledObject(FlushState* f, uint32_t i) {
+  Collector* c = f->c;
+  const SampleRecord& r = c->store.at(i);
+  if (!f->occupied_now.empty() && r.alloc_time_ns < f->census_started_ns) {
+    if (!f->occupied_now.WasOccupied(r.object)) {
+      f->dead_by_census++;
+      return Qundef;
+    }
+    if (c->tokens.kind() == TokenKind::kObjectId && rb_gc_count() == f->census_gc_count) {
+      VALUE obj = SlotHoldsSampleableObject(r.object) ? c->tokens.LookupAt(r.liveness_token, r.object) : Qundef;
+      if (obj == Qundef) f->dead_by_census++;
+      return obj;
+    }
+  }
+  return c->tokens.Lookup(r.liveness_token);
+}
+
+void WalkRecords(FlushState* f) {
+  FATHOM_FAULT_POINT("heap_flush_walk");
+  Collector* c = f->c;
+  SampleStore& store = c->store;
+  // Records appended while we yield belong to the next flush.
+  uint32_t end = store.capacity();
+  for (uint32_t i = 0; i < end; i++) {
+    if ((i & 255) == 0) MaybeYield(f);
+    // Re-read after every Ruby call: they can append to the record vector.
+    // Freed records are folded by DrainFreed (they are on its list).
+    if (!store.is_live(i)) continue;
+    f->records++;
+
+    bool alive = false;
+    size_t inuse_size = 0;
+    Stratum stratum;
+    if (!c->liveness_lost) {
+      if (c->exact) {
+        alive = true;
+        inuse_size = MemsizeOf(static_cast<VALUE>(store.at(i).object));
+      } else {
+        VALUE obj = FindSampledObject(f, i);
+        if (obj != Qundef) {
+          alive = true;
+          inuse_size = MemsizeOf(obj);
+          if (!f->census_off) stratum = LiveStratum(c, obj, inuse_size);
+        }
+      }
+    }
+    if (stratum.valid()) f->stratified++;
+    store.Report(i, alive, inuse_size, f->aggregator.get(), stratum);
+    if (alive) {
+      f->live++;
+    } else {
+      f->freed++;
+    }
+  }
+}
+
+// The census is taken before the records are walked: the walk allocates
+// (on Ruby < 3.2.3 a dead sample's object_id lookup raises: an exception,
+// its message and backtrace each), and those objects, new and never
+// sampled, would be counted as live bytes no sample reached.
+//
+// GC stays off from the census to the end of the walk (unless the flush ran
+// its own full GC first, after which a GC during the walk is harmless, see
+// CalibrateToCensus): the walk yields the GVL, and under load the other
+// threads' allocations ran a GC in that window often enough that 2 of 6
+// flushes of a Rails app under wrk were left uncalibrated ("a GC ran during
+// the flush's walk"). The cost: what the other threads allocate during the
+// walk (a few ms per 100k records) waits for the next GC. An explicit
+// GC.start still runs (Ruby ignores GC.disable for it) and still leaves
+// that flush uncalibrated. A GC already disabled by the app stays disabled.
+void TakeCensusBeforeWalk(FlushState* f) {
+  f->census_off = CensusOffReason(f->c);
+  if (f->census_off) return;
+  if (!f->gc) f->enable_gc_after_walk = !RTEST(rb_gc_disable());
+  int64_t t0 = MonotonicNs();
+  f->census_started_ns = t0;
+  if (!TakeCensus(f->c, &f->strata, &f->occupied_now)) f->census_off = "GC.compact moved objects";
+  if (!f->census_off) f->class_names = CensusClassNames(f->strata);
+  f->census_ns = MonotonicNs() - t0;
+  f->census_gc_count = rb_gc_count();
+}
+
+// Calibrates the walked records' inuse_* to the census: every stratified
+// record's values are scaled by its stratum's census/estimate. If a GC ran
+// during the walk, objects the census counted may have been found dead
+// (or moved, if it compacted): the plain estimate then (factors of 1).
+//
+// A GC that ran during the walk is harmless after flush(gc: true): the
+// census, taken right after a full GC, counted only reachable objects, so
+// the walk's GC can only have freed what became garbage since (the flush's
+// own objects, and what other threads dropped while it yielded). Without
+// that GC the census counted every object that died since the last GC,
+// alive to it as to the lookups until a GC: if one ran during the walk,
+// the samples checked after it no longer match the census.
+void CalibrateToCensus(FlushState* f) {
+  if (!f->census_off && ObjectsMoved(f->c)) f->census_off = "GC.compact moved objects";
+  if (!f->census_off && !f->gc && rb_gc_count() != f->census_gc_count) f->census_off = "a GC ran during the flush's walk";
+  if (f->census_off) {
+    f->strata = LiveStrata();  // no calibration: every factor 1
+  } else {
+    f->aggregator->CollectSampled(&f->strata);
+  }
+  f->aggregator->ApplyStrata(f->strata);
+}
+
+std::string CensusComment(const FlushState& f) {
+  if (f.c->exact) return "";
+  if (f.census_off) return std::string("Live bytes: sampled estimate, not calibrated to a heap census (") + f.census_off + ")";
+  LiveStrata::Totals all = f.strata.Census(), unsampled = f.strata.Unsampled();
+  auto count = [](uint64_t n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); };
+  std::string line = "Live bytes: calibrated to a heap census of " + count(all.objects, "object", "objects") + " (" +
+                     std::to_string(all.bytes) + " bytes) allocated since the profiler started (inuse_* cover all of that time; Duration is alloc_*'s window), in " +
+                     count(all.strata, "class/type/size class", "class/type/size classes");
+  if (unsampled.strata == 0) return line + "; every one has a sample";
+  return line + "; " + std::to_string(unsampled.bytes) + " bytes (" + count(unsampled.objects, "object", "objects") +
+         ") in " + count(unsampled.strata, "class", "classes") + " no sample reached are in \"[not sampled]\" rows";
+}
+
+void SymbolizeFrames(FlushState* f) {
+  StackTable& stacks = f->c->store.stacks();
+  // First collect (pure C++): the Ruby calls below may switch threads, and
+  // other threads' hooks may then grow the stack table under any reference
+  // we held into it. Frames referenced by retained stacks cannot die.
+  std::vector<uint32_t>& todo = f->frames_to_symbolize;
+  size_t rows = 0;
+  for (const auto& row : f->aggregator->rows()) {
+    for (uint32_t frame : stacks.frames(row.first.stack_id))
+      if (!stacks.symbol(frame).resolved) todo.push_back(frame);
+    // Only flush code touches the aggregator, so iterating on after a yield is safe.
+    if ((++rows & 1023) == 0) MaybeYield(f);
+  }
+  for (size_t n = 0; n < todo.size(); n++) {
+    uint32_t frame = todo[n];
+    if (stacks.symbol(frame).resolved) continue;  // duplicates in todo
+    stacks.SetSymbol(frame, SymbolizeFrame(static_cast<VALUE>(stacks.frame_handle(frame))));
+    if ((n & 63) == 63) MaybeYield(f);
+  }
+}
+
+VALUE StatsHash(const FlushState& f, VALUE bytes) {
+  VALUE h = rb_hash_new();
+  auto set = [&](const char* key, long long v) { rb_hash_aset(h, ID2SYM(rb_intern(key)), LL2NUM(v)); };
+  set("samples", static_cast<long long>(f.records + f.drained));
+  set("live_samples", static_cast<long long>(f.live));
+  set("freed_samples", static_cast<long long>(f.freed + f.drained));
+  set("flush_ns", MonotonicNs() - f.started_ns);
+  set("walk_ns", f.walk_ns);
+  set("symbolize_ns", f.symbolize_ns);
+  set("encode_ns", f.encode_ns);
+  set("max_gvl_hold_ns", f.max_hold_ns);
+  set("gvl_yields", static_cast<long long>(f.yields));
+  set("bytes", RSTRING_LEN(bytes));
+  rb_hash_aset(h, ID2SYM(rb_intern("liveness")), rb_str_new_cstr(LivenessName(*f.c)));
+  if (!f.c->exact) {
+    // census: "on", or why not; the rest only when it ran.
+    rb_hash_aset(h, ID2SYM(rb_intern("census")), rb_str_new_cstr(f.census_off ? f.census_off : "on"));
+    if (!f.census_off) {
+      LiveStrata::Totals all = f.strata.Census(), unsampled = f.strata.Unsampled();
+      set("census_ns", f.census_ns);
+      set("census_objects", static_cast<long long>(all.objects));
+      set("census_bytes", static_cast<long long>(all.bytes));
+      set("census_strata", static_cast<long long>(all.strata));
+      set("census_calibrated_strata", static_cast<long long>(f.strata.calibrated_strata()));
+      set("census_unsampled_bytes", static_cast<long long>(unsampled.bytes));
+      set("census_unsampled_objects", static_cast<long long>(unsampled.objects));
+      set("stratified_samples", static_cast<long long>(f.stratified));
+      set("dead_by_census", static_cast<long long>(f.dead_by_census));
+      set("census_start_slots_ns", f.c->census.start_ns);
+      set("census_refreshes", static_cast<long long>(f.c->census.refreshes));
+      set("census_refresh_ns", f.c->census.refresh_ns);
+    }
+  }
+  return h;
+}
+
+void DescribeWindow(Collector* c, HeapProfileRows* rows) {
+  rows->time_nanos = c->window_start_realtime_ns;
+  rows->start_monotonic_ns = c->window_start_mono_ns;
+  rows->pid = static_cast<int64_t>(getpid());
+  rows->duration_nanos = RealtimeNs() - c->window_start_realtime_ns;
+  rows->sample_period = c->exact ? 1 : static_cast<int64_t>(c->interval_ns);
+  rows->period_type = c->exact ? ValueType{"allocations", "count"} : ValueType{"sample_interval", "nanoseconds"};
+  rows->comment = c->exact ? "fathom heap profile, exact mode (every allocation)"
+                           : "fathom heap profile, sampled mode (interval " + std::to_string(c->interval_ns) + "ns)";
+  if (!c->exact) rows->sampling_comment = TickComment(WindowTicks(*c));
+}
+
+// Runs under Protect: only FlushState holds C++ state across Ruby calls.
+// CommitPending leaves the objects it looked at in dead stack slots below
+// this frame. The GC scans the machine stack conservatively from deep in
+// its own frames, which do not overwrite every slot first: a sampled object
+// that just died would survive the GC the caller asked for, and with a
+// sample's weight (hundreds of allocations) show up as live. Zeroing the
+// area first makes flush(gc: true) mean what it says.
+__attribute__((noinline)) void ClearDeadStack() {
+  volatile char area[16 * 1024];
+  for (size_t i = 0; i < sizeof area; i++) area[i] = 0;
+}
+
+void FlushBody(FlushState* f) {
+  Collector* c = f->c;
+  f->started_ns = MonotonicNs();
+  f->hold_started_ns = f->started_ns;
+  // A GC can leave millions of freed records to fold: do it in batches,
+  // yielding between them, before CommitPending would do it in one go.
+  while (c->store.has_freed()) {
+    c->drained_since_flush += c->store.DrainFreed(4096);
+    MaybeYield(f);
+  }
+  EndBurst(c);  // its weights must be final before its records are reported
+  CommitPending(c);
+  if (f->gc) {
+    ClearDeadStack();
+    rb_gc_start();
+  }
+
+  BusyScope busy(c);  // a longjmp past it is repaired by FlushScope
+  f->aggregator = std::make_unique<HeapAggregator>(c->store.stacks());
+  int64_t t0 = MonotonicNs();
+  c->drained_since_flush += c->store.DrainFreed();
+  f->drained = c->drained_since_flush;
+  c->drained_since_flush = 0;
+  f->aggregator->AddFreedTotals(c->store.TakeFreedTotals());
+  TakeCensusBeforeWalk(f);
+  WalkRecords(f);
+  CalibrateToCensus(f);
+  if (f->enable_gc_after_walk) {
+    f->enable_gc_after_walk = false;
+    rb_gc_enable();
+  }
+  // Taken every flush (a pprof flush has no use for them) so none outlive
+  // the stacks their keys name.
+  std::vector<AllocEvent> events = c->store.TakeAllocEvents();
+  int64_t t1 = MonotonicNs();
+  SymbolizeFrames(f);
+  f->rows_builder = std::make_unique<HeapProfileRowsBuilder>(c->store, *f->aggregator);
+  while (!f->rows_builder->Step(2048)) MaybeYield(f);
+  if (f->parts) f->rows_builder->AddAllocEvents(events);
+  std::vector<AllocEvent>().swap(events);
+  f->rows = f->rows_builder->Take();
+  if (!f->census_off) {
+    AddUnsampledStrataRows(
+        f->strata, [f](const Stratum& s) { return f->class_names.at(s.klass); }, &f->rows);
+  }
+  f->aggregator->ReleaseStacks();
+  int64_t t2 = MonotonicNs();
+  f->walk_ns = t1 - t0;
+  f->symbolize_ns = t2 - t1;
+  DescribeWindow(c, &f->rows);
+  f->rows.census_comment = CensusComment(*f);
+  ResetWindow(c);
+
+  // Drain after stop in exact mode: every record has now been reported with
+  // the liveness FREEOBJ gave it; nothing watches them any more.
+  if (c->exact && !c->running && g_freeobj_owner == c) {
+    ReleaseFreeobjOwnership();
+    c->store.Clear();
+  }
+
+  EndHold(f);
+  int64_t t3 = MonotonicNs();
+  if (f->parts) {
+    f->hold_started_ns = MonotonicNs();
+    f->parts->heap = std::make_unique<HeapProfileRows>(std::move(f->rows));
+    c->flushes++;
+    VALUE none = rb_str_new(nullptr, 0);
+    EndHold(f);
+    f->result = rb_ary_new_from_args(2, none, StatsHash(*f, none));
+    return;
+  }
+  WithoutGvl([f] {
+    FATHOM_FAULT_POINT("heap_flush_encode");
+    f->bytes = EncodeHeapProfile(f->rows);
+  });
+  f->hold_started_ns = MonotonicNs();
+  f->encode_ns = f->hold_started_ns - t3;
+  c->flushes++;
+  VALUE bytes = rb_str_new(f->bytes.data(), static_cast<long>(f->bytes.size()));
+  EndHold(f);
+  f->result = rb_ary_new_from_args(2, bytes, StatsHash(*f, bytes));
+}
+
+// Puts the collector's flags back however the flush ends. A longjmp out of
+// FlushBody (a Thread#raise while it yields) skips BusyScope's destructor
+// and can leave CommitPending's flag set.
+class FlushScope {
+ public:
+  explicit FlushScope(Collector* c) : c_(c) { c_->flushing = true; }
+  ~FlushScope() {
+    c_->flushing = false;
+    if (!completed_) c_->committing = false;  // in case it unwound through CommitPending
+    if (c_->busy_depth > 0) {
+      c_->busy_depth = 0;
+      c_->busy_thread = Qnil;
+    }
+  }
+  void Complete() { completed_ = true; }
+  FlushScope(const FlushScope&) = delete;
+  FlushScope& operator=(const FlushScope&) = delete;
+
+ private:
+  Collector* c_;
+  bool completed_ = false;
+};
+
+}  // namespace
+
+namespace {
+TickCounts TimerCountsNow() {
+  SampleTimer::Stats t = SampleTimer::stats();
+  return TickCounts{t.ticks, t.armed_skips, t.idle_ticks, 0};
+}
+}  // namespace
+
+void ResetWindow(Collector* c) {
+  c->window_start_realtime_ns = RealtimeNs();
+  c->window_start_mono_ns = MonotonicNs();
+  c->window_ticks_at_start = TimerCountsNow();
+  c->window_bursts = 0;
+}
+
+TickCounts WindowTicks(const Collector& c) {
+  TickCounts now = TimerCountsNow(), at = c.window_ticks_at_start;
+  auto since = [](uint64_t a, uint64_t b) { return a > b ? a - b : 0; };
+  return TickCounts{since(now.ticks, at.ticks), since(now.armed_skips, at.armed_skips), since(now.idle, at.idle),
+                    c.window_bursts};
+}
+
+VALUE FlushHeapProfile(Collector* c, bool gc, FirefoxParts* parts) {
+  if (c->max_depth == 0) ThrowFathomError("fathom: collector was not initialized");
+  if (c->flushing) ThrowFathomError("fathom: a flush of this profiler is already in progress");
+  auto f = std::make_unique<FlushState>();
+  f->c = c;
+  f->gc = gc;
+  f->parts = parts;
+  FlushScope scope(c);
+  FlushState* state = f.get();
+  // An exception out of the walk (an interrupt raised while it yielded)
+  // must not leave GC disabled.
+  struct GcEnabler {
+    FlushState* f;
+    ~GcEnabler() {
+      if (f->enable_gc_after_walk) rb_gc_enable();
+    }
+  } enabler{state};
+  Protect([state] { FlushBody(state); });
+  scope.Complete();
+  return state->result;
+}
+
+}  // namespace fathom

@@ -1,0 +1,94 @@
+// The heap census that calibrates sampled mode's live bytes
+// (core/heap/live_strata.h, IMPLEMENTATION.md "Calibrating live bytes to a
+// heap census").
+//
+// At a window's start the census notes which heap slots hold an object
+// (SlotOccupancy); at flush it walks the heap again and counts, per class,
+// type and size class, the live objects in slots that were free at the start:
+// objects certainly allocated in the window. Both walks use Ruby's own
+// heap iteration (rb_objspace_each_objects, what ObjectSpace.each_object
+// uses), with the GVL, outside GC, allocating no Ruby object.
+//
+// The census is only valid when the sampler saw every allocation of the
+// window with its usual probability and no object moved; otherwise the
+// flush keeps the plain estimate and says why (OffReason).
+#pragma once
+
+#include <ruby.h>
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+#include "heap/live_strata.h"
+#include "heap/slot_occupancy.h"
+
+namespace fathom {
+
+struct Collector;
+
+struct CensusState {
+  bool enabled = true;  // HeapProfiler.new(census: false) turns it off
+  SlotOccupancy start_slots;
+  bool valid = false;
+  const char* invalid_reason = "not started";
+  size_t compact_count = 0;          // GC.stat(:compact_count) when the slots were noted
+  size_t allocated_at_start = 0;     // total_allocated_objects then
+  size_t allocated_at_stop = 0;      // and at the last stop (0 while running)
+  int64_t start_ns = 0;              // how long noting the slots took
+  // Refreshes (MaybeRefreshStartSlots): the GC count and time of the last
+  // one, how long it took, the next GC of the exponential schedule.
+  size_t start_gc_count = 0;
+  size_t next_refresh_gc = 0;
+  size_t last_refresh_gc = 0;
+  int64_t last_refresh_ns = 0, last_refresh_duration_ns = 1;
+  uint32_t refreshes = 0;
+  int64_t refresh_ns = 0;
+};
+
+// A new window starts (start with no records left, a fork's child): note
+// the occupied slots. Sampled mode only.
+void NoteStartSlots(Collector* c);
+// At a safe point of a running sampled collector (the arm job, every tick):
+// after the 1st, 2nd, 4th, 8th... GC since the start, and after any GC once
+// the walks have taken under 0.5% of the time since the last one, walk the
+// slots again and clear those now free from the start map. The objects that held them
+// at the start have died, so what is allocated there later is certainly
+// new. Without it every slot some garbage held at the start stays
+// ambiguous for the whole window, however often it is reused (6% of the
+// objects of an allocation loop on 3.3; most of a busy app's churn when
+// the profiler starts mid-flight). Flags only, ~1 ms per 100k slots: at
+// most ~0.5% of the time, and a slot freed by a GC is known free soon after.
+void MaybeRefreshStartSlots(Collector* c);
+// The window goes on with a gap the sampler did not see (start after stop
+// with records left): no census for it.
+void InvalidateCensus(Collector* c, const char* reason);
+// Called by stop: allocations after it are not sampled.
+void NoteCensusStop(Collector* c);
+
+// Why the census cannot calibrate this flush, or nullptr if it can.
+const char* CensusOffReason(const Collector* c);
+// The stratum of a live sampled object (its class, type, size class), or
+// none when its slot was occupied at the start (it may be older than the
+// window).
+Stratum LiveStratum(const Collector* c, VALUE obj, uint64_t size);
+// Does the slot at `address`, which the census saw occupied, hold an
+// object a sample can be of (not free, not internal)? Only with no GC
+// since the census: a GC may free the slot, or its whole page.
+bool SlotHoldsSampleableObject(uint64_t address);
+// Did Ruby compact (move objects) since the start slots were noted?
+bool ObjectsMoved(const Collector* c);
+// Counts the live objects certainly allocated in the window into strata,
+// and notes every slot that holds an object now (occupied_now): a sampled
+// object whose slot is free is dead, which the flush then knows without a
+// liveness lookup (on Ruby < 3.2.3 a failed object_id lookup raises, three
+// objects and ~3 us each). Returns false (strata and occupied_now
+// untouched or empty) if objects moved since the start.
+bool TakeCensus(const Collector* c, LiveStrata* strata, SlotOccupancy* occupied_now);
+
+// The names of the census's classes (runtime/symbols.h: allocates nothing),
+// for "[not sampled]" rows. Right after the census: an anonymous class
+// whose instances it counted may be freed by a GC during the walk.
+std::unordered_map<uint64_t, std::string> CensusClassNames(const LiveStrata& strata);
+
+}  // namespace fathom

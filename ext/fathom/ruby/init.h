@@ -1,0 +1,48 @@
+// The Init functions Init_fathom_ext (fathom_ext.cc) calls: each defines
+// the Ruby classes and module functions of one file, named after them.
+#pragma once
+
+#include <ruby.h>
+
+namespace fathom {
+
+// runtime/: Fathom::Native.ractor_check (runtime/ractor_guard.cc).
+void InitRactorGuard(VALUE mNative);
+
+// heap/: Fathom::Native.before_fork / after_fork_parent (heap/heap_tick.cc:
+// the heap tick is what they pause) and Fathom::Native::HeapCollector
+// (heap/heap_collector.cc).
+void InitHeapTick(VALUE mNative);
+void InitHeapCollector(VALUE mNative);
+
+// gc/: Fathom::Native::GcCollector (gc/gc_collector.cc).
+void InitGcCollector(VALUE mNative);
+
+// cpu/: Fathom::Native::CpuCollector and Fathom::Native.internal_thread
+// (cpu/cpu_collector.cc); Fathom::Native.debug_*, internal methods to look
+// at the C-frame machinery (core/native/) from Ruby, for tests and
+// bench/native_capture.rb. Not a user API: the CPU sampler wires the same
+// pieces into its own handler and flush (cpu/native_frames_debug.cc;
+// IMPLEMENTATION.md, "C frames").
+void InitCpuCollector(VALUE mNative);
+void InitNativeFramesDebug(VALUE mNative);
+
+// io/: Fathom::Native::FirefoxParts (io/firefox_parts.cc) and
+// Fathom::Native.write_new_file: core/io/new_file.h with the GVL released
+// (io/write_new_file.cc).
+void InitFirefoxParts(VALUE mNative);
+void InitNewFile(VALUE mNative);
+
+// retention/: Fathom::Native::RetentionSnapshot
+// (retention/retention_snapshot.cc) and Fathom::Native.malloc_trim: glibc's
+// malloc_trim(0) with the GVL released (retention/malloc_trim.cc).
+void InitRetentionSnapshot(VALUE mNative);
+void InitMallocTrim(VALUE mNative);
+
+#ifdef FATHOM_DUMP_READER
+// dump/: Fathom::Native.analyze_dump / diff_dumps (dump/dump_methods.cc,
+// over core/dump/dump_analysis.h). Only built with simdjson (extconf.rb).
+void InitDumpAnalysis(VALUE mNative);
+#endif
+
+}  // namespace fathom
