@@ -58,9 +58,13 @@ module TestHelper
     out
   end
 
-  def gzip(bytes)
+  # fathom: true marks it as Fathom's own file (the gzip header comment
+  # the native writer puts there, core/encode/gzip.h), which AtomicFile and
+  # Rotation check before they overwrite or delete a file.
+  def gzip(bytes, fathom: false)
     io = StringIO.new(+"".b)
     gz = Zlib::GzipWriter.new(io)
+    gz.comment = "fathom" if fathom
     gz.write(bytes)
     gz.close
     io.string

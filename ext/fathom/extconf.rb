@@ -33,10 +33,10 @@ unless with_dump_reader
 end
 
 # Ruby APIs that are only optionally present. Each has a fallback in the
-# code, and IMPLEMENTATION.md says which Ruby versions take which path.
+# code, and docs/internals/versions.md, "Ruby versions", says which Ruby versions take which path.
 # (ruby/debug.h, rb_gc_location and rb_gc_mark_movable exist in every Ruby
 # from our 3.1 floor on: used without a check.)
-have_func("rb_postponed_job_preregister", "ruby/debug.h") # 3.3+: ruby/postponed_job.h
+have_func("rb_postponed_job_preregister", "ruby/debug.h") # 3.3+: ruby/runtime/postponed_job.h
 # Exported by libruby but declared in no installed header: we declare our own
 # prototypes (ext/fathom/ruby/runtime/ruby_private_api.h) when the linker finds them.
 have_func("ruby_thread_has_gvl_p")

@@ -28,7 +28,7 @@ class BoundaryFaultTest < Minitest::Test
         c.start
         churn(1000)
         c.stop
-        outcome("flush") { c.flush(false) }
+        outcome("flush") { c.flush(false, nil) }
         puts "samples=\#{c.stats[:samples_taken]}"
       RUBY
       assert_operator result["errors"].to_i, :>, 0, message
@@ -49,7 +49,7 @@ class BoundaryFaultTest < Minitest::Test
         puts "job_errors=\#{errors_in_job}"
         outcome("stop") { c.stop }    # commits what is pending: fails, but stops
         puts "running=\#{c.running?}"
-        outcome("flush") { c.flush(false) }
+        outcome("flush") { c.flush(false, nil) }
         c.start
         outcome("stop_again") { c.stop }
         puts "restarted=\#{!c.running?}"
@@ -71,10 +71,10 @@ class BoundaryFaultTest < Minitest::Test
           c = heap_collector(exact: exact)
           c.start
           kept = Array.new(20_000) { Object.new }
-          outcome("flush_running_\#{exact}") { c.flush(true) }
-          outcome("flush_again_\#{exact}") { c.flush(false) }  # not stuck "in progress"
+          outcome("flush_running_\#{exact}") { c.flush(true, nil) }
+          outcome("flush_again_\#{exact}") { c.flush(false, nil) }  # not stuck "in progress"
           c.stop
-          outcome("flush_stopped_\#{exact}") { c.flush(false) }
+          outcome("flush_stopped_\#{exact}") { c.flush(false, nil) }
           puts "running_\#{exact}=\#{c.running?}"
           kept.size
         end
@@ -110,8 +110,8 @@ class BoundaryFaultTest < Minitest::Test
         g.start
         GC.start
         churn(10_000)
-        outcome("pprof") { g.flush(:pprof, true) }
-        outcome("firefox") { g.flush(:firefox, false) }
+        outcome("pprof") { g.flush(:pprof, true, nil) }
+        outcome("firefox") { g.flush(:firefox, false, nil) }
         puts "running=\#{g.running?}"
         GC.start
         g.stop
@@ -132,7 +132,7 @@ class BoundaryFaultTest < Minitest::Test
       c.start
       churn(1000)
       c.stop
-      outcome("flush") { c.flush(false) }
+      outcome("flush") { c.flush(false, nil) }
     RUBY
     assert_equal "none", result["flush"], message
     assert_equal "0", result["errors"], message

@@ -16,14 +16,14 @@ class RetentionFaultTest < Minitest::Test
     outcome("take") do
       s = Fathom::Native::RetentionSnapshot.new(64)
       s.take(false, nil, nil)
-      s.flush
+      s.flush(nil)
     end
     puts "gc_enabled=\#{!GC.disable.tap { GC.enable }}"
     # Not stuck "in progress", and the walk still works where no fault is armed.
     outcome("again") do
       s = Fathom::Native::RetentionSnapshot.new(64)
       s.take(false, nil, nil)
-      s.flush
+      s.flush(nil)
     end
     kept.size
   RUBY

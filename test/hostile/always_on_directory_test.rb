@@ -3,7 +3,7 @@
 require "test_helper"
 require "fathom/always_on/rotation"
 require "fathom/always_on/process_comments"
-require "fathom/pprof/edit"
+require "fathom/pprof/reader"
 
 # Always-on in a directory shared with others: what "safe to switch on in
 # production" promises. Each test is a reproduction from the issue.
@@ -143,8 +143,8 @@ class AlwaysOnDirectoryTest < Minitest::Test
     assert_equal 3, names.size, "one file per image: #{names.inspect}"
     assert names.all? { |n| n.start_with?("heap-#{pid}-") }, names.inspect
     assert_equal 3, names.map { |n| n.split("-")[2] }.uniq.size, "a token per image"
-    windows = names.map { |n| Fathom::Pprof::Edit.time_window(File.binread(File.join(@dir, n))) }
-                   .map { |start, duration| [start, start + duration] }.sort
+    windows = names.map { |n| Fathom::Pprof.read_file(File.join(@dir, n)) }
+                   .map { |p| [p.time_nanos, p.time_nanos + p.duration_nanos] }.sort
     exec_ns.each_with_index do |at, i| # `at`: just before the exec call, whose hook flushes
       assert_operator windows[i][1], :>=, at, "image #{i}'s window runs to its exec"
       assert_operator windows[i][1], :<, at + 500_000_000, "image #{i}'s window ends at its exec"

@@ -12,7 +12,7 @@ class HeapThinningTest < Minitest::Test
   # literal too). 200 small per big, so the threshold settles near 160 B
   # (a quarter kept on average) and the 2 KB strings are always kept. Not
   # bigger or slower: an allocation that takes long draws the timer's ticks
-  # (the known bias of time-based sampling, IMPLEMENTATION.md: a 1.2 MB
+  # (the known bias of time-based sampling, docs/internals/heap.md, "The estimator and its bias": a 1.2 MB
   # site read ~20% low), which is not what this test is about.
   module Sites
     X = "x".freeze

@@ -5,7 +5,7 @@ require "support/pprof_raw"
 
 # Paths that exist only on some Rubies, run on the Ruby the suite runs on
 # (script/test runs it on 3.1 and 3.3): the sampling timer's mechanism, YJIT,
-# and M:N threads. IMPLEMENTATION.md's Ruby-versions table cites these tests.
+# and M:N threads. docs/internals/versions.md, "Ruby versions", cites these tests.
 class RubyVersionsTest < Minitest::Test
   THREADED = File.expand_path("../fixtures/threaded_script.rb", __dir__)
   LEAK = File.expand_path("../fixtures/leak_script.rb", __dir__)

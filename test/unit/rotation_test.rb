@@ -2,7 +2,6 @@
 
 require "test_helper"
 require "fathom/always_on/rotation"
-require "fathom/pprof/edit"
 
 class RotationTest < Minitest::Test
   def setup
@@ -16,7 +15,7 @@ class RotationTest < Minitest::Test
   # A file as Fathom writes it (gzip with the "fathom" header comment).
   def fathom_file(name, size, age)
     path = File.join(@dir, name)
-    Fathom::AtomicFile.write(path, Fathom::Pprof::Edit.gzip(Random.bytes(size)))
+    Fathom::AtomicFile.write(path, TestHelper.gzip(Random.bytes(size), fathom: true))
     File.utime(Time.now - age, Time.now - age, path)
     path
   end
@@ -54,7 +53,7 @@ class RotationTest
   def test_write_new_makes_room_first_and_never_exceeds_the_bound
     paths = (1..3).map { |i| fathom_file("heap-1-20261126T101500Z-#{i}.pb.gz", 10, 100 - i) }
     rotation = Fathom::Rotation.new(@dir, keep_files: 1, keep_bytes: 1 << 30)
-    data = Fathom::Pprof::Edit.gzip("x")
+    data = TestHelper.gzip("x", fathom: true)
     new_path = File.join(@dir, "gc-1-0123abcd-20261126T101501Z-4.pb.gz")
     assert_equal new_path, rotation.write_new(new_path, data)
     assert_equal [new_path], rotation.ours.map(&:first)
@@ -66,7 +65,7 @@ class RotationTest
     path = fathom_file("heap-1-0123abcd-20261126T101500Z-1.pb.gz", 10, 10)
     before = File.binread(path)
     rotation = Fathom::Rotation.new(@dir, keep_files: 1, keep_bytes: 1 << 30)
-    assert_nil rotation.write_new(path, Fathom::Pprof::Edit.gzip("other"))
+    assert_nil rotation.write_new(path, TestHelper.gzip("other", fathom: true))
     assert_equal before, File.binread(path)
   end
 

@@ -23,7 +23,7 @@ void InitGcCollector(VALUE mNative);
 // at the C-frame machinery (core/native/) from Ruby, for tests and
 // bench/native_capture.rb. Not a user API: the CPU sampler wires the same
 // pieces into its own handler and flush (cpu/native_frames_debug.cc;
-// IMPLEMENTATION.md, "C frames").
+// docs/internals/native.md, "C frames").
 void InitCpuCollector(VALUE mNative);
 void InitNativeFramesDebug(VALUE mNative);
 

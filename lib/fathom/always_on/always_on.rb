@@ -33,7 +33,7 @@ module Fathom
       end
 
       def flush(gc: false)
-        ProcessComments.annotate(@profiler.flush(gc: gc))
+        @profiler.flush(gc: gc, stamp: ProcessComments.stamp)
       end
 
       # What the files are named for (PeriodicFlusher.default_pattern).

@@ -1,12 +1,9 @@
 # frozen_string_literal: true
 
-require_relative "../profile"
-require_relative "../pprof/edit"
-
 module Fathom
   # Who wrote a profile, for files that leave the machine (always-on
   # directories shipped to Pyroscope/Parca, profiles fetched over HTTP):
-  # pid, hostname, Ruby version and the time window, added to a pprof
+  # pid, hostname, Ruby version and the time window, written into a pprof
   # profile as comments (`go tool pprof -comments` lists them):
   #
   #   pid=4242
@@ -14,17 +11,19 @@ module Fathom
   #   ruby=3.1.2 (x86_64-linux-gnu)
   #   window=2026-11-26T15:00:00.000Z/2026-11-26T15:00:02.000Z
   #
-  # The window is the profile's own time_nanos + duration_nanos (ISO 8601
-  # interval, UTC); a Firefox profile (JSON, with its own meta) is returned
-  # unchanged.
+  # The native encoder writes them as it encodes the profile (#stamp is
+  # what a profiler's flush passes down; core/encode/output_stamp.h): the
+  # first three lines come from here, the window from the profile's own
+  # time_nanos + duration_nanos. A Firefox profile (JSON, with its own meta)
+  # gets none.
   module ProcessComments
     module_function
 
-    def lines(bytes)
-      start_ns, duration_ns = Pprof::Edit.time_window(bytes)
-      out = who
-      out << "window=#{iso(start_ns)}/#{iso(start_ns + duration_ns)}" if start_ns.positive?
-      out
+    # What HeapProfiler#flush, GcProfiler#flush, CpuProfiler#flush and
+    # Retention.snapshot take as `stamp:`: these lines, the window, and the
+    # default sample type when given (the allocs endpoint's alloc_space).
+    def stamp(default_sample_type: nil)
+      [who, default_sample_type&.to_s].freeze
     end
 
     # pid, hostname and Ruby: which process (which puma worker) wrote it.
@@ -32,23 +31,23 @@ module Fathom
       ["pid=#{Process.pid}", "hostname=#{hostname}", "ruby=#{RUBY_VERSION} (#{RUBY_PLATFORM})"]
     end
 
-    # The same lines for a text reply (the endpoints' ?debug=1), which has
-    # no comments to carry them: a pprof profile's own lines (with its
-    # window); for a Firefox profile, whose window is in its JSON, the time
-    # of the reply instead.
+    # The same lines for a text reply (?debug=1), which has no comments to
+    # carry them, to print above the profile's report: who, and the
+    # profile's window; for a Firefox profile, whose window is in its JSON,
+    # the time of the reply instead. None for a stamped pprof profile: its
+    # report prints its comments, these among them.
     def text_lines(profile)
-      return lines(profile.bytes) if profile.format == :pprof
+      unless profile.format == :pprof
+        return who << "time=#{iso(Process.clock_gettime(Process::CLOCK_REALTIME, :nanosecond))}"
+      end
 
-      who << "time=#{iso(Process.clock_gettime(Process::CLOCK_REALTIME, :nanosecond))}"
-    end
+      decoded = profile.decode
+      return [] if decoded.comments.any? { |c| c.start_with?("pid=") }
 
-    # A new Profile with the comments added (and `default_sample_type`
-    # switched when given); the stats, kind and format are kept.
-    def annotate(profile, default_sample_type: nil)
-      return profile unless profile.format == :pprof
-
-      bytes = Pprof::Edit.apply(profile.bytes, comments: lines(profile.bytes), default_sample_type: default_sample_type)
-      Profile.new(bytes, profile.stats.merge(bytes: bytes.bytesize), kind: profile.kind, format: :pprof)
+      lines = who
+      start_ns = decoded.time_nanos
+      lines << "window=#{iso(start_ns)}/#{iso(start_ns + decoded.duration_nanos)}" if start_ns.positive?
+      lines
     end
 
     def hostname

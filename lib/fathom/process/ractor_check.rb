@@ -13,7 +13,7 @@ module Fathom
   #  - Ractor.new first stops every running profiler (its hooks removed, what
   #    it collected kept) and says so once;
   #  - the native hooks also ignore any thread of another Ractor
-  #    (ext/fathom/ruby/ractor_guard.h), for Ractors started behind our back
+  #    (ext/fathom/ruby/runtime/ractor_guard.h), for Ractors started behind our back
   #    (through a Method taken before Ractor.new was wrapped);
   #  - each profile says whether Ractors cut it short: stats[:ractors].
   module RactorCheck

@@ -60,11 +60,11 @@ module Fathom
     # profile is gzipped, which profiler.firefox.com reads). gc: is accepted
     # for symmetry with HeapProfiler#flush and ignored (forcing a GC here
     # would only add a GC to the profile).
-    def flush(gc: false, gzip: true)
+    def flush(gc: false, gzip: true, stamp: nil)
       kind = Modes.profile_kind(self.kind)
       Options.boolean("gc", gc)
       gzip = Options.boolean("gzip", gzip)
-      bytes = @lock.synchronize { @collector.flush(@format, gzip) }
+      bytes = @lock.synchronize { @collector.flush(@format, gzip, stamp) }
       Profile.new(bytes, stats.merge(ractors: RactorCheck.stat(self)), kind: kind, format: @format)
     end
 

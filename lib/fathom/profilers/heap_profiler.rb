@@ -83,10 +83,13 @@ module Fathom
     # Encodes what has been collected so far (the profiler keeps running).
     # gc: true runs a full GC first so that in-use numbers only count objects
     # that are really reachable.
-    def flush(gc: false)
+    #
+    # stamp: who wrote it, written into the profile as comments
+    # (Fathom::ProcessComments.stamp; always-on files and the endpoints).
+    def flush(gc: false, stamp: nil)
       gc = Options.boolean("gc", gc)
       # The lock keeps a flusher thread's flush from racing start/stop.
-      bytes, stats = @lock.synchronize { @collector.flush(gc) }
+      bytes, stats = @lock.synchronize { @collector.flush(gc, stamp) }
       Profile.new(bytes, stats.merge(ractors: RactorCheck.stat(self)), kind: :heap)
     end
 

@@ -67,7 +67,7 @@ module Fathom
     # its shape, {"…" 32 bytes #8bcd} (length and a 16-bit hash, the same in
     # every snapshot, so diffs match), never by its bytes. true names it
     # {"sk_live_…"}, for local debugging only.
-    def snapshot(out: nil, focus: nil, **opts)
+    def snapshot(out: nil, focus: nil, stamp: nil, **opts)
       Options.check_unknown!(opts, DEFAULTS.keys, "Fathom.retention_snapshot")
       opts = DEFAULTS.merge(opts)
       gc = Options.boolean("gc", opts[:gc])
@@ -88,7 +88,7 @@ module Fathom
       NativeLoader.require!
       native = Native::RetentionSnapshot.new(max_depth, string_contents)
       paths = quietly { native.take(gc, progress, focus, own_objects) }
-      bytes = native.flush
+      bytes = native.flush(stamp)
       stats = native.stats.merge(bytes: bytes.bytesize)
       stats[:focus_paths] = paths if focus
       profile = Profile.new(bytes, stats, kind: :retention)
@@ -105,7 +105,7 @@ module Fathom
     # many of the site's objects it holds. Report::SiteRetention prints it.
     # The paths follow the snapshot's naming rule (owners before stacks):
     # objects that only a stack holds get a path, and so a line, of their own.
-    def explain_sites(heap_profiler, top: 5, per_site: 3, **opts)
+    def explain_sites(heap_profiler, top: 5, per_site: 3, stamp: nil, **opts)
       unless HeapProfiler === heap_profiler
         raise TypeError, "fathom: heap_profiler must be a Fathom::HeapProfiler, got #{Options.describe(heap_profiler)}"
       end
@@ -118,7 +118,7 @@ module Fathom
       sites, focus = pick_focus(heap_profiler, top, per_site)
       # Only the focus array may hold the objects now (the snapshot ignores
       # its references): any other would show up as a retainer.
-      profile = snapshot(focus: focus, **opts)
+      profile = snapshot(focus: focus, stamp: stamp, **opts)
       paths = profile.stats[:focus_paths]
       offset = 0
       explained = sites.map do |site, live, picked|

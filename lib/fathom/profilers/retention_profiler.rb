@@ -28,8 +28,8 @@ module Fathom
     # HeapProfiler whose top live allocation sites the snapshot also
     # explains (Fathom::Retention.explain_sites), taken before that heap
     # profiler is flushed.
-    def flush(gc: true, explaining: nil)
-      opts = { gc: gc, max_depth: @max_depth, string_contents: @string_contents }
+    def flush(gc: true, explaining: nil, stamp: nil)
+      opts = { gc: gc, max_depth: @max_depth, string_contents: @string_contents, stamp: stamp }
       return Retention.explain_sites(explaining, **opts) if explaining
 
       Retention.snapshot(**opts)

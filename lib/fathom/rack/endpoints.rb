@@ -53,7 +53,7 @@ module Fathom
         params.format(%i[pprof])
         profiler = @config.heap_profiler or raise Refusal.new(409, ENABLE_HEAP)
         gc = params.flag("gc")
-        profile = profiler.flush(gc: gc)
+        profile = profiler.flush(gc: gc, stamp: stamp(params, default_sample_type))
         reply(profile, params, name, default_sample_type: default_sample_type)
       end
 
@@ -72,13 +72,13 @@ module Fathom
           end
 
           profile = always_on.window(:gc) { sleep(seconds) }
-          return reply(profile, params, "gc", capped: params.capped, annotated: true)
+          return reply(profile, params, "gc", capped: params.capped)
         end
         if @config.gc_profiler
           raise Refusal.new(409, "a GC profiler that this app started itself is running in this process")
         end
 
-        profile = run_for(seconds, "another GC profiler is running in this process") { GcProfiler.new(format: format) }
+        profile = run_for(seconds, params, "another GC profiler is running in this process") { GcProfiler.new(format: format) }
         reply(profile, params, "gc", capped: params.capped)
       end
 
@@ -91,7 +91,7 @@ module Fathom
                                  "(#{@config.retention_max_objects}); a snapshot stops the world for about " \
                                  "#{(objects * 0.6e-6).round(1)}s. Add ?force=1 to take it anyway")
         end
-        reply(Fathom.retention_snapshot(progress: nil), params, "retention", gc: true)
+        reply(Fathom.retention_snapshot(progress: nil, stamp: stamp(params)), params, "retention", gc: true)
       end
 
       def profile(params)
@@ -101,7 +101,7 @@ module Fathom
         busy = "another CPU profiler is running in this process, or SIGPROF is taken"
         interval = params.interval(nil)
         options = interval ? { interval: interval } : {}
-        profile = run_for(seconds, busy) { Fathom::CpuProfiler.new(mode: mode, format: format, **options) }
+        profile = run_for(seconds, params, busy) { Fathom::CpuProfiler.new(mode: mode, format: format, **options) }
         reply(profile, params, mode.to_s, capped: params.capped)
       end
 
@@ -110,7 +110,7 @@ module Fathom
       # The timed endpoints (gc, profile): the block's profiler for `seconds`
       # (#call holds the guard). A profiler that cannot start (another of
       # its kind holds Ruby's hooks or SIGPROF) is a 409, not a 500.
-      def run_for(seconds, busy)
+      def run_for(seconds, params, busy)
         profiler = yield
         begin
           profiler.start
@@ -122,7 +122,15 @@ module Fathom
         ensure
           profiler.stop
         end
-        profiler.flush
+        profiler.flush(stamp: stamp(params))
+      end
+
+      # Who wrote the profile (pid, hostname, Ruby, the window), written
+      # into it by the encoder (ProcessComments), and the default sample
+      # type the endpoint wants. Not for ?debug=1: the text prints those
+      # lines above the report instead (#reply).
+      def stamp(params, default_sample_type = nil)
+        ProcessComments.stamp(default_sample_type: default_sample_type) unless params.debug?
       end
 
       # Runs the block on a thread of its own and returns its value (or
@@ -179,21 +187,19 @@ module Fathom
       # (a snapshot's native graph, which lives in its Ruby object) and the
       # reply's own garbage are freed, and given back, now rather than at a
       # later GC, after which no trim would run.
-      # annotated: the profile already carries them (an always-on window).
-      def reply(profile, params, name, default_sample_type: nil, capped: false, gc: false, annotated: false)
+      def reply(profile, params, name, default_sample_type: nil, capped: false, gc: false)
         headers = capped ? { "x-fathom-seconds-capped" => @config.max_seconds.to_s } : {}
         if params.debug?
           # Who answered first (pid, hostname, Ruby, the window): behind a
           # preforking server each worker is its own process, and the pprof
-          # form carries these as comments; the text has none.
-          # (An always-on window is annotated: its report prints them.)
-          text = annotated && profile.format == :pprof ? +"" : ProcessComments.text_lines(profile).join("\n") << "\n"
+          # form carries these as comments; the text has none. (An always-on
+          # window is stamped: its report prints them.)
+          text = ProcessComments.text_lines(profile).join("\n") << "\n"
           text << "(seconds capped at #{@config.max_seconds})\n" if capped
           text << "\n" << profile.report(sample_index: default_sample_type)
           return Response.text(text, headers: headers)
         end
 
-        profile = ProcessComments.annotate(profile, default_sample_type: default_sample_type) unless annotated
         response = Response.profile(profile, name, headers)
         GC.start if gc
         give_back_memory

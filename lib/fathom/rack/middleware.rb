@@ -101,7 +101,7 @@ module Fathom
 
       DEFAULT_CPU_INTERVAL = "1ms"
 
-      # A profiler of our own around the block; its annotated profile.
+      # A profiler of our own around the block; its profile, stamped with who wrote it.
       def own_profile(kind, interval)
         profiler = new_profiler(kind, interval)
         start(profiler)
@@ -110,7 +110,7 @@ module Fathom
         ensure
           profiler.stop
         end
-        ProcessComments.annotate(profiler.flush(gc: kind == :heap))
+        profiler.flush(gc: kind == :heap, stamp: ProcessComments.stamp)
       end
 
       def new_profiler(kind, interval)
@@ -175,7 +175,7 @@ module Fathom
       def deliver(kind, profile, page, params, source)
         headers = { "x-fathom-source" => source }
         if params.debug?
-          # An annotated pprof profile's report prints its comments (pid
+          # A stamped pprof profile's report prints its comments (pid
           # first); a Firefox one has none: its own lines then.
           head = profile.format == :pprof ? "" : "#{ProcessComments.text_lines(profile).join("\n")}\n\n"
           return Response.text("#{head}#{profile.report}", headers: headers)

@@ -33,7 +33,7 @@ module Fathom
     # docs/internals/retention.md, "Fathom's own objects and Ruby internals".
     class Retention
       Row = Struct.new(:name, :retained, :self_size, :objects, :path, :path_retained)
-      # What the snapshot writes (ruby/retention_snapshot_binding.cc).
+      # What the snapshot writes (ruby/retention/retention_snapshot.cc).
       OWN_COMMENT = /\Afathom\.retention\.own objects=(\d+) bytes=(\d+)/.freeze
       INTERNALS_COMMENT = /\Afathom\.retention\.internals: "([^"]+)"/.freeze
       INTERNALS_ROW = "Ruby internals: compiled code, method caches"

@@ -15,6 +15,7 @@ std::string EncodeCpuPprof(const CpuProfileData& data) {
   b.set_time(data.start_realtime_ns, data.duration_ns);
   b.add_comment(std::string("fathom.cpu.mode=") + mode + " interval_ns=" + std::to_string(data.interval_ns) +
                 " dropped=" + std::to_string(data.dropped) + " states=" + data.state_source);
+  ApplyOutputStamp(data.stamp, b);
 
   std::vector<uint64_t> functions(data.symbols.size(), 0);
   uint64_t truncated_location = 0;

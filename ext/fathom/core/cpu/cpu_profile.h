@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "encode/output_stamp.h"
 #include "cpu/cpu_aggregate.h"
 #include "heap/stack_table.h"
 
@@ -56,6 +57,9 @@ struct CpuProfileData {
   // events) or "gvl-flag" (3.1: only whether the thread was inside a
   // blocking region; GVL waits cannot be told apart).
   std::string state_source;
+  // Who wrote it (pid, hostname, Ruby, window; core/encode/output_stamp.h),
+  // for a profile that leaves the process. pprof output only.
+  OutputStamp stamp;
 };
 
 // Gzipped pprof. Sample types samples/count, cpu/nanoseconds,

@@ -20,7 +20,7 @@
 // Checked beyond our own validators (core/testing/firefox_format_check.h and
 // test/support/firefox_format.rb) by running the profiler's own upgraders on
 // our output (v48 -> v70) and type-checking the result against its current
-// Profile type; see IMPLEMENTATION.md.
+// Profile type; see docs/internals/encode.md, "Firefox Profiler output".
 //
 // The format in one paragraph: a thread's samples point into its
 // stack table; a stack is (prefix stack, frame), i.e. a tree stored as

@@ -47,6 +47,7 @@ std::string EncodeHooksPprof(const GcProfileData& data) {
   b.add_comment(GcSourceComment(data));
   b.add_comment(GcPauseComment(data.pauses));
   b.add_comment("fathom.gc.coalesce_ns=" + std::to_string(data.flush_interval_ns));
+  ApplyOutputStamp(data.stamp, b);
   std::vector<uint64_t> stack = GcStack(b);
   for (const GcPeriod& p : data.periods) {
     b.add_sample(stack, {p.wall_ns, p.cpu_ns, static_cast<int64_t>(p.steps), static_cast<int64_t>(p.cycles_started)},
@@ -71,6 +72,7 @@ std::string EncodeCountersPprof(const GcProfileData& data) {
   b.set_time(data.start_realtime_ns, data.end_monotonic_ns - data.start_monotonic_ns);
   b.add_comment(GcSourceComment(data));
   b.add_comment("fathom.gc.coalesce_ns=" + std::to_string(data.flush_interval_ns));
+  ApplyOutputStamp(data.stamp, b);
   std::vector<uint64_t> stack = GcStack(b);
   for (const GcPeriod& p : data.periods) {
     bool major = p.type == GcType::kMajor;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "encode/output_stamp.h"
 #include "gc/gc_tracker.h"
 #include "gc/pause_histogram.h"
 
@@ -29,6 +30,9 @@ struct GcProfileData {
   // poll_interval_ns: no per-step data; see gc_counter_poll.h).
   GcSource source = GcSource::kHooks;
   int64_t poll_interval_ns = 0;
+  // Who wrote it (pid, hostname, Ruby, window; core/encode/output_stamp.h),
+  // for a profile that leaves the process. pprof output only.
+  OutputStamp stamp;
 };
 
 // "hooks" / "counters": the value of the "fathom.gc.source=" comment.

@@ -177,6 +177,7 @@ std::string EncodeHeapProfile(const HeapProfileRows& profile) {
   b.add_comment(SampleCountComment(profile));
   if (!profile.census_comment.empty()) b.add_comment(profile.census_comment);
   if (!profile.sampling_comment.empty()) b.add_comment(profile.sampling_comment);
+  ApplyOutputStamp(profile.stamp, b);
 
   // Location ids per output symbol+line are interned by the builder; we
   // only cache the function id per symbol.

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "encode/output_stamp.h"
 #include "encode/pprof_builder.h"
 #include "heap/live_strata.h"
 #include "heap/sample_store.h"
@@ -92,6 +93,9 @@ struct HeapProfileRows {
   std::string census_comment;
   // Sampled mode: what became of the timer's ticks (tick_accounting.h).
   std::string sampling_comment;
+  // Who wrote it (pid, hostname, Ruby, window; core/encode/output_stamp.h),
+  // for a profile that leaves the process. pprof output only.
+  OutputStamp stamp;
 };
 
 // Copies rows, their stacks, the frames' symbols and the labels, a batch of

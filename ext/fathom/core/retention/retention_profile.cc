@@ -263,6 +263,7 @@ std::string EncodeRetentionProfile(const HeapGraph& g, const MappedVector<uint32
   b.set_time(options.time_nanos, options.duration_nanos);
   if (!options.comment.empty()) b.add_comment(options.comment);
   for (const std::string& c : options.more_comments) b.add_comment(c);
+  ApplyOutputStamp(options.stamp, b);
 
   auto new_location = [&](const std::string& name) {
     return static_cast<uint32_t>(b.intern_location(b.intern_function(name, "", 0), 0));

@@ -79,6 +79,7 @@
 #include <string>
 #include <vector>
 
+#include "encode/output_stamp.h"
 #include "retention/heap_graph.h"
 
 namespace fathom {
@@ -96,6 +97,9 @@ struct RetentionProfileOptions {
   // zlib level. 1 by default: on a 1M-object heap it compresses ~4x faster
   // than 6 for a file ~10% bigger, and the caller is usually waiting.
   int gzip_level = 1;
+  // Who wrote it (pid, hostname, Ruby, window; core/encode/output_stamp.h),
+  // for a profile that leaves the process. pprof output only.
+  OutputStamp stamp;
 };
 
 struct RetentionProfileStats {

@@ -12,6 +12,7 @@
 //   - flush: the window taken out with the GVL (cpu_window.cc: frames
 //     symbolized, the data copied), then the pprof or Firefox profile
 //     encoded and gzipped without the GVL.
+#include "ruby/io/output_stamp_arg.h"
 #include "ruby/cpu/cpu_collector.h"
 
 #include <memory>
@@ -254,7 +255,7 @@ void EncodeOffGvl(EncodeJob* job) {
 // flush(format, gzip) -> String: :pprof (always gzipped) or :firefox
 // (JSON, gzipped when gzip; needs timeline: true at initialize). Covers the
 // window since start (or the previous flush, or the fork) and starts a new one.
-VALUE CollectorFlush(VALUE self, VALUE format, VALUE gzip) {
+VALUE CollectorFlush(VALUE self, VALUE format, VALUE gzip, VALUE stamp) {
   CpuCollector* c = Unwrap(self);
   return RubyMethod([&] {
     if (format != sym_pprof && format != sym_firefox)
@@ -262,7 +263,9 @@ VALUE CollectorFlush(VALUE self, VALUE format, VALUE gzip) {
     auto job = std::make_unique<EncodeJob>();
     job->firefox = format == sym_firefox;
     job->gzip = RTEST(gzip);
+    OutputStamp who = OutputStampArg(stamp);  // read before the window is taken: a TypeError loses nothing
     job->data = cpu::TakeData(Initialized(c));
+    job->data.stamp = std::move(who);
     EncodeJob* j = job.get();
     Protect([j] { EncodeOffGvl(j); });
     return j->result;
@@ -330,7 +333,7 @@ void InitCpuCollector(VALUE mNative) {
   rb_define_method(klass, "stop", RUBY_METHOD_FUNC(CollectorStop), 0);
   rb_define_method(klass, "running?", RUBY_METHOD_FUNC(CollectorRunningP), 0);
   rb_define_method(klass, "drain", RUBY_METHOD_FUNC(CollectorDrain), 0);
-  rb_define_method(klass, "flush", RUBY_METHOD_FUNC(CollectorFlush), 2);
+  rb_define_method(klass, "flush", RUBY_METHOD_FUNC(CollectorFlush), 3);
   rb_define_method(klass, "after_fork_child", RUBY_METHOD_FUNC(CollectorAfterForkChild), 0);
   rb_define_method(klass, "stats", RUBY_METHOD_FUNC(CollectorStats), 0);
   rb_define_method(klass, "flush_into", RUBY_METHOD_FUNC(CollectorFlushInto), 1);

@@ -280,7 +280,7 @@ VALUE DebugSampleNative(VALUE, VALUE interval_us) {
 // saved rbp links while they point further up the same stack (at most
 // 1 MiB apart) and stops at the first that does not: in code built without
 // frame pointers (Debian's libruby) rbp holds data, and the chain breaks.
-// For IMPLEMENTATION.md's "why not frame pointers", nothing else.
+// For docs/internals/native.md's "why not frame pointers", nothing else.
 __attribute__((noinline)) VALUE DebugFramePointerDepth(VALUE) {
   return RubyMethod([&]() -> VALUE {
     EnsureCaptureReady();

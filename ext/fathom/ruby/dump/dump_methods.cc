@@ -6,7 +6,7 @@
 // The whole analysis (read, graph, dominators, encode) runs without the GVL:
 // it touches no Ruby object, only the path copied here. Bad input (a
 // core DumpError) becomes Fathom::Error with the file's line number;
-// lib/fathom/dump_analysis.rb checks the arguments and wraps the result.
+// lib/fathom/profilers/dump_analysis.rb checks the arguments and wraps the result.
 #include "ruby/init.h"
 
 #include <memory>

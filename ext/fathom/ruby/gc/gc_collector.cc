@@ -21,7 +21,7 @@
 // into an ordinary vector at the next safe point.
 //
 // The other source, :counters (the default on Ruby < 3.3, chosen in
-// lib/fathom/gc_profiler.rb), installs no hook at all: on 3.1/3.2 any GC
+// lib/fathom/profilers/gc_profiler.rb), installs no hook at all: on 3.1/3.2 any GC
 // hook sends every allocation through Ruby's slow path. `poll` reads Ruby's
 // GC counters (rb_gc_count, rb_gc_stat, rb_gc_latest_gc_info) and hands
 // them to a GcCounterPoll (core/gc/gc_counter_poll.h), which makes one
@@ -29,6 +29,7 @@
 // or steps); lib/ calls it from a sleeping Ruby thread every coalesce
 // interval, and start/stop/encode read once more so counts are exact at
 // the window's edges.
+#include "ruby/io/output_stamp_arg.h"
 #include "ruby/init.h"
 
 #include <ruby/debug.h>
@@ -379,7 +380,7 @@ void EncodeOffGvl(EncodeJob* job) {
 // previous flush, or the fork) and starts a new one; the collector keeps
 // running. A failed encode raises (NoMemoryError, Fathom::Error) and loses
 // that window.
-VALUE CollectorFlush(VALUE self, VALUE format, VALUE gzip) {
+VALUE CollectorFlush(VALUE self, VALUE format, VALUE gzip, VALUE stamp) {
   GcCollector* c = Unwrap(self);
   return RubyMethod([&] {
     if (format != sym_pprof && format != sym_firefox) {
@@ -388,8 +389,10 @@ VALUE CollectorFlush(VALUE self, VALUE format, VALUE gzip) {
       ThrowArgumentError("fathom: format must be :pprof or :firefox, got %.*s", static_cast<int>(RSTRING_LEN(shown)),
                          RSTRING_PTR(shown));
     }
+    OutputStamp who = OutputStampArg(stamp);  // read before the window is taken: a TypeError loses nothing
     auto job = std::make_unique<EncodeJob>();
     job->data = TakeData(Initialized(c));
+    job->data.stamp = std::move(who);
     job->firefox = format == sym_firefox;
     job->gzip = RTEST(gzip);
     EncodeJob* j = job.get();
@@ -474,7 +477,7 @@ void InitGcCollector(VALUE mNative) {
   rb_define_method(klass, "start", RUBY_METHOD_FUNC(CollectorStart), 0);
   rb_define_method(klass, "stop", RUBY_METHOD_FUNC(CollectorStop), 0);
   rb_define_method(klass, "running?", RUBY_METHOD_FUNC(CollectorRunningP), 0);
-  rb_define_method(klass, "flush", RUBY_METHOD_FUNC(CollectorFlush), 2);
+  rb_define_method(klass, "flush", RUBY_METHOD_FUNC(CollectorFlush), 3);
   rb_define_method(klass, "flush_into", RUBY_METHOD_FUNC(CollectorFlushInto), 1);
   rb_define_method(klass, "after_fork_child", RUBY_METHOD_FUNC(CollectorAfterForkChild), 0);
   rb_define_method(klass, "stats", RUBY_METHOD_FUNC(CollectorStats), 0);

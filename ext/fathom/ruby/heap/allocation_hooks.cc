@@ -36,7 +36,7 @@ constexpr uint32_t kMaxRandomSkip = 128;
 // first skip) is most of the cost of a sample, so further samples in the
 // same tick are cheap: each costs its skipped hook calls (~0.3us each) and
 // one stack capture. The random skips keep the burst from locking onto a
-// loop's period; see IMPLEMENTATION.md "Bursts" for the estimator.
+// loop's period; see docs/internals/heap.md "Bursts" for the estimator.
 //
 // 64 candidates with skips of 0..2, not 16 with skips of 0..16: the rare big
 // survivors are only found by looking at more allocations, and a candidate
@@ -44,7 +44,7 @@ constexpr uint32_t kMaxRandomSkip = 128;
 // *samples* too dear (the liveness token and check, paid per kept sample)
 // is cut by thinning at commit (sample_commit.cc, heap/byte_thinning.h):
 // about a quarter are kept, by bytes, so a tick keeps ~16 as before and
-// every big object among the 64. Measured in IMPLEMENTATION.md "Thinning
+// every big object among the 64. Measured in docs/internals/heap.md "Thinning
 // by bytes".
 constexpr uint32_t kBurstMeanSkip = 1;
 

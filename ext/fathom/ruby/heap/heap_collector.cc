@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "ruby/io/output_stamp_arg.h"
 #include "ruby/runtime/boundary.h"
 #include "ruby/init.h"
 #include "ruby/runtime/symbols.h"
@@ -221,9 +222,9 @@ VALUE CollectorRunningP(VALUE self) {
   return RubyMethod([c] { return c->running ? Qtrue : Qfalse; });
 }
 
-VALUE CollectorFlush(VALUE self, VALUE gc) {
+VALUE CollectorFlush(VALUE self, VALUE gc, VALUE stamp) {
   Collector* c = GetCollector(self);
-  VALUE result = RubyMethod([&] { return FlushHeapProfile(c, RTEST(gc)); });
+  VALUE result = RubyMethod([&] { return FlushHeapProfile(c, RTEST(gc), nullptr, OutputStampArg(stamp)); });
   RB_GC_GUARD(self);
   return result;
 }
@@ -401,7 +402,7 @@ void InitHeapCollector(VALUE mNative) {
   rb_define_method(klass, "stop", RUBY_METHOD_FUNC(CollectorStop), 0);
   rb_define_method(klass, "running?", RUBY_METHOD_FUNC(CollectorRunningP), 0);
   rb_define_method(klass, "release_liveness_hook", RUBY_METHOD_FUNC(CollectorReleaseLivenessHook), 0);
-  rb_define_method(klass, "flush", RUBY_METHOD_FUNC(CollectorFlush), 1);
+  rb_define_method(klass, "flush", RUBY_METHOD_FUNC(CollectorFlush), 2);
   rb_define_method(klass, "flush_into", RUBY_METHOD_FUNC(CollectorFlushInto), 2);
   rb_define_method(klass, "keep_alloc_events=", RUBY_METHOD_FUNC(CollectorSetKeepAllocEvents), 1);
   rb_define_method(klass, "after_fork_child", RUBY_METHOD_FUNC(CollectorAfterForkChild), 0);

@@ -9,7 +9,7 @@
 //   heap_collector.cc          the Ruby class, GC mark/compact glue, fork
 //
 // Life of a sample (details and the Ruby versions each path applies to are in
-// IMPLEMENTATION.md, "Following one allocation"):
+// docs/internals/ruby-binding.md, "Following one allocation"):
 //
 //  1. Arming. Sampled mode: the SampleTimer gets ArmJob run at a safe point
 //     on the GVL holder every interval; ArmJob installs the NEWOBJ hook.
@@ -43,6 +43,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "encode/output_stamp.h"
 #include "heap/byte_thinning.h"
 #include "heap/sample_store.h"
 #include "heap/tick_accounting.h"
@@ -193,7 +194,7 @@ inline const char* LivenessName(const Collector& c) {
 // With parts (flush_into): the rows and their sampled allocations go into
 // parts->heap for a combined Firefox file, and bytes is "".
 struct FirefoxParts;
-VALUE FlushHeapProfile(Collector* c, bool gc, FirefoxParts* parts = nullptr);
+VALUE FlushHeapProfile(Collector* c, bool gc, FirefoxParts* parts = nullptr, OutputStamp stamp = {});
 void ResetWindow(Collector* c);
 // The timer's ticks and the bursts since the window started.
 TickCounts WindowTicks(const Collector& c);

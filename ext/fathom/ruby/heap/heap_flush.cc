@@ -35,6 +35,7 @@ struct FlushState {
   Collector* c = nullptr;
   bool gc = false;
   FirefoxParts* parts = nullptr;  // flush_into: rows go here, not encoded
+  OutputStamp stamp;              // flush: who wrote it, written by the encoder
   std::unique_ptr<HeapAggregator> aggregator;
   std::vector<uint32_t> frames_to_symbolize;
   std::unique_ptr<HeapProfileRowsBuilder> rows_builder;  // copies rows in batches, yielding between
@@ -352,6 +353,7 @@ void FlushBody(FlushState* f) {
     f->result = rb_ary_new_from_args(2, none, StatsHash(*f, none));
     return;
   }
+  f->rows.stamp = std::move(f->stamp);
   WithoutGvl([f] {
     FATHOM_FAULT_POINT("heap_flush_encode");
     f->bytes = EncodeHeapProfile(f->rows);
@@ -410,13 +412,14 @@ TickCounts WindowTicks(const Collector& c) {
                     c.window_bursts};
 }
 
-VALUE FlushHeapProfile(Collector* c, bool gc, FirefoxParts* parts) {
+VALUE FlushHeapProfile(Collector* c, bool gc, FirefoxParts* parts, OutputStamp stamp) {
   if (c->max_depth == 0) ThrowFathomError("fathom: collector was not initialized");
   if (c->flushing) ThrowFathomError("fathom: a flush of this profiler is already in progress");
   auto f = std::make_unique<FlushState>();
   f->c = c;
   f->gc = gc;
   f->parts = parts;
+  f->stamp = std::move(stamp);
   FlushScope scope(c);
   FlushState* state = f.get();
   // An exception out of the walk (an interrupt raised while it yielded)

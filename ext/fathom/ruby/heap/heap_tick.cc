@@ -429,7 +429,7 @@ VALUE NativeAfterForkParent(VALUE) {
 
 void InitHeapTick(VALUE mNative) {
   SetDirectedSignalHandler(HandleSigprof);
-  // Process-wide fork hooks, called by lib/fathom/fork_hooks.rb around
+  // Process-wide fork hooks, called by lib/fathom/process/fork_hooks.rb around
   // Process._fork (the child's side is HeapCollector#after_fork_child).
   rb_define_module_function(mNative, "before_fork", RUBY_METHOD_FUNC(NativeBeforeFork), 0);
   rb_define_module_function(mNative, "after_fork_parent", RUBY_METHOD_FUNC(NativeAfterForkParent), 0);

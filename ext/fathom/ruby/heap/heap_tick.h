@@ -14,7 +14,7 @@
 // Ruby then flags a context that is not always the GVL holder's, and ticks
 // were lost whenever other threads existed (gvl_owner.h): that path is only
 // the fallback when SIGPROF belongs to another profiler. See
-// IMPLEMENTATION.md, "Sampled mode".
+// docs/internals/heap.md, "Sampled mode".
 //
 // The timer also owns what exists only for it: the "hook armed" flag, the
 // fork hooks (Fathom::Native.before_fork / after_fork_parent) and the list

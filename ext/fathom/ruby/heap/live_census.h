@@ -1,5 +1,5 @@
 // The heap census that calibrates sampled mode's live bytes
-// (core/heap/live_strata.h, IMPLEMENTATION.md "Calibrating live bytes to a
+// (core/heap/live_strata.h, docs/internals/heap.md "Calibrating live bytes to a
 // heap census").
 //
 // At a window's start the census notes which heap slots hold an object

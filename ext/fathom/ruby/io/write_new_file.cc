@@ -2,7 +2,7 @@
 // written, :exists when something is at dir/name already, :no_hard_links
 // when the file system cannot link (the caller then renames), or
 // [errno, step] on error; nothing is written in those cases.
-// lib/fathom/atomic_file.rb (AtomicFile.write_new) is the only caller: it
+// lib/fathom/files/atomic_file.rb (AtomicFile.write_new) is the only caller: it
 // checks the types and turns [errno, step] into a SystemCallError.
 //
 // Why native: one release of the GVL for the whole write instead of one per

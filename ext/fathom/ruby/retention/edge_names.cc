@@ -61,7 +61,7 @@ class ChildIndex {
  private:
   // Mapped (core/base/mapped_vector.h): for a 250k-element array these are
   // MBs, and a glibc block that size, once freed, raised glibc's mmap
-  // threshold so far that the arenas kept tens of MB (IMPLEMENTATION.md,
+  // threshold so far that the arenas kept tens of MB (docs/internals/serving.md,
   // "Memory after serving"). Only the bucket array is that big; the nodes
   // are small and come from operator new.
   using ChildMap = std::unordered_map<VALUE, uint32_t, std::hash<VALUE>, std::equal_to<VALUE>,

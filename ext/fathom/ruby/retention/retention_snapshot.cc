@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "ruby/io/output_stamp_arg.h"
 #include "ruby/runtime/boundary.h"
 #include "ruby/init.h"
 #include "retention/dominators.h"
@@ -252,11 +253,12 @@ void RequireTaken(const Snapshot* s) {
   if (!s->taken || s->idom.empty()) ThrowFathomError("fathom: retention snapshot not taken yet");
 }
 
-VALUE SnapshotFlush(VALUE self) {
+VALUE SnapshotFlush(VALUE self, VALUE stamp) {
   Snapshot* s = Get(self);
   return RubyMethod([&] {
     RequireTaken(s);
     RetentionProfileOptions options;
+    options.stamp = OutputStampArg(stamp);
     options.max_depth = s->max_depth;
     options.time_nanos = s->time_nanos;
     options.duration_nanos = s->walk_ns + s->name_ns;
@@ -357,7 +359,7 @@ void InitRetentionSnapshot(VALUE mNative) {
   rb_define_alloc_func(klass, retention::SnapshotAlloc);
   rb_define_method(klass, "initialize", RUBY_METHOD_FUNC(retention::SnapshotInitialize), -1);
   rb_define_method(klass, "take", RUBY_METHOD_FUNC(retention::SnapshotTake), -1);
-  rb_define_method(klass, "flush", RUBY_METHOD_FUNC(retention::SnapshotFlush), 0);
+  rb_define_method(klass, "flush", RUBY_METHOD_FUNC(retention::SnapshotFlush), 1);
   rb_define_method(klass, "stats", RUBY_METHOD_FUNC(retention::SnapshotStats), 0);
 }
 

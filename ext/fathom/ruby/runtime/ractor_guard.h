@@ -4,7 +4,7 @@
 // the collectors rely on: a NEWOBJ hook firing on one of them would touch
 // the sample store while the main Ractor does, which crashed exact mode
 // and sampled mode at a 1 ms interval on 3.1. The Ruby layer
-// (lib/fathom/ractor_check.rb) stops every profiler before Ractor.new and
+// (lib/fathom/process/ractor_check.rb) stops every profiler before Ractor.new and
 // refuses to start while Ractors run; this guard is the native line behind
 // it, for a Ractor created behind its back (through a Method object taken
 // before Fathom was loaded): the NEWOBJ and GC-event hooks first ask

@@ -1,5 +1,5 @@
 // Functions libruby exports but no installed header declares. We declare
-// them ourselves (DESIGN.md: public API only; exported-but-undeclared
+// them ourselves (docs/internals/ruby-binding.md, "Public Ruby C API only": exported-but-undeclared
 // functions are allowed with our own prototypes behind have_func checks) —
 // no internal structs are copied. extconf.rb's have_func sets HAVE_*.
 // One piece of internal layout is read, not declared here: an imemo's type
