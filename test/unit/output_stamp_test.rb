@@ -78,6 +78,12 @@ class OutputStampTest < Minitest::Test
     assert_match(/stamp must be nil or \[lines, default_sample_type\]/, error.message)
     assert_raises(TypeError) { profiler.flush(stamp: [[1], nil]) }
     assert_raises(TypeError) { profiler.flush(stamp: [["pid=1"], :cpu]) }
+    # The format is checked first too, whatever the collector.
+    [profiler, Fathom::CpuProfiler.new(mode: :cpu)].each do |p|
+      collector = p.instance_variable_get(:@collector)
+      error = assert_raises(ArgumentError) { collector.flush(:json, true, nil) }
+      assert_equal "fathom: format must be :pprof or :firefox, got :json", error.message
+    end
     # A sample type the profile does not have.
     error = assert_raises(Fathom::Error) { profiler.flush(stamp: [["pid=1"], "alloc_space"]) }
     assert_match(/alloc_space/, error.message)

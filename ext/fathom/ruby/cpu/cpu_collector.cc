@@ -12,7 +12,7 @@
 //   - flush: the window taken out with the GVL (cpu_window.cc: frames
 //     symbolized, the data copied), then the pprof or Firefox profile
 //     encoded and gzipped without the GVL.
-#include "ruby/io/output_stamp_arg.h"
+#include "ruby/io/window_flush.h"
 #include "ruby/cpu/cpu_collector.h"
 
 #include <memory>
@@ -38,7 +38,7 @@ size_t RingCapacity(int max_depth) {
   return cells < 256 ? 256 : cells > 2048 ? 2048 : cells;
 }
 
-VALUE sym_cpu, sym_wall, sym_pprof, sym_firefox;
+VALUE sym_cpu, sym_wall;
 
 }  // namespace
 
@@ -236,39 +236,17 @@ VALUE CollectorAfterForkChild(VALUE self) {
   });
 }
 
-struct EncodeJob {
-  CpuProfileData data;
-  bool firefox = false;
-  bool gzip = true;
-  std::string out;
-  VALUE result = Qnil;
-};
-
-void EncodeOffGvl(EncodeJob* job) {
-  WithoutGvl([job] {
-    FATHOM_FAULT_POINT("cpu_encode");
-    job->out = job->firefox ? EncodeCpuFirefox(job->data, job->gzip) : EncodeCpuPprof(job->data);
-  });
-  job->result = rb_str_new(job->out.data(), static_cast<long>(job->out.size()));
-}
-
-// flush(format, gzip) -> String: :pprof (always gzipped) or :firefox
+// flush(format, gzip, stamp) -> String: :pprof (always gzipped) or :firefox
 // (JSON, gzipped when gzip; needs timeline: true at initialize). Covers the
-// window since start (or the previous flush, or the fork) and starts a new one.
+// window since start (or the previous flush, or the fork) and starts a new
+// one (io/window_flush.h).
 VALUE CollectorFlush(VALUE self, VALUE format, VALUE gzip, VALUE stamp) {
   CpuCollector* c = Unwrap(self);
   return RubyMethod([&] {
-    if (format != sym_pprof && format != sym_firefox)
-      ThrowArgumentError("fathom: the CPU profiler writes format :pprof or :firefox");
-    auto job = std::make_unique<EncodeJob>();
-    job->firefox = format == sym_firefox;
-    job->gzip = RTEST(gzip);
-    OutputStamp who = OutputStampArg(stamp);  // read before the window is taken: a TypeError loses nothing
-    job->data = cpu::TakeData(Initialized(c));
-    job->data.stamp = std::move(who);
-    EncodeJob* j = job.get();
-    Protect([j] { EncodeOffGvl(j); });
-    return j->result;
+    return FlushWindow(
+        format, gzip, stamp, "cpu_encode", [c] { return cpu::TakeData(Initialized(c)); },
+        [](const CpuProfileData& d) { return EncodeCpuPprof(d); },
+        [](const CpuProfileData& d, bool zip) { return EncodeCpuFirefox(d, zip); });
   });
 }
 
@@ -319,8 +297,6 @@ void InitCpuCollector(VALUE mNative) {
   InitCpuSampler();
   sym_cpu = ID2SYM(rb_intern("cpu"));
   sym_wall = ID2SYM(rb_intern("wall"));
-  sym_pprof = ID2SYM(rb_intern("pprof"));
-  sym_firefox = ID2SYM(rb_intern("firefox"));
   cpu::InitWindow();
   rb_gc_register_address(&g_active_self);
 

@@ -29,7 +29,7 @@
 // or steps); lib/ calls it from a sleeping Ruby thread every coalesce
 // interval, and start/stop/encode read once more so counts are exact at
 // the window's edges.
-#include "ruby/io/output_stamp_arg.h"
+#include "ruby/io/window_flush.h"
 #include "ruby/init.h"
 
 #include <ruby/debug.h>
@@ -56,7 +56,6 @@ namespace {
 VALUE sym_major_by, sym_gc_by, sym_heap_live_slots;
 VALUE sym_nofree, sym_oldgen, sym_shady, sym_force, sym_oldmalloc;
 VALUE sym_newobj, sym_malloc, sym_method, sym_capi, sym_stress;
-VALUE sym_pprof, sym_firefox;
 VALUE sym_hooks, sym_counters, sym_time, sym_minor_gc_count, sym_major_gc_count;
 
 struct GcCollector {
@@ -356,48 +355,18 @@ GcProfileData TakeData(GcCollector* c) {
   return d;
 }
 
-struct EncodeJob {
-  GcProfileData data;
-  bool firefox;
-  bool gzip;
-  std::string out;
-  VALUE result = Qnil;
-};
-
-// Encoding and gzip are pure computation on the copy: no GVL needed. Under
-// Protect because leaving the blocking region runs interrupts (a
-// Thread#raise): the job lives in the caller's heap object, not here.
-void EncodeOffGvl(EncodeJob* job) {
-  WithoutGvl([job] {
-    FATHOM_FAULT_POINT("gc_encode");
-    job->out = job->firefox ? EncodeGcFirefox(job->data, job->gzip) : EncodeGcPprof(job->data);
-  });
-  job->result = rb_str_new(job->out.data(), static_cast<long>(job->out.size()));
-}
-
-// flush(format, gzip) -> String: :pprof (always gzipped) or :firefox
+// flush(format, gzip, stamp) -> String: :pprof (always gzipped) or :firefox
 // (JSON, gzipped when gzip is true). Covers the window since start (or the
 // previous flush, or the fork) and starts a new one; the collector keeps
 // running. A failed encode raises (NoMemoryError, Fathom::Error) and loses
-// that window.
+// that window (io/window_flush.h).
 VALUE CollectorFlush(VALUE self, VALUE format, VALUE gzip, VALUE stamp) {
   GcCollector* c = Unwrap(self);
   return RubyMethod([&] {
-    if (format != sym_pprof && format != sym_firefox) {
-      VALUE shown = Qnil;
-      Protect([&] { shown = rb_inspect(format); });
-      ThrowArgumentError("fathom: format must be :pprof or :firefox, got %.*s", static_cast<int>(RSTRING_LEN(shown)),
-                         RSTRING_PTR(shown));
-    }
-    OutputStamp who = OutputStampArg(stamp);  // read before the window is taken: a TypeError loses nothing
-    auto job = std::make_unique<EncodeJob>();
-    job->data = TakeData(Initialized(c));
-    job->data.stamp = std::move(who);
-    job->firefox = format == sym_firefox;
-    job->gzip = RTEST(gzip);
-    EncodeJob* j = job.get();
-    Protect([j] { EncodeOffGvl(j); });
-    return j->result;
+    return FlushWindow(
+        format, gzip, stamp, "gc_encode", [c] { return TakeData(Initialized(c)); },
+        [](const GcProfileData& d) { return EncodeGcPprof(d); },
+        [](const GcProfileData& d, bool zip) { return EncodeGcFirefox(d, zip); });
   });
 }
 
@@ -456,8 +425,6 @@ void InitGcCollector(VALUE mNative) {
   sym_method = sym("method");
   sym_capi = sym("capi");
   sym_stress = sym("stress");
-  sym_pprof = sym("pprof");
-  sym_firefox = sym("firefox");
   sym_hooks = sym("hooks");
   sym_counters = sym("counters");
   sym_time = sym("time");
