@@ -15,7 +15,7 @@ struct Fixture {
   uint32_t keep_stack, drop_stack, string_label, main_label;
 
   Fixture() {
-    store.set_liveness(LivenessSource::kFreeobjHook);
+    store.set_exact(true);
     uint64_t keep[] = {0x100, 0x200, 0x300};
     uint64_t drop[] = {0x100, 0x400, 0x300};
     int32_t lines[] = {0, 5, 1};
@@ -136,7 +136,7 @@ TEST(HeapProfileTest, EncodedProfileReadsBackInGoPprof) {
 
 TEST(HeapProfileTest, StratifiedInuseValuesAreScaledToTheCensus) {
   Fixture fx;
-  fx.store.set_liveness(LivenessSource::kToken);
+  fx.store.set_exact(false);
   uint32_t a = fx.AddLive(fx.keep_stack, 0x1000, 100, 10041);
   uint32_t b = fx.AddLive(fx.drop_stack, 0x2000, 100, 10041);
   uint32_t plain = fx.AddLive(fx.drop_stack, 0x3000, 7, 40);

@@ -17,7 +17,7 @@ bool SampleStore::Commit(uint32_t index, const CommitInfo& info) {
   r.alloc_time_ns = info.time_ns;
   r.thread = 0;
   r.state = RecordState::kLive;
-  if (liveness_ == LivenessSource::kFreeobjHook) {
+  if (exact_) {
     live_objects_.Insert(r.object, index);
     return true;
   }
@@ -95,7 +95,7 @@ HeapValues SampleStore::Report(uint32_t index, bool alive, uint64_t inuse_size, 
     rows->Add(key, v);
   }
   if (!alive) {
-    if (liveness_ == LivenessSource::kFreeobjHook) live_objects_.Erase(r.object);
+    if (exact_) live_objects_.Erase(r.object);
     Recycle(index);
   }
   return v;

@@ -30,13 +30,6 @@ namespace fathom {
 
 class HeapAggregator;
 
-// How a live record learns that its object died.
-enum class LivenessSource : uint8_t {
-  kFreeobjHook,  // exact mode: the object handle is kept; ObjectFreed retires it
-  kToken,        // sampled mode: only an opaque token is kept (the Ruby layer's
-                 // LivenessTokens); the flush asks whether it still leads to an object
-};
-
 enum class RecordState : uint8_t { kFree, kPending, kLive, kFreed };
 
 struct SampleRecord {
@@ -75,7 +68,7 @@ struct CommitInfo {
   uint32_t class_label = 0;
   uint32_t thread_label = 0;
   uint64_t alloc_bytes = 0;
-  uint64_t liveness_token = 0;  // kToken: the token for this object (0 = untrackable)
+  uint64_t liveness_token = 0;  // sampled mode: the token for this object (0 = untrackable)
   int64_t time_ns = 0;          // monotonic time of the commit
 };
 
@@ -108,8 +101,11 @@ struct AllocTotals {
 
 class SampleStore {
  public:
-  void set_liveness(LivenessSource source) { liveness_ = source; }
-  LivenessSource liveness() const { return liveness_; }
+  // How a live record learns that its object died. Exact mode: the object
+  // handle is kept and ObjectFreed retires it. Sampled mode (the default):
+  // only an opaque token is kept (the Ruby layer's LivenessTokens), and the
+  // flush asks whether it still leads to an object.
+  void set_exact(bool exact) { exact_ = exact; }
 
   StackTable& stacks() { return stacks_; }
   const StackTable& stacks() const { return stacks_; }
@@ -173,7 +169,7 @@ class SampleStore {
   // the new handle.
   template <typename F>
   void RemapObjects(F&& remap) {
-    if (liveness_ != LivenessSource::kFreeobjHook) return;
+    if (!exact_) return;
     live_objects_.Clear();
     for (uint32_t i = 0; i < capacity(); i++) {
       SampleRecord& r = records_[i];
@@ -204,7 +200,7 @@ class SampleStore {
   // Drops a record: releases its stack and recycles the slot.
   void Recycle(uint32_t index);
 
-  LivenessSource liveness_ = LivenessSource::kToken;
+  bool exact_ = false;
   StackTable stacks_;
   StringInterner labels_;
   ObjectMap live_objects_;  // exact mode: object handle -> record index

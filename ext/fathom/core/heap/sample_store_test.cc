@@ -7,14 +7,16 @@
 namespace fathom {
 namespace {
 
+constexpr bool kExact = true, kSampled = false;
+
 // The record state machine as the Ruby layer drives it: hook (AddPending),
 // commit (Commit), FREEOBJ (ObjectFreed), flush (DrainFreed, Report).
 struct Store {
   SampleStore store;
   uint32_t stack, other_stack, label;
 
-  explicit Store(LivenessSource mode) {
-    store.set_liveness(mode);
+  explicit Store(bool exact) {
+    store.set_exact(exact);
     uint64_t a[] = {0x100, 0x200};
     uint64_t b[] = {0x100, 0x300};
     int32_t lines[] = {1, 2};
@@ -42,7 +44,7 @@ struct Store {
 };
 
 TEST(SampleStoreTest, CommitMakesPendingRecordsLive) {
-  Store s(LivenessSource::kToken);
+  Store s(kSampled);
   uint32_t i = s.Sample(s.stack, 0x1000, 5);
   EXPECT_FALSE(s.store.is_live(i));
   ASSERT_EQ(s.store.pending().size(), 1u);
@@ -58,7 +60,7 @@ TEST(SampleStoreTest, CommitMakesPendingRecordsLive) {
 }
 
 TEST(SampleStoreTest, ReportWeighsValuesAndGivesAllocationsOnce) {
-  Store s(LivenessSource::kToken);
+  Store s(kSampled);
   uint32_t i = s.Sample(s.stack, 0x1000, 5);
   s.Commit(i, 40, 8);
   s.store.ClearPending();
@@ -97,7 +99,7 @@ TEST(SampleStoreTest, ReportWeighsValuesAndGivesAllocationsOnce) {
 // A burst: the first record carries the gap since the previous burst, the
 // others their skips; afterwards each carries an equal share of the sum.
 TEST(SampleStoreTest, SpreadWeightSharesTheBurstsAllocationsExactly) {
-  Store s(LivenessSource::kToken);
+  Store s(kSampled);
   uint32_t burst[] = {s.Sample(s.stack, 0x1000, 10000), s.Sample(s.stack, 0x1008, 3), s.Sample(s.other_stack, 0x1010, 4)};
   s.store.SpreadWeight(burst, 3);
   EXPECT_EQ(s.store.at(burst[0]).weight, 3336u);  // 10007 = 3335 * 3 + 2: the remainder goes first
@@ -112,7 +114,7 @@ TEST(SampleStoreTest, SpreadWeightSharesTheBurstsAllocationsExactly) {
 // reference released, its slot free, skipped by the rest of the commit
 // loop and by the mark function); a kept one carries its scaled weight.
 TEST(SampleStoreTest, DropPendingForgetsTheCandidateAndSetWeightScalesAKeptOne) {
-  Store s(LivenessSource::kToken);
+  Store s(kSampled);
   uint32_t dropped = s.Sample(s.stack, 0x4000, 3);
   uint32_t kept = s.Sample(s.stack, 0x4000, 3);
   s.store.DropPending(dropped);
@@ -134,7 +136,7 @@ TEST(SampleStoreTest, DropPendingForgetsTheCandidateAndSetWeightScalesAKeptOne) 
 }
 
 TEST(SampleStoreTest, DeadOnFirstReportGivesItsAllocationAndIsRecycled) {
-  Store s(LivenessSource::kToken);
+  Store s(kSampled);
   uint32_t i = s.Sample(s.stack, 0x1000, 3);
   s.Commit(i, 100, 8);
   s.store.ClearPending();
@@ -154,7 +156,7 @@ TEST(SampleStoreTest, DeadOnFirstReportGivesItsAllocationAndIsRecycled) {
 }
 
 TEST(SampleStoreTest, ExactModeFollowsFreesThroughTheObjectMap) {
-  Store s(LivenessSource::kFreeobjHook);
+  Store s(kExact);
   uint32_t a = s.Sample(s.stack, 0x1000, 1);
   uint32_t b = s.Sample(s.stack, 0x2000, 1);
   s.Commit(a, 40);
@@ -174,7 +176,7 @@ TEST(SampleStoreTest, ExactModeFollowsFreesThroughTheObjectMap) {
 }
 
 TEST(SampleStoreTest, FreedRecordsFoldPerKeyUnlessAlreadyReported) {
-  Store s(LivenessSource::kFreeobjHook);
+  Store s(kExact);
   std::vector<uint32_t> idx;
   for (uint64_t k = 0; k < 6; k++) {
     idx.push_back(s.Sample(k < 4 ? s.stack : s.other_stack, 0x1000 + 40 * k, 2));
@@ -201,7 +203,7 @@ TEST(SampleStoreTest, FreedRecordsFoldPerKeyUnlessAlreadyReported) {
 }
 
 TEST(SampleStoreTest, RemapObjectsFollowsCompaction) {
-  Store s(LivenessSource::kFreeobjHook);
+  Store s(kExact);
   uint32_t a = s.Sample(s.stack, 0x1000, 1);
   s.Commit(a, 40);
   s.store.ClearPending();

@@ -110,7 +110,7 @@ VALUE CollectorInitialize(VALUE self, VALUE exact, VALUE interval_ns, VALUE max_
     c->exact = RTEST(exact);
     c->interval_ns = static_cast<uint64_t>(interval);
     c->max_depth = depth;
-    c->store.set_liveness(c->exact ? LivenessSource::kFreeobjHook : LivenessSource::kToken);
+    c->store.set_exact(c->exact);
     c->tokens = LivenessTokens(LivenessTokens::ParseKind(liveness));
     return self;
   });
