@@ -13,9 +13,9 @@
 
 namespace fathom {
 
-Collector* g_active = nullptr;
+HeapCollector* g_active = nullptr;
 VALUE g_active_self = Qnil;
-Collector* g_freeobj_owner = nullptr;
+HeapCollector* g_freeobj_owner = nullptr;
 VALUE g_freeobj_owner_self = Qnil;
 
 namespace {
@@ -50,11 +50,11 @@ constexpr uint32_t kBurstMeanSkip = 1;
 
 VALUE sym_total_allocated_objects = Qnil;
 
-uint32_t BurstSkip(Collector* c) { return static_cast<uint32_t>(c->rng() % (2 * kBurstMeanSkip + 1)); }
+uint32_t BurstSkip(HeapCollector* c) { return static_cast<uint32_t>(c->rng() % (2 * kBurstMeanSkip + 1)); }
 
-bool IsOwnAllocation(Collector* c, VALUE thread) { return c->busy_depth > 0 && thread == c->busy_thread; }
+bool IsOwnAllocation(HeapCollector* c, VALUE thread) { return c->busy_depth > 0 && thread == c->busy_thread; }
 
-void TakeSample(Collector* c, VALUE obj, VALUE thread) {
+void TakeSample(HeapCollector* c, VALUE obj, VALUE thread) {
   uint64_t weight = 1;
   if (!c->exact) {
     // The sample stands for every allocation since the previous sample, so
@@ -98,7 +98,7 @@ void NewobjHook(VALUE, void* trace_arg) {
   NoThrow("newobj hook", [&] {
     VALUE thread = rb_thread_current();  // one TLS lookup, for the guard, IsOwnAllocation and the record
     if (!OnMainRactor(thread)) return NoteOtherRactor();
-    Collector* c = g_active;
+    HeapCollector* c = g_active;
     if (!c || IsOwnAllocation(c, thread)) return;
     if (!c->exact && c->skip_countdown > 0) {
       c->skip_countdown--;
@@ -113,7 +113,7 @@ void NewobjHook(VALUE, void* trace_arg) {
 // No Ractor guard: see ractor_guard.h.
 void FreeobjHook(VALUE, void* trace_arg) {
   NoThrow("freeobj hook", [&] {
-    Collector* c = g_freeobj_owner;
+    HeapCollector* c = g_freeobj_owner;
     if (!c) return;
     c->store.ObjectFreed(static_cast<uint64_t>(rb_tracearg_object(static_cast<rb_trace_arg_t*>(trace_arg))));
   });
@@ -135,7 +135,7 @@ constexpr rb_event_hook_flag_t kRawHookFlags =
 void ArmJob(void*) {
   NoThrow("arm job", [] {
     SampleTimer::JobRan();
-    Collector* c = g_active;
+    HeapCollector* c = g_active;
     if (!c || c->exact || !c->running || SampleTimer::hook_armed.load()) return;
     if (OtherRactorSeen()) return;  // sampling stops: see ractor_guard.h
     MaybeRefreshStartSlots(c);  // a walk after the first GCs (live_census.h), before arming
@@ -152,7 +152,7 @@ void ArmJob(void*) {
 PostponedJob g_arm_job(ArmJob);
 const size_t kBurstCandidates = 64;
 
-void EndBurst(Collector* c) {
+void EndBurst(HeapCollector* c) {
   if (c->exact) return;
   RemoveNewobjHook();
   SampleTimer::hook_armed.store(false);

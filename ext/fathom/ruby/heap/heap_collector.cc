@@ -27,7 +27,7 @@ constexpr int kMaxDepthLimit = 4096;
 
 void CollectorMark(void* ptr) {
   NoThrow("heap collector mark", [ptr] {
-    Collector* c = static_cast<Collector*>(ptr);
+    HeapCollector* c = static_cast<HeapCollector*>(ptr);
     // Each distinct frame once, however many samples share it.
     c->store.stacks().ForEachFrameHandle([](uint64_t h) { rb_gc_mark_movable(static_cast<VALUE>(h)); });
     // Pending objects must survive (and not move) until CommitPending has
@@ -47,7 +47,7 @@ void CollectorMark(void* ptr) {
 // every moved object during the reference-update phase).
 void CollectorCompact(void* ptr) {
   NoThrow("heap collector compact", [ptr] {
-    Collector* c = static_cast<Collector*>(ptr);
+    HeapCollector* c = static_cast<HeapCollector*>(ptr);
     c->label_cache_gc_count = SIZE_MAX;  // classes and threads may have moved
     if (c->busy_thread != Qnil) c->busy_thread = rb_gc_location(c->busy_thread);
     auto location = [](uint64_t h) { return static_cast<uint64_t>(rb_gc_location(static_cast<VALUE>(h))); };
@@ -63,7 +63,7 @@ void CollectorCompact(void* ptr) {
 // installed but inert (they check the globals first).
 void CollectorFree(void* ptr) {
   NoThrow("heap collector free", [ptr] {
-    Collector* c = static_cast<Collector*>(ptr);
+    HeapCollector* c = static_cast<HeapCollector*>(ptr);
     if (g_active == c) {
       if (!c->exact) SampleTimer::Stop(/*unwatch_threads=*/false);
       g_active = nullptr;
@@ -74,11 +74,11 @@ void CollectorFree(void* ptr) {
 }
 
 size_t CollectorSize(const void* ptr) {
-  const Collector* c = static_cast<const Collector*>(ptr);
+  const HeapCollector* c = static_cast<const HeapCollector*>(ptr);
   return sizeof(*c) + c->store.capacity() * sizeof(SampleRecord) + c->store.stacks().stack_count() * 64;
 }
 
-const rb_data_type_t kCollectorType = {
+const rb_data_type_t kHeapCollectorType = {
     "Fathom::Native::HeapCollector",
     {CollectorMark, CollectorFree, CollectorSize, CollectorCompact, {nullptr}},
     nullptr,
@@ -88,16 +88,16 @@ const rb_data_type_t kCollectorType = {
 
 // Raises TypeError (a longjmp) for a wrong receiver: call it before any C++
 // object is alive in the method body.
-Collector* GetCollector(VALUE self) { return static_cast<Collector*>(rb_check_typeddata(self, &kCollectorType)); }
+HeapCollector* Unwrap(VALUE self) { return static_cast<HeapCollector*>(rb_check_typeddata(self, &kHeapCollectorType)); }
 
 // ---------------------------------------------------------------- lifecycle
 
 VALUE CollectorAlloc(VALUE klass) {
-  return RubyMethod([klass] { return TypedData_Wrap_Struct(klass, &kCollectorType, new Collector()); });
+  return RubyMethod([klass] { return TypedData_Wrap_Struct(klass, &kHeapCollectorType, new HeapCollector()); });
 }
 
 VALUE CollectorInitialize(VALUE self, VALUE exact, VALUE interval_ns, VALUE max_depth, VALUE liveness) {
-  Collector* c = GetCollector(self);
+  HeapCollector* c = Unwrap(self);
   return RubyMethod([&] {
     if (c->max_depth != 0) ThrowFathomError("fathom: collector is already initialized");
     if (!RB_INTEGER_TYPE_P(interval_ns)) ThrowTypeError("fathom: interval must be an Integer of nanoseconds");
@@ -116,7 +116,7 @@ VALUE CollectorInitialize(VALUE self, VALUE exact, VALUE interval_ns, VALUE max_
   });
 }
 
-void SeedRng(Collector* c) {
+void SeedRng(HeapCollector* c) {
   // Seeded per process (and again after fork) so forked workers do not all
   // sample the same allocations, as an unseeded generator would.
   std::random_device rd;
@@ -129,7 +129,7 @@ void Deactivate() {
 }
 
 VALUE CollectorStart(VALUE self) {
-  Collector* c = GetCollector(self);
+  HeapCollector* c = Unwrap(self);
   return RubyMethod([&] {
     if (c->running) return self;
     if (g_active) ThrowFathomError("fathom: another heap profiler is already running in this process");
@@ -181,7 +181,7 @@ VALUE CollectorStart(VALUE self) {
 }
 
 VALUE CollectorStop(VALUE self) {
-  Collector* c = GetCollector(self);
+  HeapCollector* c = Unwrap(self);
   return RubyMethod([&] {
     if (!c->running) return self;
     if (c->exact) {
@@ -210,7 +210,7 @@ VALUE CollectorStop(VALUE self) {
 // Ractor's allocation). So the hook goes now; the records keep what FREEOBJ
 // told them so far and are reported as not alive ("lost" liveness).
 VALUE CollectorReleaseLivenessHook(VALUE self) {
-  Collector* c = GetCollector(self);
+  HeapCollector* c = Unwrap(self);
   return RubyMethod([&] {
     if (!c->running && g_freeobj_owner == c) ReleaseFreeobjOwnership();
     return self;
@@ -218,12 +218,12 @@ VALUE CollectorReleaseLivenessHook(VALUE self) {
 }
 
 VALUE CollectorRunningP(VALUE self) {
-  Collector* c = GetCollector(self);
+  HeapCollector* c = Unwrap(self);
   return RubyMethod([c] { return c->running ? Qtrue : Qfalse; });
 }
 
 VALUE CollectorFlush(VALUE self, VALUE gc, VALUE stamp) {
-  Collector* c = GetCollector(self);
+  HeapCollector* c = Unwrap(self);
   VALUE result = RubyMethod([&] { return FlushHeapProfile(c, RTEST(gc), nullptr, OutputStampArg(stamp)); });
   RB_GC_GUARD(self);
   return result;
@@ -232,7 +232,7 @@ VALUE CollectorFlush(VALUE self, VALUE gc, VALUE stamp) {
 // flush_into(parts, gc) -> ["", stats]: the flush, with the rows and their
 // sampled allocations moved into a FirefoxParts instead of encoded.
 VALUE CollectorFlushInto(VALUE self, VALUE parts, VALUE gc) {
-  Collector* c = GetCollector(self);
+  HeapCollector* c = Unwrap(self);
   FirefoxParts* p = UnwrapFirefoxParts(parts);
   VALUE result = RubyMethod([&] { return FlushHeapProfile(c, RTEST(gc), p); });
   RB_GC_GUARD(self);
@@ -243,7 +243,7 @@ VALUE CollectorFlushInto(VALUE self, VALUE parts, VALUE gc) {
 // keep_alloc_events = bool: keep each sampled allocation's time and thread
 // (~40 bytes a sample until the flush) for flush_into's Firefox timeline.
 VALUE CollectorSetKeepAllocEvents(VALUE self, VALUE keep) {
-  Collector* c = GetCollector(self);
+  HeapCollector* c = Unwrap(self);
   return RubyMethod([&] {
     c->store.set_keep_alloc_events(RTEST(keep));
     return keep;
@@ -254,7 +254,7 @@ VALUE CollectorSetKeepAllocEvents(VALUE self, VALUE keep) {
 
 // The allocation site of a stack: "String#* ← Foo#bar foo.rb:12" (the leaf
 // frame, then the first Ruby frame with its line).
-std::string SiteOf(Collector* c, uint32_t stack_id) {
+std::string SiteOf(HeapCollector* c, uint32_t stack_id) {
   StackTable& stacks = c->store.stacks();
   // Copies: symbolizing calls Ruby, and other threads' hooks may then grow
   // the stack table under any reference into it.
@@ -284,7 +284,7 @@ std::string SiteOf(Collector* c, uint32_t stack_id) {
 // really reachable); sampled mode: object_ids that still resolve. Holding
 // the returned objects keeps them alive.
 VALUE CollectorLiveObjects(VALUE self, VALUE limit_value) {
-  Collector* c = GetCollector(self);
+  HeapCollector* c = Unwrap(self);
   long limit = NUM2LONG(limit_value);
   return RubyMethod([&] {
     VALUE out = rb_ary_new();
@@ -309,7 +309,7 @@ VALUE CollectorLiveObjects(VALUE self, VALUE limit_value) {
 // ---------------------------------------------------------------- misc
 
 VALUE CollectorAfterForkChild(VALUE self) {
-  Collector* c = GetCollector(self);
+  HeapCollector* c = Unwrap(self);
   return RubyMethod([&] {
     // Threads other than the forking one are gone: so is any flush in
     // progress, and the parent's samples describe the parent.
@@ -337,7 +337,7 @@ VALUE CollectorAfterForkChild(VALUE self) {
 }
 
 VALUE CollectorSetCensus(VALUE self, VALUE on) {
-  Collector* c = GetCollector(self);
+  HeapCollector* c = Unwrap(self);
   return RubyMethod([&] {
     c->census.enabled = RTEST(on);
     return on;
@@ -345,7 +345,7 @@ VALUE CollectorSetCensus(VALUE self, VALUE on) {
 }
 
 VALUE CollectorStats(VALUE self) {
-  Collector* c = GetCollector(self);
+  HeapCollector* c = Unwrap(self);
   return RubyMethod([&] {
     VALUE h = rb_hash_new();
     auto set = [&](const char* key, unsigned long long v) { rb_hash_aset(h, ID2SYM(rb_intern(key)), ULL2NUM(v)); };

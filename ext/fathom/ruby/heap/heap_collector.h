@@ -58,7 +58,7 @@ namespace fathom {
 // are pinned until committed, so this also bounds what we keep alive.
 constexpr size_t kExactCommitBatch = 256;
 
-struct Collector {
+struct HeapCollector {
   // Configuration (immutable after initialize).
   bool exact = false;
   uint64_t interval_ns = 0;
@@ -132,11 +132,11 @@ struct Collector {
 
 // The running collector. Hooks are process-global, so there is at most one;
 // it is also registered as a GC root so it cannot be freed while hooked.
-extern Collector* g_active;
+extern HeapCollector* g_active;
 extern VALUE g_active_self;
 // The exact-mode collector whose FREEOBJ hook is installed. It can outlive
 // stop() until a flush drains its records (see CollectorStop).
-extern Collector* g_freeobj_owner;
+extern HeapCollector* g_freeobj_owner;
 extern VALUE g_freeobj_owner_self;
 
 // Marks the current thread as doing profiler work (its allocations are not
@@ -144,7 +144,7 @@ extern VALUE g_freeobj_owner_self;
 // skip the destructor (the flush).
 class BusyScope {
  public:
-  explicit BusyScope(Collector* c) : c_(c) {
+  explicit BusyScope(HeapCollector* c) : c_(c) {
     if (c_->busy_depth++ == 0) c_->busy_thread = rb_thread_current();
   }
   ~BusyScope() {
@@ -154,7 +154,7 @@ class BusyScope {
   BusyScope& operator=(const BusyScope&) = delete;
 
  private:
-  Collector* c_;
+  HeapCollector* c_;
 };
 
 // ---- allocation_hooks.cc
@@ -170,12 +170,12 @@ size_t TotalAllocatedObjects();
 extern const size_t kBurstCandidates;
 // Ends the burst in progress, if any: spreads its weight, disarms the hook
 // and has its records committed. Stop, flush and fork call it.
-void EndBurst(Collector* c);
+void EndBurst(HeapCollector* c);
 
 // ---- sample_commit.cc
 void InitSampleCommit();
 // Turns pending records into live ones, and folds freed ones into totals.
-void CommitPending(Collector* c);
+void CommitPending(HeapCollector* c);
 extern PostponedJob g_commit_job;
 // Bytes an object occupies (rb_obj_memsize_of where safe, else one slot).
 size_t MemsizeOf(VALUE obj);
@@ -184,7 +184,7 @@ size_t MemsizeOf(VALUE obj);
 // "freeobj_hook" (exact), "object_id" or "weakmap" (sampled); "lost" when
 // an exact collector's FREEOBJ hook went before a flush reported its records
 // (another exact collector started, or Ractor.new): nothing is counted live.
-inline const char* LivenessName(const Collector& c) {
+inline const char* LivenessName(const HeapCollector& c) {
   if (c.liveness_lost) return "lost";
   return c.exact ? "freeobj_hook" : LivenessTokens::KindName(c.tokens.kind());
 }
@@ -194,10 +194,10 @@ inline const char* LivenessName(const Collector& c) {
 // With parts (flush_into): the rows and their sampled allocations go into
 // parts->heap for a combined Firefox file, and bytes is "".
 struct FirefoxParts;
-VALUE FlushHeapProfile(Collector* c, bool gc, FirefoxParts* parts = nullptr, OutputStamp stamp = {});
-void ResetWindow(Collector* c);
+VALUE FlushHeapProfile(HeapCollector* c, bool gc, FirefoxParts* parts = nullptr, OutputStamp stamp = {});
+void ResetWindow(HeapCollector* c);
 // The timer's ticks and the bursts since the window started.
-TickCounts WindowTicks(const Collector& c);
+TickCounts WindowTicks(const HeapCollector& c);
 
 // ---- heap_collector.cc
 // Another collector's records keep only what FREEOBJ told them so far.

@@ -32,7 +32,7 @@ namespace {
 constexpr int64_t kMaxGvlHoldNs = 2000000;  // 2 ms
 
 struct FlushState {
-  Collector* c = nullptr;
+  HeapCollector* c = nullptr;
   bool gc = false;
   FirefoxParts* parts = nullptr;  // flush_into: rows go here, not encoded
   OutputStamp stamp;              // flush: who wrote it, written by the encoder
@@ -84,7 +84,7 @@ void MaybeYield(FlushState* f) {
 // tokens: LookupAt, which raises nothing, where a dead _id2ref lookup
 // raises an exception the walk would leave behind as garbage).
 VALUE FindSampledObject(FlushState* f, uint32_t i) {
-  Collector* c = f->c;
+  HeapCollector* c = f->c;
   const SampleRecord& r = c->store.at(i);
   if (!f->occupied_now.empty() && r.alloc_time_ns < f->census_started_ns) {
     if (!f->occupied_now.WasOccupied(r.object)) {
@@ -102,7 +102,7 @@ VALUE FindSampledObject(FlushState* f, uint32_t i) {
 
 void WalkRecords(FlushState* f) {
   FATHOM_FAULT_POINT("heap_flush_walk");
-  Collector* c = f->c;
+  HeapCollector* c = f->c;
   SampleStore& store = c->store;
   // Records appended while we yield belong to the next flush.
   uint32_t end = store.capacity();
@@ -258,7 +258,7 @@ VALUE StatsHash(const FlushState& f, VALUE bytes) {
   return h;
 }
 
-void DescribeWindow(Collector* c, HeapProfileRows* rows) {
+void DescribeWindow(HeapCollector* c, HeapProfileRows* rows) {
   rows->time_nanos = c->window_start_realtime_ns;
   rows->start_monotonic_ns = c->window_start_mono_ns;
   rows->pid = static_cast<int64_t>(getpid());
@@ -283,7 +283,7 @@ __attribute__((noinline)) void ClearDeadStack() {
 }
 
 void FlushBody(FlushState* f) {
-  Collector* c = f->c;
+  HeapCollector* c = f->c;
   f->started_ns = MonotonicNs();
   f->hold_started_ns = f->started_ns;
   // A GC can leave millions of freed records to fold: do it in batches,
@@ -371,7 +371,7 @@ void FlushBody(FlushState* f) {
 // and can leave CommitPending's flag set.
 class FlushScope {
  public:
-  explicit FlushScope(Collector* c) : c_(c) { c_->flushing = true; }
+  explicit FlushScope(HeapCollector* c) : c_(c) { c_->flushing = true; }
   ~FlushScope() {
     c_->flushing = false;
     if (!completed_) c_->committing = false;  // in case it unwound through CommitPending
@@ -385,7 +385,7 @@ class FlushScope {
   FlushScope& operator=(const FlushScope&) = delete;
 
  private:
-  Collector* c_;
+  HeapCollector* c_;
   bool completed_ = false;
 };
 
@@ -398,21 +398,21 @@ TickCounts TimerCountsNow() {
 }
 }  // namespace
 
-void ResetWindow(Collector* c) {
+void ResetWindow(HeapCollector* c) {
   c->window_start_realtime_ns = RealtimeNs();
   c->window_start_mono_ns = MonotonicNs();
   c->window_ticks_at_start = TimerCountsNow();
   c->window_bursts = 0;
 }
 
-TickCounts WindowTicks(const Collector& c) {
+TickCounts WindowTicks(const HeapCollector& c) {
   TickCounts now = TimerCountsNow(), at = c.window_ticks_at_start;
   auto since = [](uint64_t a, uint64_t b) { return a > b ? a - b : 0; };
   return TickCounts{since(now.ticks, at.ticks), since(now.armed_skips, at.armed_skips), since(now.idle, at.idle),
                     c.window_bursts};
 }
 
-VALUE FlushHeapProfile(Collector* c, bool gc, FirefoxParts* parts, OutputStamp stamp) {
+VALUE FlushHeapProfile(HeapCollector* c, bool gc, FirefoxParts* parts, OutputStamp stamp) {
   if (c->max_depth == 0) ThrowFathomError("fathom: collector was not initialized");
   if (c->flushing) ThrowFathomError("fathom: a flush of this profiler is already in progress");
   auto f = std::make_unique<FlushState>();

@@ -97,7 +97,7 @@ std::unordered_map<uint64_t, std::string> CensusClassNames(const LiveStrata& str
   return names;
 }
 
-void NoteStartSlots(Collector* c) {
+void NoteStartSlots(HeapCollector* c) {
   CensusState& s = c->census;
   s.start_slots.Clear();
   s.allocated_at_stop = 0;
@@ -124,7 +124,7 @@ void NoteStartSlots(Collector* c) {
 #endif
 }
 
-void MaybeRefreshStartSlots(Collector* c) {
+void MaybeRefreshStartSlots(HeapCollector* c) {
 #ifdef FATHOM_HAVE_SLOT_WALK
   CensusState& s = c->census;
   if (!s.valid || s.start_slots.occupied() == 0) return;
@@ -148,15 +148,15 @@ void MaybeRefreshStartSlots(Collector* c) {
 #endif
 }
 
-void InvalidateCensus(Collector* c, const char* reason) {
+void InvalidateCensus(HeapCollector* c, const char* reason) {
   c->census.valid = false;
   c->census.invalid_reason = reason;
   c->census.start_slots.Clear();
 }
 
-void NoteCensusStop(Collector* c) { c->census.allocated_at_stop = TotalAllocatedObjects(); }
+void NoteCensusStop(HeapCollector* c) { c->census.allocated_at_stop = TotalAllocatedObjects(); }
 
-const char* CensusOffReason(const Collector* c) {
+const char* CensusOffReason(const HeapCollector* c) {
   const CensusState& s = c->census;
   if (c->exact) return "exact mode";
   if (!s.enabled) return "census: false";
@@ -184,14 +184,14 @@ bool SlotHoldsSampleableObject(uint64_t address) {
 #endif
 }
 
-bool ObjectsMoved(const Collector* c) { return CompactCount() != c->census.compact_count; }
+bool ObjectsMoved(const HeapCollector* c) { return CompactCount() != c->census.compact_count; }
 
-Stratum LiveStratum(const Collector* c, VALUE obj, uint64_t size) {
+Stratum LiveStratum(const HeapCollector* c, VALUE obj, uint64_t size) {
   if (c->census.start_slots.WasOccupied(Address(obj))) return Stratum();
   return StratumFor(obj, size);
 }
 
-bool TakeCensus(const Collector* c, LiveStrata* strata, SlotOccupancy* occupied_now) {
+bool TakeCensus(const HeapCollector* c, LiveStrata* strata, SlotOccupancy* occupied_now) {
 #ifdef FATHOM_HAVE_SLOT_WALK
   LiveStrata counted;
   occupied_now->Clear();

@@ -14,7 +14,7 @@ namespace {
 
 ID id_name, id_native_thread_id;
 
-uint32_t ClassLabelUncached(Collector* c, VALUE klass) {
+uint32_t ClassLabelUncached(HeapCollector* c, VALUE klass) {
   klass = rb_class_real(klass);
   VALUE path = klass ? rb_class_path_cached(klass) : Qnil;
   if (NIL_P(path) && klass) path = rb_class_name(klass);  // anonymous: "#<Class:0x...>"
@@ -22,7 +22,7 @@ uint32_t ClassLabelUncached(Collector* c, VALUE klass) {
   return c->store.labels().Intern(std::string_view(RSTRING_PTR(path), static_cast<size_t>(RSTRING_LEN(path))));
 }
 
-uint32_t ClassLabel(Collector* c, VALUE obj, bool* trackable) {
+uint32_t ClassLabel(HeapCollector* c, VALUE obj, bool* trackable) {
   *trackable = true;
   switch (RB_BUILTIN_TYPE(obj)) {
     // Internal objects: their klass slot is not a class (imemo keeps data
@@ -55,7 +55,7 @@ VALUE CallOrNil(VALUE thread, ID method) {
   return result;
 }
 
-uint32_t ThreadLabelUncached(Collector* c, VALUE thread, bool* named) {
+uint32_t ThreadLabelUncached(HeapCollector* c, VALUE thread, bool* named) {
   *named = true;
   if (thread == rb_thread_main()) return c->store.labels().Intern("main");
   VALUE name = CallOrNil(thread, id_name);
@@ -67,7 +67,7 @@ uint32_t ThreadLabelUncached(Collector* c, VALUE thread, bool* named) {
   return c->store.labels().Intern(label);
 }
 
-uint32_t ThreadLabel(Collector* c, VALUE thread) {
+uint32_t ThreadLabel(HeapCollector* c, VALUE thread) {
   if (thread == c->last_thread) return c->last_thread_label;
   auto it = c->thread_labels.find(thread);
   bool named = false;
@@ -96,16 +96,16 @@ bool SafeForMemsize(VALUE obj) {
 // Clears `committing` however CommitPending is left (a C++ exception,
 // including a Ruby exit turned into RubyJump by TryProtect).
 struct CommittingScope {
-  explicit CommittingScope(Collector* c) : c_(c) { c_->committing = true; }
+  explicit CommittingScope(HeapCollector* c) : c_(c) { c_->committing = true; }
   ~CommittingScope() { c_->committing = false; }
   CommittingScope(const CommittingScope&) = delete;
   CommittingScope& operator=(const CommittingScope&) = delete;
-  Collector* c_;
+  HeapCollector* c_;
 };
 
 // Keeps the candidate with probability min(1, bytes / threshold), scaling
 // its weight by 1/p (Horvitz-Thompson: unbiased), or drops it.
-bool ThinCandidate(Collector* c, uint32_t index, uint64_t bytes) {
+bool ThinCandidate(HeapCollector* c, uint32_t index, uint64_t bytes) {
   double p = c->thinning.KeepProbability(bytes);
   if (p < 1.0) {
     // minstd_rand's 31 random bits are plenty for a keep probability.
@@ -138,7 +138,7 @@ size_t MemsizeOf(VALUE obj) {
 }
 
 // GVL held; does not yield on purpose, but see below.
-void CommitPending(Collector* c) {
+void CommitPending(HeapCollector* c) {
   c->drained_since_flush += c->store.DrainFreed();
   if (c->committing || c->store.pending().empty()) return;
   CommittingScope committing(c);
