@@ -97,6 +97,47 @@ class BoundaryRuleTest < Minitest::Test
     assert_empty offences.map { |f, n, to| "#{f}:#{n} includes ruby/#{to}/" }
   end
 
+  # Includes between the binding's files run one way too: a unit (a .h and
+  # the .cc of the same name) never includes, directly or through others,
+  # a unit that includes it. heap/live_census.cc once included
+  # heap_collector.h, which includes live_census.h.
+  def binding_unit_includes
+    Dir[File.join(EXT, "ruby", "**", "*.{cc,h}")].each_with_object(Hash.new { |h, k| h[k] = [] }) do |f, graph|
+      unit = f.delete_prefix("#{EXT}/").sub(/\.(cc|h)\z/, "")
+      code_lines(f).each do |_, text|
+        m = text.match(%r{#\s*include\s*"(ruby/[a-z_/]+)\.h"}) or next
+        graph[unit] << m[1] unless m[1] == unit
+      end
+    end
+  end
+
+  # Each cycle once, as the path that closes it.
+  def include_cycles(graph)
+    state = {}
+    cycles = []
+    visit = lambda do |unit, path|
+      return cycles << (path.drop_while { |u| u != unit } + [unit]) if state[unit] == :open
+      return if state[unit] == :done
+
+      state[unit] = :open
+      graph[unit].uniq.each { |to| visit.call(to, path + [unit]) }
+      state[unit] = :done
+    end
+    graph.keys.sort.each { |unit| visit.call(unit, []) }
+    cycles
+  end
+
+  def test_no_binding_files_include_each_other
+    graph = binding_unit_includes
+    assert_includes graph["ruby/heap/heap_collector"], "ruby/heap/live_census"
+    assert_empty include_cycles(graph).map { |c| c.join(" -> ") }, "break these include cycles"
+  end
+
+  def test_the_cycle_check_sees_a_cycle
+    graph = Hash.new { |h, k| h[k] = [] }.merge("a" => %w[b], "b" => %w[c], "c" => %w[a], "d" => %w[a])
+    assert_equal [%w[a b c a]], include_cycles(graph)
+  end
+
   def test_the_core_includes_nothing_from_the_binding
     files = Dir[File.join(EXT, "core", "**", "*.{cc,h}")]
     offences = files.flat_map do |f|

@@ -138,7 +138,7 @@ void ArmJob(void*) {
     HeapCollector* c = g_active;
     if (!c || c->exact || !c->running || SampleTimer::hook_armed.load()) return;
     if (OtherRactorSeen()) return;  // sampling stops: see ractor_guard.h
-    MaybeRefreshStartSlots(c);  // a walk after the first GCs (live_census.h), before arming
+    MaybeRefreshStartSlots(&c->census);  // a walk after the first GCs (live_census.h), before arming
     c->skip_countdown = static_cast<uint32_t>(c->rng() % (kMaxRandomSkip + 1));
     c->bursts++;
     c->window_bursts++;

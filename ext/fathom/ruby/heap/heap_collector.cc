@@ -142,9 +142,9 @@ VALUE CollectorStart(VALUE self) {
     c->burst.reserve(kBurstCandidates);
     if (c->store.live_count() == 0) {
       ResetWindow(c);
-      if (!c->exact) NoteStartSlots(c);
+      if (!c->exact) NoteStartSlots(&c->census);
     } else if (!c->exact) {
-      InvalidateCensus(c, "restarted with samples from before the stop (the gap was not sampled)");
+      InvalidateCensus(&c->census, "restarted with samples from before the stop (the gap was not sampled)");
     }
     SeedRng(c);
     c->liveness_lost = false;
@@ -192,7 +192,7 @@ VALUE CollectorStop(VALUE self) {
     } else {
       SampleTimer::Stop();
       EndBurst(c);
-      NoteCensusStop(c);
+      NoteCensusStop(&c->census);
     }
     c->running = false;
     Deactivate();
@@ -324,13 +324,13 @@ VALUE CollectorAfterForkChild(VALUE self) {
     SeedRng(c);
     ResetWindow(c);
     if (c->running && !c->exact) {
-      NoteStartSlots(c);  // the child's window starts now, in the parent's heap
+      NoteStartSlots(&c->census);  // the child's window starts now, in the parent's heap
       c->last_total_allocated = TotalAllocatedObjects();
       SampleTimer::hook_armed.store(false);
       RemoveNewobjHook();
       SampleTimer::AfterForkChild();
     } else if (!c->exact) {
-      InvalidateCensus(c, "forked while stopped");
+      InvalidateCensus(&c->census, "forked while stopped");
     }
     return self;
   });

@@ -164,8 +164,7 @@ void AddFreeobjHook();
 void RemoveFreeobjHook();
 extern PostponedJob g_arm_job;  // the SampleTimer's job: arms the NEWOBJ hook
 void InitAllocationHooks();
-// GC.stat(:total_allocated_objects), without allocating.
-size_t TotalAllocatedObjects();
+// TotalAllocatedObjects() is declared in live_census.h.
 // Candidates a timer tick takes in sampled mode (before thinning at commit).
 extern const size_t kBurstCandidates;
 // Ends the burst in progress, if any: spreads its weight, disarms the hook
@@ -177,8 +176,7 @@ void InitSampleCommit();
 // Turns pending records into live ones, and folds freed ones into totals.
 void CommitPending(HeapCollector* c);
 extern PostponedJob g_commit_job;
-// Bytes an object occupies (rb_obj_memsize_of where safe, else one slot).
-size_t MemsizeOf(VALUE obj);
+// MemsizeOf() is declared in live_census.h.
 
 // How this collector tells live samples from dead ones, for stats:
 // "freeobj_hook" (exact), "object_id" or "weakmap" (sampled); "lost" when

@@ -125,7 +125,7 @@ void WalkRecords(FlushState* f) {
         if (obj != Qundef) {
           alive = true;
           inuse_size = MemsizeOf(obj);
-          if (!f->census_off) stratum = LiveStratum(c, obj, inuse_size);
+          if (!f->census_off) stratum = LiveStratum(c->census, obj, inuse_size);
         }
       }
     }
@@ -154,12 +154,12 @@ void WalkRecords(FlushState* f) {
 // GC.start still runs (Ruby ignores GC.disable for it) and still leaves
 // that flush uncalibrated. A GC already disabled by the app stays disabled.
 void TakeCensusBeforeWalk(FlushState* f) {
-  f->census_off = CensusOffReason(f->c);
+  f->census_off = CensusOffReason(f->c->census, f->c->exact, f->c->running);
   if (f->census_off) return;
   if (!f->gc) f->enable_gc_after_walk = !RTEST(rb_gc_disable());
   int64_t t0 = MonotonicNs();
   f->census_started_ns = t0;
-  if (!TakeCensus(f->c, &f->strata, &f->occupied_now)) f->census_off = "GC.compact moved objects";
+  if (!TakeCensus(f->c->census, &f->strata, &f->occupied_now)) f->census_off = "GC.compact moved objects";
   if (!f->census_off) f->class_names = CensusClassNames(f->strata);
   f->census_ns = MonotonicNs() - t0;
   f->census_gc_count = rb_gc_count();
@@ -178,7 +178,7 @@ void TakeCensusBeforeWalk(FlushState* f) {
 // alive to it as to the lookups until a GC: if one ran during the walk,
 // the samples checked after it no longer match the census.
 void CalibrateToCensus(FlushState* f) {
-  if (!f->census_off && ObjectsMoved(f->c)) f->census_off = "GC.compact moved objects";
+  if (!f->census_off && ObjectsMoved(f->c->census)) f->census_off = "GC.compact moved objects";
   if (!f->census_off && !f->gc && rb_gc_count() != f->census_gc_count) f->census_off = "a GC ran during the flush's walk";
   if (f->census_off) {
     f->strata = LiveStrata();  // no calibration: every factor 1

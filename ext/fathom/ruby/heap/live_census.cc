@@ -5,7 +5,6 @@
 
 #include "base/clock.h"
 #include "ruby/runtime/symbols.h"
-#include "ruby/heap/heap_collector.h"
 #include "ruby/runtime/ractor_guard.h"
 #include "ruby/runtime/ruby_private_api.h"
 
@@ -97,8 +96,8 @@ std::unordered_map<uint64_t, std::string> CensusClassNames(const LiveStrata& str
   return names;
 }
 
-void NoteStartSlots(HeapCollector* c) {
-  CensusState& s = c->census;
+void NoteStartSlots(CensusState* census) {
+  CensusState& s = *census;
   s.start_slots.Clear();
   s.allocated_at_stop = 0;
   if (!s.enabled) return;  // no walk; CensusOffReason says why
@@ -124,12 +123,12 @@ void NoteStartSlots(HeapCollector* c) {
 #endif
 }
 
-void MaybeRefreshStartSlots(HeapCollector* c) {
+void MaybeRefreshStartSlots(CensusState* census) {
 #ifdef FATHOM_HAVE_SLOT_WALK
-  CensusState& s = c->census;
+  CensusState& s = *census;
   if (!s.valid || s.start_slots.occupied() == 0) return;
   size_t gcs = rb_gc_count();
-  if (gcs == s.last_refresh_gc || ObjectsMoved(c)) return;  // nothing freed since the last look
+  if (gcs == s.last_refresh_gc || ObjectsMoved(s)) return;  // nothing freed since the last look
   // The 1st, 2nd, 4th, 8th... GC, or whenever the walks have taken under
   // 1/kRefreshBudget of the time since the last one: a small heap is
   // looked at often, a big one (whose walk is long) rarely.
@@ -144,26 +143,25 @@ void MaybeRefreshStartSlots(HeapCollector* c) {
   s.last_refresh_duration_ns = std::max<int64_t>(took, 1);
   s.next_refresh_gc = gcs + (size_t{1} << std::min<uint32_t>(s.refreshes, 30));
 #else
-  (void)c;
+  (void)census;
 #endif
 }
 
-void InvalidateCensus(HeapCollector* c, const char* reason) {
-  c->census.valid = false;
-  c->census.invalid_reason = reason;
-  c->census.start_slots.Clear();
+void InvalidateCensus(CensusState* s, const char* reason) {
+  s->valid = false;
+  s->invalid_reason = reason;
+  s->start_slots.Clear();
 }
 
-void NoteCensusStop(HeapCollector* c) { c->census.allocated_at_stop = TotalAllocatedObjects(); }
+void NoteCensusStop(CensusState* s) { s->allocated_at_stop = TotalAllocatedObjects(); }
 
-const char* CensusOffReason(const HeapCollector* c) {
-  const CensusState& s = c->census;
-  if (c->exact) return "exact mode";
+const char* CensusOffReason(const CensusState& s, bool exact, bool running) {
+  if (exact) return "exact mode";
   if (!s.enabled) return "census: false";
   if (!s.valid) return s.invalid_reason;
   if (OtherRactorSeen()) return "another Ractor allocated (not sampled)";
-  if (ObjectsMoved(c)) return "GC.compact moved objects";
-  if (!c->running && s.allocated_at_stop > 0) {
+  if (ObjectsMoved(s)) return "GC.compact moved objects";
+  if (!running && s.allocated_at_stop > 0) {
     // Objects allocated after stop are in the census but were never
     // candidates. A few (the flush call itself, a block form's epilogue)
     // cannot move a share; more than 1 in 1000 of the window's allocations
@@ -184,28 +182,28 @@ bool SlotHoldsSampleableObject(uint64_t address) {
 #endif
 }
 
-bool ObjectsMoved(const HeapCollector* c) { return CompactCount() != c->census.compact_count; }
+bool ObjectsMoved(const CensusState& s) { return CompactCount() != s.compact_count; }
 
-Stratum LiveStratum(const HeapCollector* c, VALUE obj, uint64_t size) {
-  if (c->census.start_slots.WasOccupied(Address(obj))) return Stratum();
+Stratum LiveStratum(const CensusState& s, VALUE obj, uint64_t size) {
+  if (s.start_slots.WasOccupied(Address(obj))) return Stratum();
   return StratumFor(obj, size);
 }
 
-bool TakeCensus(const HeapCollector* c, LiveStrata* strata, SlotOccupancy* occupied_now) {
+bool TakeCensus(const CensusState& s, LiveStrata* strata, SlotOccupancy* occupied_now) {
 #ifdef FATHOM_HAVE_SLOT_WALK
   LiveStrata counted;
   occupied_now->Clear();
-  CensusWalk walk{&c->census.start_slots, &counted, occupied_now};
+  CensusWalk walk{&s.start_slots, &counted, occupied_now};
   rb_objspace_each_objects(CountNewObjects, &walk);
   occupied_now->Finish();
-  if (ObjectsMoved(c)) {  // moved while we counted
+  if (ObjectsMoved(s)) {  // moved while we counted
     occupied_now->Clear();
     return false;
   }
   *strata = std::move(counted);
   return true;
 #else
-  (void)c;
+  (void)s;
   (void)strata;
   (void)occupied_now;
   return false;

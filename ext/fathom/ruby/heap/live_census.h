@@ -25,7 +25,17 @@
 
 namespace fathom {
 
-struct HeapCollector;
+// Defined with the hooks and the commit, used by the census and the
+// collector alike:
+// GC.stat(:total_allocated_objects), without allocating (allocation_hooks.cc).
+size_t TotalAllocatedObjects();
+// Bytes an object occupies (rb_obj_memsize_of where safe, else one slot;
+// sample_commit.cc).
+size_t MemsizeOf(VALUE obj);
+
+// The census's state, a member of HeapCollector (heap_collector.h). The
+// functions below take it rather than the collector, so that this file
+// needs nothing from heap_collector.h, which includes it.
 
 struct CensusState {
   bool enabled = true;  // HeapProfiler.new(census: false) turns it off
@@ -48,7 +58,7 @@ struct CensusState {
 
 // A new window starts (start with no records left, a fork's child): note
 // the occupied slots. Sampled mode only.
-void NoteStartSlots(HeapCollector* c);
+void NoteStartSlots(CensusState* s);
 // At a safe point of a running sampled collector (the arm job, every tick):
 // after the 1st, 2nd, 4th, 8th... GC since the start, and after any GC once
 // the walks have taken under 0.5% of the time since the last one, walk the
@@ -59,32 +69,32 @@ void NoteStartSlots(HeapCollector* c);
 // objects of an allocation loop on 3.3; most of a busy app's churn when
 // the profiler starts mid-flight). Flags only, ~1 ms per 100k slots: at
 // most ~0.5% of the time, and a slot freed by a GC is known free soon after.
-void MaybeRefreshStartSlots(HeapCollector* c);
+void MaybeRefreshStartSlots(CensusState* s);
 // The window goes on with a gap the sampler did not see (start after stop
 // with records left): no census for it.
-void InvalidateCensus(HeapCollector* c, const char* reason);
+void InvalidateCensus(CensusState* s, const char* reason);
 // Called by stop: allocations after it are not sampled.
-void NoteCensusStop(HeapCollector* c);
+void NoteCensusStop(CensusState* s);
 
 // Why the census cannot calibrate this flush, or nullptr if it can.
-const char* CensusOffReason(const HeapCollector* c);
+const char* CensusOffReason(const CensusState& s, bool exact, bool running);
 // The stratum of a live sampled object (its class, type, size class), or
 // none when its slot was occupied at the start (it may be older than the
 // window).
-Stratum LiveStratum(const HeapCollector* c, VALUE obj, uint64_t size);
+Stratum LiveStratum(const CensusState& s, VALUE obj, uint64_t size);
 // Does the slot at `address`, which the census saw occupied, hold an
 // object a sample can be of (not free, not internal)? Only with no GC
 // since the census: a GC may free the slot, or its whole page.
 bool SlotHoldsSampleableObject(uint64_t address);
 // Did Ruby compact (move objects) since the start slots were noted?
-bool ObjectsMoved(const HeapCollector* c);
+bool ObjectsMoved(const CensusState& s);
 // Counts the live objects certainly allocated in the window into strata,
 // and notes every slot that holds an object now (occupied_now): a sampled
 // object whose slot is free is dead, which the flush then knows without a
 // liveness lookup (on Ruby < 3.2.3 a failed object_id lookup raises, three
 // objects and ~3 us each). Returns false (strata and occupied_now
 // untouched or empty) if objects moved since the start.
-bool TakeCensus(const HeapCollector* c, LiveStrata* strata, SlotOccupancy* occupied_now);
+bool TakeCensus(const CensusState& s, LiveStrata* strata, SlotOccupancy* occupied_now);
 
 // The names of the census's classes (runtime/symbols.h: allocates nothing),
 // for "[not sampled]" rows. Right after the census: an anonymous class
