@@ -209,7 +209,7 @@ module Fathom
       SAMPLING_COMMENT = /\ASampling: (\d+) bursts from (\d+) timer ticks that could start one/
 
       # The heap sampler says how many of its timer ticks became bursts of
-      # samples (core/heap/tick_accounting.h). When most were lost on their
+      # samples (core/heap_sampling/tick_accounting.h). When most were lost on their
       # way to Ruby the profile is much sparser than its interval, and
       # leans towards the moments the ticks did get through: say so. Same
       # rule as the core's MostTicksLost: over half of at least 20.

@@ -1,7 +1,7 @@
 #include "heap/sample_store.h"
 
 #include "base/hash_util.h"
-#include "heap/heap_profile.h"
+#include "heap/heap_aggregate.h"
 
 namespace fathom {
 

@@ -21,7 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "heap/live_strata.h"
+#include "heap_sampling/live_strata.h"
 #include "heap/object_map.h"
 #include "heap/stack_table.h"
 #include "base/string_interner.h"
@@ -134,7 +134,7 @@ class SampleStore {
   // Returns false if the record cannot be followed (sampled mode, no id).
   bool Commit(uint32_t index, const CommitInfo& info);
 
-  // ---- thinning at commit (sampled mode, see heap/byte_thinning.h): a
+  // ---- thinning at commit (sampled mode, see heap_sampling/byte_thinning.h): a
   // pending candidate that is not kept is dropped (its stack released, its
   // slot recycled; it is reported nowhere), a kept one gets its weight
   // scaled by 1/p. Both before Commit.

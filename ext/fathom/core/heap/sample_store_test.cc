@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "heap/heap_profile.h"
+#include "heap/heap_aggregate.h"
 
 namespace fathom {
 namespace {

@@ -42,7 +42,7 @@ constexpr uint32_t kMaxRandomSkip = 128;
 // survivors are only found by looking at more allocations, and a candidate
 // is looked at for about the price of the skips it replaces. What made 64
 // *samples* too dear (the liveness token and check, paid per kept sample)
-// is cut by thinning at commit (sample_commit.cc, heap/byte_thinning.h):
+// is cut by thinning at commit (sample_commit.cc, heap_sampling/byte_thinning.h):
 // about a quarter are kept, by bytes, so a tick keeps ~16 as before and
 // every big object among the 64. Measured in docs/internals/heap.md "Thinning
 // by bytes".

@@ -24,7 +24,7 @@
 //  3. CommitPending (postponed job: GVL held, allocation allowed, the object
 //     is built by now). Pending objects are kept alive and pinned by our mark
 //     function until this point. It measures the size (rb_obj_memsize_of),
-//     thins sampled-mode candidates by bytes (heap/byte_thinning.h: most
+//     thins sampled-mode candidates by bytes (heap_sampling/byte_thinning.h: most
 //     small objects are dropped here, the kept ones weigh 1/p more),
 //     names the class and thread, and SampleStore::Commit attaches the
 //     liveness token: exact mode indexes the object for FreeobjHook; sampled
@@ -44,9 +44,9 @@
 #include <vector>
 
 #include "encode/output_stamp.h"
-#include "heap/byte_thinning.h"
+#include "heap_sampling/byte_thinning.h"
 #include "heap/sample_store.h"
-#include "heap/tick_accounting.h"
+#include "heap_sampling/tick_accounting.h"
 #include "ruby/heap/live_census.h"
 #include "ruby/heap/liveness_tokens.h"
 #include "ruby/runtime/postponed_job.h"
@@ -86,7 +86,7 @@ struct HeapCollector {
   std::vector<uint32_t> burst;
   std::minstd_rand rng;
   // Sampled mode thins a burst's candidates by bytes at commit
-  // (heap/byte_thinning.h): it keeps a quarter of them on average, i.e. the
+  // (heap_sampling/byte_thinning.h): it keeps a quarter of them on average, i.e. the
   // 16 samples a tick kept before candidates were thinned, and every object
   // of at least the threshold, which starts at 1 KB and adapts to the
   // process's sizes between one slot (40 B: below that all are kept
@@ -116,7 +116,7 @@ struct HeapCollector {
   int64_t window_start_realtime_ns = 0;
   int64_t window_start_mono_ns = 0;
   // Sampled mode: the timer's counters at the window's start and the bursts
-  // armed since (heap/tick_accounting.h: did the ticks reach Ruby?).
+  // armed since (heap_sampling/tick_accounting.h: did the ticks reach Ruby?).
   TickCounts window_ticks_at_start;
   uint64_t window_bursts = 0;
   uint64_t bursts = 0;  // since initialize

@@ -13,7 +13,7 @@
 
 #include "base/clock.h"
 #include "ruby/runtime/boundary.h"
-#include "heap/tick_accounting.h"
+#include "heap_sampling/tick_accounting.h"
 #include "ruby/runtime/gvl_owner.h"
 #include "ruby/runtime/postponed_job.h"
 #include "ruby/runtime/ruby_private_api.h"

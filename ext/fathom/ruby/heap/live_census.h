@@ -1,5 +1,5 @@
 // The heap census that calibrates sampled mode's live bytes
-// (core/heap/live_strata.h, docs/internals/heap.md "Calibrating live bytes to a
+// (core/heap_sampling/live_strata.h, docs/internals/heap.md "Calibrating live bytes to a
 // heap census").
 //
 // At a window's start the census notes which heap slots hold an object
@@ -20,8 +20,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "heap/live_strata.h"
-#include "heap/slot_occupancy.h"
+#include "heap_sampling/live_strata.h"
+#include "heap_sampling/slot_occupancy.h"
 
 namespace fathom {
 

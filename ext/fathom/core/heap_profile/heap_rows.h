@@ -1,6 +1,7 @@
-// Heap profile assembly: aggregate sample records per (stack, class, thread)
-// under the GVL, copy what encoding needs into self-contained rows
-// (HeapProfileRows), then encode those to gzipped pprof with no lock held.
+// Heap profile rows: what encoding needs, copied out of the aggregator
+// (heap/heap_aggregate.h) and the live tables in batches under the GVL,
+// self-contained so that heap_encode.h (pprof) or the combined Firefox
+// document can use them with no lock held.
 #pragma once
 
 #include <cstdint>
@@ -11,50 +12,11 @@
 
 #include "encode/output_stamp.h"
 #include "encode/pprof_builder.h"
-#include "heap/live_strata.h"
+#include "heap/heap_aggregate.h"
 #include "heap/sample_store.h"
+#include "heap_sampling/live_strata.h"
 
 namespace fathom {
-
-class HeapAggregator {
- public:
-  using Key = SampleKey;
-
-  explicit HeapAggregator(StackTable& stacks) : stacks_(stacks) {}
-  ~HeapAggregator() { ReleaseStacks(); }
-  HeapAggregator(const HeapAggregator&) = delete;
-  HeapAggregator& operator=(const HeapAggregator&) = delete;
-
-  // Adds values to the row for key. The first row of a stack takes a
-  // reference on it, so the stack outlives the records that are recycled
-  // during the walk.
-  void Add(const Key& key, const HeapValues& values);
-  // Sampled mode, a live record whose object is in a census stratum
-  // (live_strata.h): its inuse_* values are held until ApplyStrata scales
-  // them; the rest of `values` goes to the row now.
-  void AddStratified(const Key& key, const Stratum& stratum, const HeapValues& values);
-  // Adds the held values to strata's sampled side.
-  void CollectSampled(LiveStrata* strata) const;
-  // Adds the held values to their rows, scaled by their stratum's factors
-  // (rounded per row). Without a census: factors of 1, the plain estimate.
-  void ApplyStrata(const LiveStrata& strata);
-  // Adds SampleStore::TakeFreedTotals() output and drops the references it carried.
-  void AddFreedTotals(std::unordered_map<SampleKey, AllocTotals, SampleKeyHash>&& totals);
-  const std::unordered_map<Key, HeapValues, SampleKeyHash>& rows() const { return rows_; }
-  // Drops the stack references (idempotent; also done by the destructor).
-  void ReleaseStacks();
-
- private:
-  StackTable& stacks_;
-  std::unordered_map<Key, HeapValues, SampleKeyHash> rows_;
-  std::vector<uint32_t> retained_stacks_;
-  struct Stratified {
-    Key key;
-    Stratum stratum;
-    int64_t objects, space, samples;
-  };
-  std::vector<Stratified> stratified_;
-};
 
 // Everything needed to encode, detached from the live tables.
 struct HeapProfileRows {
@@ -131,17 +93,6 @@ class HeapProfileRowsBuilder {
 // row's class label.
 void AddUnsampledStrataRows(const LiveStrata& strata, const std::function<std::string(const Stratum&)>& class_name,
                             HeapProfileRows* rows);
-
-// The comment line giving how many sample records stand behind the
-// profile's alloc_* and inuse_* totals.
-std::string SampleCountComment(const HeapProfileRows& rows);
-
-// Encodes to gzipped pprof. Pure computation: safe to run without the GVL.
-std::string EncodeHeapProfile(const HeapProfileRows& rows);
-
-// Sample types counting the records behind each row (unweighted).
-inline constexpr const char* kAllocSamplesType = "alloc_samples";
-inline constexpr const char* kInuseSamplesType = "inuse_samples";
 
 // The name of the frame added at the root of stacks cut at the maximum depth.
 inline constexpr const char* kTruncatedFrameName = "(truncated)";

@@ -1,4 +1,4 @@
-#include "heap/slot_occupancy.h"
+#include "heap_sampling/slot_occupancy.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "heap/tick_accounting.h"
+#include "heap_sampling/tick_accounting.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "heap/byte_thinning.h"
+#include "heap_sampling/byte_thinning.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "heap/heap_profile.h"
+#include "heap_profile/heap_encode.h"
 
 #include <gtest/gtest.h>
 
