@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 # A structural check of a Firefox Profiler *processed* profile, version 48 —
-# the version ext/fathom/core/encode/firefox_profile.h writes — on the Hash that
+# the version ext/fathom/core/firefox/firefox_profile.h writes — on the Hash that
 # JSON.parse returns. Stdlib only.
 #
 #   hash = JSON.parse(path.end_with?(".gz") ? Zlib.gunzip(File.binread(path)) : File.read(path))

@@ -148,7 +148,7 @@ class BoundaryRuleTest < Minitest::Test
 
   # Small folders and files in the binding: a folder of ~15 files at most, a
   # source file of 600 lines at most. (core/ is not held to it yet: its
-  # folders hold their GoogleTest files too, and encode/firefox_profile.cc
+  # folders hold their GoogleTest files too, and firefox/firefox_profile.cc
   # is longer.)
   def test_folders_and_files_stay_small
     folders = Dir[File.join(EXT, "ruby", "*/")] + [File.join(EXT, "ruby/")]

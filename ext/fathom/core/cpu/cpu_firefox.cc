@@ -3,7 +3,7 @@
 #include <optional>
 
 #include "cpu/cpu_profile.h"
-#include "encode/firefox_profile.h"
+#include "firefox/firefox_profile.h"
 #include "encode/gzip.h"
 
 namespace fathom {

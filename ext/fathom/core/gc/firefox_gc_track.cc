@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "encode/firefox_profile.h"
+#include "firefox/firefox_profile.h"
 #include "encode/gzip.h"
 
 namespace fathom {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "encode/firefox_profile.h"
+#include "firefox/firefox_profile.h"
 #include "testing/firefox_format_check.h"
 #include "testing/mini_json.h"
 

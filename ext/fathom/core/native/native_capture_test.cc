@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "native/native_symbolizer.h"
+#include "native_symbols/native_symbolizer.h"
 
 // A known call chain. extern "C" + noinline + a side effect after each call
 // so that none is inlined or turned into a tail call.

@@ -17,7 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "native/native_symbolizer.h"
+#include "native_symbols/native_symbolizer.h"
 #include "native/stack_weaver.h"
 
 namespace fathom {

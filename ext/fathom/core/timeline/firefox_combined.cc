@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "encode/firefox_profile.h"
+#include "firefox/firefox_profile.h"
 #include "encode/gzip.h"
 #include "gc/firefox_gc_track.h"
 

@@ -1,4 +1,4 @@
-#include "native/native_symbolizer.h"
+#include "native_symbols/native_symbolizer.h"
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>

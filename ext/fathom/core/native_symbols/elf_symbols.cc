@@ -1,4 +1,4 @@
-#include "native/elf_symbols.h"
+#include "native_symbols/elf_symbols.h"
 
 #include <elf.h>
 #include <fcntl.h>

@@ -2,7 +2,7 @@
 // The profile tests serialize, parse the text back with an independent
 // strict parser (mini_json.h) and check the result with the structural
 // validator (firefox_format_check.h), then look at the values themselves.
-#include "encode/firefox_profile.h"
+#include "firefox/firefox_profile.h"
 
 #include <gtest/gtest.h>
 
@@ -17,7 +17,7 @@
 
 #include "testing/external_tools.h"
 #include "testing/firefox_format_check.h"
-#include "encode/json_writer.h"
+#include "firefox/json_writer.h"
 #include "testing/mini_json.h"
 
 namespace fathom {

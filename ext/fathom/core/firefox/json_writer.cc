@@ -1,4 +1,4 @@
-#include "encode/json_writer.h"
+#include "firefox/json_writer.h"
 
 #include <charconv>
 #include <cmath>

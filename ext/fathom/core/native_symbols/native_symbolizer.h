@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "native/elf_symbols.h"
+#include "native_symbols/elf_symbols.h"
 
 namespace fathom {
 
