@@ -146,16 +146,25 @@ class BoundaryRuleTest < Minitest::Test
     assert_empty offences
   end
 
+  MAX_FILES_PER_FOLDER = 15
+  MAX_SOURCE_LINES = 600
+
+  # Folders of more than 15 .cc/.h files, and sources (tests and testing/
+  # helpers aside) of more than 600 lines.
+  def assert_small(folders, sources)
+    crowded = folders.map { |d| [d.delete_prefix("#{EXT}/"), Dir[File.join(d, "*.{cc,h}")].size] }
+                     .select { |_, n| n > MAX_FILES_PER_FOLDER }
+    assert_empty crowded, "split these folders by concern"
+    long = sources.reject { |f| f.end_with?("_test.cc") || f.include?("/testing/") }
+                  .map { |f| [f.delete_prefix("#{EXT}/"), File.foreach(f).count] }
+                  .select { |_, n| n > MAX_SOURCE_LINES }
+    assert_empty long, "split these files by job"
+  end
+
   # Small folders and files in the binding: a folder of ~15 files at most, a
   # source file of 600 lines at most.
   def test_folders_and_files_stay_small
-    folders = Dir[File.join(EXT, "ruby", "*/")] + [File.join(EXT, "ruby/")]
-    crowded = folders.map { |d| [d.delete_prefix("#{EXT}/"), Dir[File.join(d, "*.{cc,h}")].size] }.select { |_, n| n > 15 }
-    assert_empty crowded, "split these folders by concern"
-    long = Dir[File.join(EXT, "ruby", "**", "*.{cc,h}")].reject { |f| f.end_with?("_test.cc") || f.include?("/testing/") }
-                                                             .map { |f| [f.delete_prefix("#{EXT}/"), File.foreach(f).count] }
-                                                             .select { |_, n| n > 600 }
-    assert_empty long, "split these files by job"
+    assert_small(Dir[File.join(EXT, "ruby", "*/")] + [File.join(EXT, "ruby/")], Dir[File.join(EXT, "ruby", "**", "*.{cc,h}")])
   end
 
   # The same sizes in core/, where a folder's count includes its *_test.cc
@@ -164,12 +173,7 @@ class BoundaryRuleTest < Minitest::Test
   def test_core_folders_and_files_stay_small
     folders = Dir[File.join(EXT, "core", "*/")].reject { |d| File.basename(d) == "testing" }
     refute_empty folders
-    crowded = folders.map { |d| [d.delete_prefix("#{EXT}/"), Dir[File.join(d, "*.{cc,h}")].size] }.select { |_, n| n > 15 }
-    assert_empty crowded, "split these folders by concern"
-    long = Dir[File.join(EXT, "core", "*", "*.{cc,h}")].reject { |f| f.end_with?("_test.cc") || f.include?("/testing/") }
-                                                       .map { |f| [f.delete_prefix("#{EXT}/"), File.foreach(f).count] }
-                                                       .select { |_, n| n > 600 }
-    assert_empty long, "split these files by job"
+    assert_small(folders, Dir[File.join(EXT, "core", "*", "*.{cc,h}")])
   end
 
   def test_the_rule_sees_a_violation
