@@ -82,7 +82,7 @@ module Fathom
 
     # The counters source reads Ruby's GC counters from a Ruby thread that
     # sleeps `coalesce` between reads (BackgroundDrain). Why a Ruby
-    # thread and not SampleTimer's native timer: the reads need the GVL and
+    # thread and not HeapTick's native timer: the reads need the GVL and
     # a safe point, which on Ruby 3.1 a native thread can only get by
     # signalling (SIGPROF, owned by the heap profiler's timer); a sleeping
     # Ruby thread gets both for the price of one GVL hand-off per read and

@@ -131,18 +131,18 @@ rb_event_hook_func_t AsHookFunc(F* f) {
 constexpr rb_event_hook_flag_t kRawHookFlags =
     static_cast<rb_event_hook_flag_t>(RUBY_EVENT_HOOK_FLAG_SAFE | RUBY_EVENT_HOOK_FLAG_RAW_ARG);
 
-// Sampled mode: the SampleTimer's job. Runs at a safe point with the GVL.
+// Sampled mode: the HeapTick's job. Runs at a safe point with the GVL.
 void ArmJob(void*) {
   NoThrow("arm job", [] {
-    SampleTimer::JobRan();
+    HeapTick::JobRan();
     HeapCollector* c = g_active;
-    if (!c || c->exact || !c->running || SampleTimer::hook_armed.load()) return;
+    if (!c || c->exact || !c->running || HeapTick::hook_armed.load()) return;
     if (OtherRactorSeen()) return;  // sampling stops: see ractor_guard.h
     MaybeRefreshStartSlots(&c->census);  // a walk after the first GCs (live_census.h), before arming
     c->skip_countdown = static_cast<uint32_t>(c->rng() % (kMaxRandomSkip + 1));
     c->bursts++;
     c->window_bursts++;
-    SampleTimer::hook_armed.store(true);
+    HeapTick::hook_armed.store(true);
     AddNewobjHook();
   });
 }
@@ -155,8 +155,8 @@ const size_t kBurstCandidates = 64;
 void EndBurst(HeapCollector* c) {
   if (c->exact) return;
   RemoveNewobjHook();
-  SampleTimer::hook_armed.store(false);
-  SampleTimer::NoteRunner();  // this thread allocates: it is running Ruby code
+  HeapTick::hook_armed.store(false);
+  HeapTick::NoteRunner();  // this thread allocates: it is running Ruby code
   if (c->burst.empty()) return;
   c->store.SpreadWeight(c->burst.data(), c->burst.size());
   c->burst.clear();

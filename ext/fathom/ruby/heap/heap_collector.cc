@@ -65,7 +65,7 @@ void CollectorFree(void* ptr) {
   NoThrow("heap collector free", [ptr] {
     HeapCollector* c = static_cast<HeapCollector*>(ptr);
     if (g_active == c) {
-      if (!c->exact) SampleTimer::Stop(/*unwatch_threads=*/false);
+      if (!c->exact) HeapTick::Stop(/*unwatch_threads=*/false);
       g_active = nullptr;
     }
     if (g_freeobj_owner == c) g_freeobj_owner = nullptr;
@@ -165,7 +165,7 @@ VALUE CollectorStart(VALUE self) {
       std::string error;
       bool started = false;
       try {
-        started = SampleTimer::Start(c->interval_ns, &g_arm_job, &error);
+        started = HeapTick::Start(c->interval_ns, &g_arm_job, &error);
       } catch (...) {
         Deactivate();
         throw;
@@ -190,7 +190,7 @@ VALUE CollectorStop(VALUE self) {
       // stop (the block form does stop, then flush) must still know which
       // objects died.
     } else {
-      SampleTimer::Stop();
+      HeapTick::Stop();
       EndBurst(c);
       NoteCensusStop(&c->census);
     }
@@ -326,9 +326,9 @@ VALUE CollectorAfterForkChild(VALUE self) {
     if (c->running && !c->exact) {
       NoteStartSlots(&c->census);  // the child's window starts now, in the parent's heap
       c->last_total_allocated = TotalAllocatedObjects();
-      SampleTimer::hook_armed.store(false);
+      HeapTick::hook_armed.store(false);
       RemoveNewobjHook();
-      SampleTimer::AfterForkChild();
+      HeapTick::AfterForkChild();
     } else if (!c->exact) {
       InvalidateCensus(&c->census, "forked while stopped");
     }
@@ -349,7 +349,7 @@ VALUE CollectorStats(VALUE self) {
   return RubyMethod([&] {
     VALUE h = rb_hash_new();
     auto set = [&](const char* key, unsigned long long v) { rb_hash_aset(h, ID2SYM(rb_intern(key)), ULL2NUM(v)); };
-    SampleTimer::Stats t = SampleTimer::stats();
+    HeapTick::Stats t = HeapTick::stats();
     set("samples_taken", c->samples_taken);
     set("commits", c->commits);
     set("untracked_samples", c->untracked);
@@ -371,7 +371,7 @@ VALUE CollectorStats(VALUE self) {
     set("bursts", c->bursts);
     set("census_refreshes", c->census.refreshes);
     if (!c->exact) set("window_lost_ticks", WindowTicks(*c).lost());
-    rb_hash_aset(h, ID2SYM(rb_intern("timer_mechanism")), rb_str_new_cstr(SampleTimer::mechanism()));
+    rb_hash_aset(h, ID2SYM(rb_intern("timer_mechanism")), rb_str_new_cstr(HeapTick::mechanism()));
     rb_hash_aset(h, ID2SYM(rb_intern("liveness")), rb_str_new_cstr(LivenessName(*c)));
     return h;
   });

@@ -11,7 +11,7 @@
 // Life of a sample (details and the Ruby versions each path applies to are in
 // docs/internals/ruby-binding.md, "Following one allocation"):
 //
-//  1. Arming. Sampled mode: the SampleTimer gets ArmJob run at a safe point
+//  1. Arming. Sampled mode: the HeapTick gets ArmJob run at a safe point
 //     on the GVL holder every interval; ArmJob installs the NEWOBJ hook.
 //     Exact mode: the NEWOBJ and FREEOBJ hooks are installed for the whole run.
 //  2. NewobjHook (inside Ruby's allocator: must not allocate Ruby objects,
@@ -162,7 +162,7 @@ void AddNewobjHook();
 void RemoveNewobjHook();
 void AddFreeobjHook();
 void RemoveFreeobjHook();
-extern PostponedJob g_arm_job;  // the SampleTimer's job: arms the NEWOBJ hook
+extern PostponedJob g_arm_job;  // the HeapTick's job: arms the NEWOBJ hook
 void InitAllocationHooks();
 // TotalAllocatedObjects() is declared in live_census.h.
 // Candidates a timer tick takes in sampled mode (before thinning at commit).

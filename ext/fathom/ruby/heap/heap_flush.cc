@@ -393,7 +393,7 @@ class FlushScope {
 
 namespace {
 TickCounts TimerCountsNow() {
-  SampleTimer::Stats t = SampleTimer::stats();
+  HeapTick::Stats t = HeapTick::stats();
   return TickCounts{t.ticks, t.armed_skips, t.idle_ticks, 0};
 }
 }  // namespace

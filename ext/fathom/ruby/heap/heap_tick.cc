@@ -22,7 +22,7 @@
 
 namespace fathom {
 
-std::atomic<bool> SampleTimer::hook_armed{false};
+std::atomic<bool> HeapTick::hook_armed{false};
 
 namespace {
 
@@ -187,7 +187,7 @@ void* TimerMain(void*) {
       runner = GvlOwner::HeldCpu(&held_ns);
       pace = pacer.WakeHeld(runner != 0, held_ns);
     }
-    if (SampleTimer::hook_armed.load()) {  // a sample is already on its way
+    if (HeapTick::hook_armed.load()) {  // a sample is already on its way
       g_armed_skips++;
       continue;
     }
@@ -296,7 +296,7 @@ void UnwatchThreads() { fathom::UnwatchThreads(&kThreadListener); }
 
 }  // namespace
 
-bool SampleTimer::Start(uint64_t interval_ns, const PostponedJob* job, std::string* error) {
+bool HeapTick::Start(uint64_t interval_ns, const PostponedJob* job, std::string* error) {
   if (g_thread_running) return true;
   g_job.store(job);
   if (GvlOwner::Available()) {
@@ -349,7 +349,7 @@ void Respawn() {
 }
 }  // namespace
 
-void SampleTimer::Stop(bool unwatch_threads) {
+void HeapTick::Stop(bool unwatch_threads) {
   g_paused_for_fork = false;
   if (unwatch_threads) UnwatchThreads();
   if (!g_thread_running) return;
@@ -359,19 +359,19 @@ void SampleTimer::Stop(bool unwatch_threads) {
   hook_armed.store(false);
 }
 
-void SampleTimer::PauseForFork() {
+void HeapTick::PauseForFork() {
   if (!g_thread_running) return;
   JoinThread();
   g_paused_for_fork = true;
 }
 
-void SampleTimer::ResumeAfterForkParent() {
+void HeapTick::ResumeAfterForkParent() {
   if (!g_paused_for_fork) return;
   g_paused_for_fork = false;
   Respawn();
 }
 
-void SampleTimer::AfterForkChild() {
+void HeapTick::AfterForkChild() {
   bool resume = g_paused_for_fork || g_thread_running;  // running: a fork path that skipped PauseForFork
   g_paused_for_fork = false;
   pthread_mutex_init(&g_lock, nullptr);
@@ -386,20 +386,20 @@ void SampleTimer::AfterForkChild() {
   if (resume) Respawn();
 }
 
-void SampleTimer::JobRan() {
+void HeapTick::JobRan() {
   g_job_outstanding.store(false);
   g_jobs_run++;
   NoteRunner();
 }
 
-void SampleTimer::NoteRunner() { g_last_runner.store(CurrentTid(), std::memory_order_relaxed); }
+void HeapTick::NoteRunner() { g_last_runner.store(CurrentTid(), std::memory_order_relaxed); }
 
-SampleTimer::Stats SampleTimer::stats() {
+HeapTick::Stats HeapTick::stats() {
   return Stats{g_ticks.load(),    g_signals.load(),     g_misses.load(),    g_registered.load(),
                g_jobs_run.load(), g_armed_skips.load(), g_idle_ticks.load()};
 }
 
-const char* SampleTimer::mechanism() {
+const char* HeapTick::mechanism() {
   switch (g_mechanism) {
     case Mechanism::kGvlOwner:
       return "gvl-owner";
@@ -414,14 +414,14 @@ const char* SampleTimer::mechanism() {
 namespace {
 VALUE NativeBeforeFork(VALUE) {
   return RubyMethod([] {
-    SampleTimer::PauseForFork();
+    HeapTick::PauseForFork();
     return Qnil;
   });
 }
 
 VALUE NativeAfterForkParent(VALUE) {
   return RubyMethod([] {
-    SampleTimer::ResumeAfterForkParent();
+    HeapTick::ResumeAfterForkParent();
     return Qnil;
   });
 }

@@ -1,4 +1,4 @@
-// SampleTimer: wakes up every interval and gets a postponed job run on the
+// HeapTick: wakes up every interval and gets a postponed job run on the
 // Ruby thread that holds the GVL, without the job ever being in a hook.
 //
 // Why a native thread plus a signal: a postponed job runs on the thread
@@ -36,7 +36,7 @@ namespace fathom {
 
 class PostponedJob;
 
-class SampleTimer {
+class HeapTick {
  public:
   // Starts the timer thread. `job` runs (with the GVL, at a safe point) on
   // each tick unless `hook_armed` says there is no need (a sample is already
