@@ -12,11 +12,14 @@ require "timeout"
 # The gem lives apart from the bundle (it starts a sampling agent in the
 # process that loads it): script/setup installs pyroscope 1.1.7 (a
 # prebuilt x86_64-linux gem, plus ffi) with `gem install --install-dir`
-# into $FATHOM_GEMS/pyroscope (default /opt/fathom-gems/pyroscope), and the
-# gem runs in a child Ruby with GEM_PATH set there.
+# into $FATHOM_GEMS/pyroscope/<ruby ABI> (default
+# /opt/fathom-gems/pyroscope/3.1.0 on Ruby 3.1: its ffi is built per Ruby),
+# and the gem runs in a child Ruby with GEM_PATH set there.
 # FATHOM_PYROSCOPE_GEMS overrides the directory.
 class PushPyroscopeGemTest < Minitest::Test
-  GEMS = ENV.fetch("FATHOM_PYROSCOPE_GEMS") { File.join(ENV.fetch("FATHOM_GEMS", "/opt/fathom-gems"), "pyroscope") }
+  GEMS = ENV.fetch("FATHOM_PYROSCOPE_GEMS") do
+    File.join(ENV.fetch("FATHOM_GEMS", "/opt/fathom-gems"), "pyroscope", RbConfig::CONFIG["ruby_version"])
+  end
 
   GEM_PROGRAM = <<~RUBY
     require "pyroscope"
@@ -39,6 +42,7 @@ class PushPyroscopeGemTest < Minitest::Test
   end
 
   def setup
+    skip "the pyroscope gem ships prebuilt for x86_64 only" unless RbConfig::CONFIG["host_cpu"] == "x86_64"
     unless gem_installed?
       flunk "the pyroscope gem is not in #{GEMS}: run script/setup" if TestHelper.ci?
       skip "the pyroscope gem is not installed in #{GEMS} (script/setup installs it; FATHOM_PYROSCOPE_GEMS names another directory)"

@@ -109,7 +109,8 @@ module Fathom
       # (the thread is killed). Never blocks much longer than `timeout`.
       # Returns the stats.
       def stop(timeout: 5)
-        limit = Options.duration("timeout", timeout, min_ns: 0, max_ns: TIMEOUT_NS.end)
+        # 0 is allowed here (stop at once), unlike a duration option.
+        limit = timeout == 0 ? 0.0 : Options.duration("timeout", timeout, min_ns: 1, max_ns: TIMEOUT_NS.end)
         thread = @lock.synchronize do
           @stopping = true
           @deadline = now + limit
