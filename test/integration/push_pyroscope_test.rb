@@ -140,6 +140,7 @@ class PushPyroscopeTest < Minitest::Test
     # At most one profile in flight and two waiting: at least three dropped
     # (deterministic: the queue holds 2).
     assert_operator push.stats[:dropped], :>=, 3
+    guarded { sleep 0.01 until push.stats[:retries] >= 1 } # it has met the refusal at least once
     stats = guarded { push.stop(timeout: 0.5) }
     refute push.running?
     assert_equal 0, stats[:sent]

@@ -221,7 +221,9 @@ module Fathom
         body, content_type = RequestBody.encode(@endpoint.backend, item, labels_for(item.mode))
         attempt = 0
         loop do
-          timeout = attempt_timeout or return count(:failed, "stopped before the profile could be sent")
+          # Past stop's deadline: given up (last_error keeps the server's
+          # last answer, the useful one).
+          timeout = attempt_timeout or return count(:failed)
           result, message = @transport.post(body, content_type, timeout)
           return count(:sent) if result == :ok
           return count(:failed, message) if result == :fail || attempt >= @retries

@@ -44,6 +44,11 @@ module Fathom
         [:fail, scrub("#{e.class}: #{e.message}")]
       end
 
+      # Its headers hold the secrets: never shown.
+      def inspect
+        "#<#{self.class} #{@endpoint}>"
+      end
+
       private
 
       def outcome(response)
