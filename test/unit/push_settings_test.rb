@@ -96,6 +96,25 @@ class PushSettingsTest < Minitest::Test
     assert_raises(ArgumentError) { client.deliver(Fathom::Profile.new("{}", {}, format: :firefox), mode: :gc, from_ns: 0, until_ns: 1) }
   end
 
+  # A Fathom preloaded before the application's Bundler must activate no
+  # default gem (lib/fathom/files/stdlib.rb): net/http, uri, json and socket
+  # wait for the first send.
+  def test_loading_and_starting_activates_no_gem
+    probe = 'puts Gem.loaded_specs.keys.sort.join(","), $LOADED_FEATURES.grep(%r{/(net/http|uri|json|socket)\.rb\z}).join(",")'
+    program = 'require "fathom"; require "fathom/push/push"; ' \
+              'c = Fathom::Push.from_env("FATHOM_PUSH" => "pyroscope://127.0.0.1:9", "FATHOM_LABELS" => "a=b").start; ' \
+              "#{probe}; c.stop(timeout: 0)"
+    run = lambda do |*args|
+      out, err, status = Open3.capture3(TestHelper::PLAIN_ENV, RbConfig.ruby, *args)
+      assert status.success?, err
+      out.lines.map(&:strip)
+    end
+    baseline = run.call("-e", probe)
+    gems, features = run.call("-I#{TestHelper::LIB}", "-e", program)
+    assert_equal [], gems.to_s.split(",") - baseline[0].to_s.split(",")
+    assert_equal "", features.to_s
+  end
+
   # Varints across their byte boundaries, long fields and non-ASCII text,
   # read back by protoc from the real message definitions.
   def test_proto_writer_against_protoc
