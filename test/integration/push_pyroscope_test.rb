@@ -149,6 +149,10 @@ class PushPyroscopeTest < Minitest::Test
     assert_match(/ECONNREFUSED|Connection refused/, stats[:last_error].to_s)
     refute_includes stats.inspect, "s3cret-tok"
     refute push.deliver(profile, mode: :cpu, from_ns: 1, until_ns: 2), "a stopped client drops"
+    # Started again (the server still down), it tries again.
+    push.start
+    assert push.deliver(profile, mode: :cpu, from_ns: 1, until_ns: 2)
+    guarded { sleep 0.01 until push.stats[:retries] > stats[:retries] }
   end
 
   def test_slow_server_timeouts_are_bounded_and_stop_cuts_a_hanging_request

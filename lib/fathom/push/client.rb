@@ -62,6 +62,7 @@ module Fathom
 
           @started = true
           @stopping = false
+          @deadline = nil # a client stopped before starts again without one
         end
         ForkHooks.register(self)
         spawn_sender
@@ -110,7 +111,7 @@ module Fathom
       # Returns the stats.
       def stop(timeout: 5)
         # 0 is allowed here (stop at once), unlike a duration option.
-        limit = timeout == 0 ? 0.0 : Options.duration("timeout", timeout, min_ns: 1, max_ns: TIMEOUT_NS.end)
+        limit = (Integer === timeout || Float === timeout) && timeout.zero? ? 0.0 : Options.duration("timeout", timeout, min_ns: 1, max_ns: TIMEOUT_NS.end)
         thread = @lock.synchronize do
           @stopping = true
           @deadline = now + limit
