@@ -15,7 +15,7 @@ module Fathom
   module Rack
     # Profiles one ordinary request when it asks with ?fathom=heap|gc|cpu,
     # under the rules of the endpoints (Guard: enabled, loopback or token,
-    # one profiling request at a time):
+    # one profiling request of each kind at a time):
     #
     #   use Fathom::Rack::Middleware, enabled: true                # profile returned instead of the page
     #   use Fathom::Rack::Middleware, enabled: true, dir: "tmp/profiles"   # page served, profile written
