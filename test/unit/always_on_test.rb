@@ -100,7 +100,18 @@ class AlwaysOnTest < Minitest::Test
     sink = RecordingSink.new
     Dir.chdir(@dir) do
       @always_on = Fathom::AlwaysOn.new(modes: "cpu,gc", sinks: [sink], every: "50ms").start
-      burn(0.4)
+      # Until each mode has had 3 ticks (a busy thread keeps the GVL from
+      # the flusher for a time slice: short bursts, then a sleep) and 0.3 s
+      # of CPU burned: ~30 samples at 10 ms, so none at all (Poisson,
+      # e^-30) is a broken sampler, never luck.
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 60
+      burned = 0.0
+      until (burned >= 0.3 && %i[cpu gc].all? { |m| sink.deliveries.count { |d| d.first == m } >= 3 }) ||
+            Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+        burn(0.02)
+        burned += 0.02
+        sleep 0.01
+      end
       @always_on.stop(timeout: 2)
       @always_on = nil
     end
