@@ -273,6 +273,9 @@ module Fathom
       @wakeup = ConditionVariable.new
       @flush_lock = Mutex.new
       @held = 0
+      # The child's windows start at the fork (a forked CPU collector starts
+      # from an empty window; the parent delivers its own up to now).
+      @from_ns = realtime_ns
       reset_stats
       self.class.reset_index_after_fork
       return unless @thread
