@@ -35,11 +35,31 @@ class AlwaysOnTest < Minitest::Test
       @deliveries = []
       File.write(@log, "after_fork_child #{Process.pid}\n", mode: "a") if @log
     end
+
+    def before_exec(timeout:)
+      File.write(@log, "before_exec #{Process.pid} #{timeout.positive?}\n", mode: "a") if @log
+    end
   end
 
   class RaisingSink < RecordingSink
     def deliver(_profile, **)
       raise IOError, "the backend is down"
+    end
+  end
+
+  # A stop that never returns by itself (a hung connect).
+  class HangingSink < RecordingSink
+    attr_reader :release, :in_stop
+
+    def initialize
+      super
+      @release = Queue.new
+      @in_stop = Queue.new
+    end
+
+    def stop(timeout:)
+      @in_stop << timeout
+      @release.pop
     end
   end
 
@@ -147,6 +167,20 @@ class AlwaysOnTest < Minitest::Test
     assert_equal profiles.size, good.deliveries.size, "each file was delivered to the good sink too"
   end
 
+  # AlwaysOn#stop does not wait for a sink past the timeout: it returns
+  # while the sink is still inside its stop, and says so.
+  def test_stop_is_bounded_by_the_timeout
+    sink = HangingSink.new
+    _, err = capture_subprocess_io do
+      Fathom::AlwaysOn.new(modes: "gc", sinks: [sink], every: "1h").start.stop(timeout: 0.3)
+    end
+    assert_in_delta 0.3, sink.in_stop.pop, 0.3, "the sink was given the timeout"
+    assert_match(/HangingSink#stop did not finish within 0.3s; not waiting for it/, err)
+    assert_equal 1, sink.deliveries.size, "the last window was delivered before the stop"
+  ensure
+    sink.release << :done
+  end
+
   def run_ruby(code, env = {})
     Open3.capture3(TestHelper::PLAIN_ENV.merge(env), RbConfig.ruby, "-I#{TestHelper::LIB}", "-e", code)
   end
@@ -198,7 +232,11 @@ class AlwaysOnTest < Minitest::Test
     out, err, status = Open3.capture3(TestHelper::PLAIN_ENV, RbConfig.ruby, "-I#{TestHelper::LIB}", script)
     assert status.success?, err
     exec_ns = out.to_i
-    delivered = File.readlines(log, chomp: true).grep(/\Adeliver wall /)
+    lines = File.readlines(log, chomp: true)
+    assert_equal ["before_exec #{lines.first.split[2]} true"], lines.grep(/\Abefore_exec /), lines.inspect
+    assert_operator lines.index { |l| l.start_with?("deliver") }, :<, lines.index { |l| l.start_with?("before_exec") },
+                    "the last window is delivered, then the sinks drain"
+    delivered = lines.grep(/\Adeliver wall /)
     assert_equal 1, delivered.size, "image 0 delivered before the exec; image 1 never stopped its AlwaysOn: #{delivered}"
     until_ns = delivered.first.split[4].to_i
     assert_operator until_ns, :>=, exec_ns
