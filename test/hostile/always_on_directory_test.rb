@@ -53,9 +53,12 @@ class AlwaysOnDirectoryTest < Minitest::Test
   end
 
   # Item 7: 4 forked processes x heap,gc every 100 ms with FATHOM_KEEP=10
-  # left up to 13 files. A watcher listing the directory every 5 ms must
-  # never see more than FATHOM_KEEP profiles (temporary files, hidden, are
-  # not profiles).
+  # left up to 13 files. FATHOM_KEEP counts per process and mode now
+  # (issue 27: 8 workers x 2 modes shared 50 files, ~3 minutes of
+  # history): a watcher listing the directory every 5 ms must never see
+  # more than FATHOM_KEEP files of one process and mode (temporary files,
+  # hidden, are not profiles), and at exit each of the 5 processes (the
+  # parent too) x 2 modes has its own files, at most 3.
   def test_keep_holds_at_every_moment_across_processes
     code = <<~RUBY
       pids = 4.times.map { fork { t = Time.now; (a = []; 1000.times { a << "x" * 10 }) while Time.now - t < 5 } }
@@ -66,7 +69,7 @@ class AlwaysOnDirectoryTest < Minitest::Test
     done = false
     watcher = Thread.new do
       until done
-        n = profiles.size
+        n = profiles.group_by { |name| Fathom::Rotation.series(name) }.values.map(&:size).max || 0
         most = n if n > most
         seen += 1
         sleep 0.005
@@ -78,15 +81,19 @@ class AlwaysOnDirectoryTest < Minitest::Test
     watcher.join
     assert status.success?, err
     assert_operator seen, :>, 100
-    assert_operator most, :<=, 3, "a listing showed #{most} profiles"
-    assert_equal 3, profiles.size, "the last files at exit are within the bound too"
+    assert_operator most, :<=, 3, "a listing showed #{most} profiles of one process and mode"
+    series = profiles.group_by { |name| Fathom::Rotation.series(name) }
+    assert_equal 10, series.size, series.keys.inspect
+    # Each wrote its last at exit; at most 3 (a loaded machine may have
+    # let a process write fewer in 5 s).
+    assert(series.values.all? { |names| (1..3).cover?(names.size) }, "the last files at exit are within the bound too: #{series}")
   end
 
-  def test_keep_1_with_two_modes_ends_with_one_file
+  def test_keep_1_with_two_modes_ends_with_one_file_per_mode
     _, err, status = Open3.capture3(env("FATHOM_MODE" => "heap,gc", "FATHOM_EVERY" => "20ms", "FATHOM_KEEP" => "1"),
                                     RbConfig.ruby, "-e", "sleep 0.3")
     assert status.success?, err
-    assert_equal 1, profiles.size, profiles.inspect
+    assert_equal %w[gc heap], profiles.map { |n| n[/\A[a-z]+/] }.sort, profiles.inspect
   end
 
   # Item 5: two containers sharing a volume, both pid 1, every 500 ms:

@@ -26,14 +26,15 @@ class RackForkTest < Minitest::Test
   def fork_during(path, query)
     app = Fathom::Rack::App.new(enabled: true, token: nil)
     parent = Thread.new { app.call(env(path, query)) }
-    sleep 0.05 until Fathom::Rack::Guard.lock.locked? || !parent.alive?
+    kind = path == "/gc" ? :gc : :cpu
+    sleep 0.05 until Fathom::Rack::Guard.lock(kind).locked? || !parent.alive?
     sleep 0.3 # the profiler has started
     reader, writer = IO.pipe
     pid = fork do
       reader.close
       status, _, body = app.call(env(path, "seconds=1"))
       writer.write(JSON.dump("status" => status, "body" => status == 200 ? "" : body.join,
-                             "running" => running_profilers, "locked" => Fathom::Rack::Guard.lock.locked?))
+                             "running" => running_profilers, "locked" => Fathom::Rack::Guard.lock(kind).locked?))
       writer.close
       exit!(0)
     end

@@ -56,16 +56,15 @@ class RackProductionTest < Minitest::Test
     end
   end
 
-  def test_cpu_and_wall_are_refused_always_on_for_what_they_are
+  # cpu and wall run always-on now, one of them: the message says why not both.
+  def test_cpu_and_wall_together_and_retention_are_refused_always_on_for_what_they_are
     Dir.mktmpdir do |dir|
-      %w[cpu wall heap,cpu].each do |modes|
+      %w[cpu,wall heap,cpu,wall].each do |modes|
         error = assert_raises(ArgumentError) { Fathom::AlwaysOn.new(modes: modes, dir: dir) }
-        assert_match(/cannot run always-on yet/, error.message, modes)
-        assert_match(/modes: heap, gc\z/, error.message)
-        refute_match(/retention snapshot/, error.message)
+        assert_match(/cpu and wall cannot be profiled together \(one sampler per process\)/, error.message, modes)
       end
       error = assert_raises(ArgumentError) { Fathom::AlwaysOn.new(modes: "retention", dir: dir) }
-      assert_match(/a retention snapshot stops the world/, error.message)
+      assert_match(/a retention snapshot stops the world\); modes: heap, gc, cpu, wall\z/, error.message)
     end
   end
 

@@ -78,4 +78,32 @@ class PumaClusterTest < Minitest::Test
     assert_empty pids - workers, files.inspect
     assert_equal %w[gc heap], files.map { |f| f[/\A[a-z]+/] }.uniq.sort
   end
+
+  # Always-on CPU in the workers (issue 27): /profile is a window of it in
+  # whichever worker answers (X-Fathom-Pid says which), a /heap fetch is
+  # served while a /profile runs (a lock per kind), and at SIGTERM each
+  # worker writes its last cpu and heap files; the master none.
+  def test_always_on_cpu_in_the_workers
+    start("FATHOM_MODE" => "cpu,heap")
+    assert_equal "200", @server.get("/products").code
+    profile = Thread.new { @server.get("/debug/fathom/profile?seconds=3") }
+    sleep 1
+    heap = @server.get("/debug/fathom/heap")
+    assert_equal "200", heap.code, heap.body
+    assert_includes worker_pids, heap["x-fathom-pid"].to_i
+    cpu = profile.value
+    assert_equal "200", cpu.code, cpu.body
+    assert_equal "always-on", cpu["x-fathom-source"]
+    assert_includes worker_pids, cpu["x-fathom-pid"].to_i
+    assert_includes comments(cpu.body), "pid=#{cpu["x-fathom-pid"]}"
+
+    master = @server.pid
+    workers = worker_pids
+    assert_equal 0, @server.stop.exitstatus.to_i
+    files = Dir.children(@dir).grep(/\.pb\.gz\z/)
+    by_pid = files.group_by { |f| f[/\A[a-z]+-(\d+)-/, 1].to_i }
+    refute_includes by_pid.keys, master, files.inspect
+    assert_equal workers.sort, by_pid.keys.sort, files.inspect
+    by_pid.each_value { |names| assert_equal %w[cpu heap], names.map { |f| f[/\A[a-z]+/] }.uniq.sort }
+  end
 end

@@ -17,6 +17,7 @@ class SetupTest < Minitest::Test
       { { "FATHOM_DIR" => nil } => /FATHOM_DIR must name/,
         { "FATHOM_DIR" => dir, "FATHOM_MODE" => "heap,bogus" } => /FATHOM_MODE/,
         { "FATHOM_DIR" => dir, "FATHOM_MODE" => "retention" } => /cannot run always-on/,
+        { "FATHOM_DIR" => dir, "FATHOM_MODE" => "cpu,wall" } => /FATHOM_MODE cpu and wall cannot be profiled together/,
         { "FATHOM_DIR" => dir, "FATHOM_EVERY" => "0" } => /FATHOM_EVERY/,
         { "FATHOM_DIR" => dir, "FATHOM_KEEP" => "0" } => /FATHOM_KEEP must be/,
         { "FATHOM_DIR" => dir, "FATHOM_KEEP_MB" => "lots" } => /FATHOM_KEEP_MB/,

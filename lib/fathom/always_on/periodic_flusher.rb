@@ -35,6 +35,14 @@ module Fathom
   # rotation: a Rotation for `dir`: each file is then created under its
   # lock, after making room for it (AlwaysOn passes one).
   #
+  # deliver: something responding to #call(profile, from_ns, until_ns),
+  # handed every profile flushed (the ticks', #flush_now's, #stop's last
+  # one, a #window's) after it is written, with the CLOCK_REALTIME window
+  # it covers (from the previous flush, or the start, to this one). Called
+  # under the flush lock, so one flusher's profiles arrive in order: it
+  # must return quickly (AlwaysOn's Sinks: push clients queue). With
+  # deliver:, `dir` may be nil: then no file is written at all.
+  #
   # interval: 1 ms to 24 h. The flusher keeps to a fixed rate, but it is a
   # Ruby thread and may start late when other threads keep the GVL; a tick
   # missed while a flush was still running is skipped (the next file covers
@@ -95,13 +103,18 @@ module Fathom
 
     attr_reader :dir, :interval, :pattern, :last_path, :files_written
 
-    def initialize(profiler, dir:, interval: 30, pattern: nil, gc: false, rotation: nil)
+    def initialize(profiler, dir:, interval: 30, pattern: nil, gc: false, rotation: nil, deliver: nil)
       unless Options.responds_to?(profiler, :flush)
         raise TypeError, "fathom: profiler must be a Fathom profiler (responding to #flush), got #{Options.describe(profiler)}"
       end
+      unless deliver.nil? || deliver.respond_to?(:call)
+        raise TypeError, "fathom: deliver must respond to #call(profile, from_ns, until_ns), got #{Options.describe(deliver)}"
+      end
 
       @profiler = profiler
-      @dir = validate_dir(dir)
+      @deliver = deliver
+      # No directory: only deliver: gets the profiles (nothing is written).
+      @dir = dir.nil? && deliver ? nil : validate_dir(dir)
       @interval_ns = Options.duration_ns("interval", interval, min_ns: INTERVAL_NS.begin, max_ns: INTERVAL_NS.end)
       @interval = @interval_ns / 1e9
       @pattern = NilClass === pattern ? self.class.default_pattern(profiler) : validate_pattern(pattern)
@@ -119,6 +132,7 @@ module Fathom
       @held = 0
       @thread = nil
       @stopping = false
+      @from_ns = realtime_ns
       reset_stats
     end
 
@@ -132,9 +146,10 @@ module Fathom
       @lock.synchronize do
         raise Fathom::Error, "fathom: this PeriodicFlusher is already running" if @thread&.alive?
 
-        prepare_dir
+        prepare_dir if @dir
 
         @stopping = false
+        @from_ns = realtime_ns # the profiler's window is the caller's; this is when ours starts
         @thread_error = nil
         @thread = spawn_thread
       end
@@ -171,11 +186,16 @@ module Fathom
     # are held while the block runs (their data goes into the window), and
     # the window is written as the next file, so the always-on files keep
     # every event exactly once. Returns the window's profile.
-    def window(gc: @gc)
+    #
+    # run: what runs the two flushes (each a block), when they must not run
+    # on the caller's thread: the Rack endpoints pass one that runs them on
+    # their profile thread (Endpoints#work), while the caller sleeps.
+    def window(gc: @gc, run: nil)
+      run ||= ->(&flush) { flush.call }
       begin
-        flush_now
+        run.call { flush_now }
       rescue StandardError => e # a full disk must not cost the window
-        Fathom.notice { "fathom: flush to #{@dir} before a window failed: #{e.class}: #{e.message}" }
+        Fathom.notice { "fathom: flush to #{where} before a window failed: #{e.class}: #{e.message}" }
       end
       @lock.synchronize { @held += 1 }
       begin
@@ -183,19 +203,27 @@ module Fathom
       ensure
         @lock.synchronize { @held -= 1 }
       end
-      flush_profile(gc: gc).last
+      run.call { flush_profile(gc: gc).last }
     end
 
     private def flush_profile(gc:)
       @flush_lock.synchronize do
         started = now_ns
         profile = @profiler.flush(gc: gc)
-        write_profile(profile, started)
+        from_ns = @from_ns
+        @from_ns = until_ns = realtime_ns
+        begin
+          write_profile(profile, started)
+        ensure
+          # Written or not (a full disk), the sinks get the window: it is
+          # gone from the profiler either way.
+          @deliver&.call(profile, from_ns, until_ns)
+        end
       end
     end
 
     private def write_profile(profile, started)
-      path = write_file(profile.bytes)
+      path = @dir && write_file(profile.bytes)
       @lock.synchronize do
         @files_written += 1
         @last_path = path
@@ -215,7 +243,7 @@ module Fathom
         written =
           if @rotation && unique then @rotation.write_new(path, bytes)
           elsif @rotation then @rotation.locked do
-                                     @rotation.make_room(bytes.bytesize)
+                                     @rotation.make_room(bytes.bytesize, path)
                                      AtomicFile.write_new(path, bytes)
                                    end
           else AtomicFile.write_new(path, bytes, replace: !unique)
@@ -245,6 +273,9 @@ module Fathom
       @wakeup = ConditionVariable.new
       @flush_lock = Mutex.new
       @held = 0
+      # The child's windows start at the fork (a forked CPU collector starts
+      # from an empty window; the parent delivers its own up to now).
+      @from_ns = realtime_ns
       reset_stats
       self.class.reset_index_after_fork
       return unless @thread
@@ -274,6 +305,15 @@ module Fathom
 
     def now_ns
       Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
+    end
+
+    # Where the profiles go, for messages.
+    def where
+      @dir || "its sinks"
+    end
+
+    def realtime_ns
+      Process.clock_gettime(Process::CLOCK_REALTIME, :nanosecond)
     end
 
     def file_name
@@ -339,7 +379,7 @@ module Fathom
     rescue Exception => e # rubocop:disable Lint/RescueException -- the thread must end quietly, whatever it was
       @lock.synchronize { @thread_error = e }
       Fathom.notice do
-        "fathom: the periodic flusher's thread (#{@dir}) ended: #{describe(e)}; #stop still writes the last profile"
+        "fathom: the periodic flusher's thread (#{where}) ended: #{describe(e)}; #stop still writes the last profile"
       end
     end
 
@@ -384,7 +424,7 @@ module Fathom
         @errors += 1
         @last_error = describe(e)
       end
-      Fathom.notice { "fathom: periodic flush to #{@dir} failed: #{e.class}: #{e.message}" }
+      Fathom.notice { "fathom: periodic flush to #{where} failed: #{e.class}: #{e.message}" }
     end
 
     # Says once when ticks start being skipped.
@@ -393,7 +433,7 @@ module Fathom
 
       @announced_lateness = true
       Fathom.notice do
-        "fathom: the periodic flusher (#{@dir}, every #{Options.format_ns(@interval_ns)}) is falling behind: " \
+        "fathom: the periodic flusher (#{where}, every #{Options.format_ns(@interval_ns)}) is falling behind: " \
           "a flush started #{Options.format_ns(late)} after its tick; missed ticks are skipped and their " \
           "windows go into the next file (see PeriodicFlusher#stats)"
       end

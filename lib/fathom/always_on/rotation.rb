@@ -4,10 +4,25 @@ require_relative "../files/atomic_file"
 require_relative "../files/stdlib"
 
 module Fathom
-  # Keeps a directory of profiles bounded: at most `keep_files` profiles and
-  # `keep_bytes` bytes, the oldest removed first, at every moment (never
-  # N+1 files, not even for an instant, not even with several processes
-  # writing there). Only files Fathom created are counted or removed: names
+  # Keeps a directory of profiles bounded, the oldest removed first, at
+  # every moment (never one file too many, not even for an instant, not
+  # even with several processes writing there):
+  #
+  #   keep_files  at most this many files per series: one process image
+  #               (pid and token) and one mode ("heap-4242-1a2b3c4d-…",
+  #               "request-cpu-4242-1a2b3c4d-…"). FATHOM_KEEP=50 so keeps 50
+  #               files of each worker's CPU, 50 of its heap..., however
+  #               many workers share the directory. It used to count the
+  #               whole directory: 8 puma workers x 2 modes at 60 s kept
+  #               about 3 minutes of history, and each extra worker shortened
+  #               everybody's.
+  #   keep_bytes  at most this many bytes in the whole directory, every
+  #               series together: the disk bound. It is also what removes
+  #               the files of processes that have exited (restarted
+  #               workers, earlier deploys): they are the oldest, so they go
+  #               first once the directory is full. A process cannot tell
+  #               whether another one is alive (containers sharing a volume
+  #               are in other pid namespaces), so nothing else does. Only files Fathom created are counted or removed: names
   # of Fathom's patterns (NAME: <mode>-<pid>[-<token>]-<time>-<index> for
   # always-on, request-<kind>-<pid>[-<token>]-<time>-<index> for the Rack
   # middleware, .pb.gz / .json.gz) whose content Fathom wrote
@@ -32,6 +47,8 @@ module Fathom
   # every other file): the newest profile is never dropped.
   class Rotation
     NAME = /\A(?:(?:heap|gc|retention|cpu|wall)|request-[a-z]+)-\d+-(?:\h{8}-)?\d{8}T\d{6}Z-\d+\.(?:pb|json)\.gz\z/.freeze
+    # The series of a NAME: everything before the time (kind, pid, token).
+    SERIES = /\A(.*?-\d+-(?:\h{8}-)?)\d{8}T\d{6}Z-/.freeze
     LOCK_NAME = ".fathom.lock"
     FILES_RANGE = (1..1_000_000).freeze
     MB_RANGE = (1..1_000_000).freeze
@@ -58,7 +75,7 @@ module Fathom
         path = File.expand_path(path)
         next nil if File.exist?(path) || File.symlink?(path)
 
-        make_room(data.bytesize)
+        make_room(data.bytesize, path)
         AtomicFile.write_new(path, data, replace: false)
       end
     end
@@ -76,24 +93,33 @@ module Fathom
       end
     end
 
-    # Removes the oldest files until one more of `incoming` bytes fits.
-    # Returns the paths removed. Without the lock (#locked) another writer
-    # may add a file meanwhile: #write_new holds it.
-    def make_room(incoming)
-      files = ours
-      count = files.size
-      total = files.sum { |_, size, _| size }
-      gone = []
-      files.each do |path, size, _|
-        break if count + 1 <= @keep_files && total + incoming <= @keep_bytes
+    # The series of a file name (Rotation::SERIES), or nil when the name
+    # is not one of Fathom's.
+    def self.series(name)
+      name = File.basename(name)
+      NAME.match?(name) ? name[SERIES, 1] : nil
+    end
 
-        begin
-          File.unlink(path)
-          gone << path
-        rescue Errno::ENOENT
-          nil # another process removed it first
-        end
-        count -= 1
+    # Removes the oldest files until one more of `incoming` bytes, to be
+    # written at `path`, fits: its series below keep_files, the directory
+    # below keep_bytes. Without a path (or with a name that is not
+    # Fathom's) every file counts as one series. Returns the paths removed.
+    # Without the lock (#locked) another writer may add a file meanwhile:
+    # #write_new holds it.
+    def make_room(incoming, path = nil)
+      files = ours
+      series = path && self.class.series(path)
+      mine = series ? files.select { |p, _, _| self.class.series(p) == series } : files
+      gone = []
+      # Count first, in the new file's series only (oldest first)...
+      mine.first([mine.size + 1 - @keep_files, 0].max).each { |p, _, _| gone << p if unlink(p) }
+      # ...then bytes, over the whole directory (oldest first, any series).
+      left = files.reject { |p, _, _| gone.include?(p) }
+      total = left.sum { |_, size, _| size }
+      left.each do |p, size, _|
+        break if total + incoming <= @keep_bytes
+
+        gone << p if unlink(p)
         total -= size
       end
       @removed += gone.size
@@ -119,6 +145,14 @@ module Fathom
     end
 
     private
+
+    # true when removed (by us): false when another process removed it first.
+    def unlink(path)
+      File.unlink(path)
+      true
+    rescue Errno::ENOENT
+      false
+    end
 
     # A Mutex held by a thread that did not survive fork stays locked.
     def after_fork_reset

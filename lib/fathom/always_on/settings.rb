@@ -48,11 +48,15 @@ module Fathom
       opts
     end
 
-    # AlwaysOn.new's options: FATHOM_DIR (required), FATHOM_MODE (default
-    # heap), FATHOM_EVERY, FATHOM_KEEP, FATHOM_KEEP_MB, and the profilers'.
-    def always_on(env)
+    # AlwaysOn.new's options: FATHOM_DIR (required unless require_dir is
+    # false: profiles then go to sinks only), FATHOM_MODE (default heap;
+    # heap, gc, cpu, wall, not cpu and wall together), FATHOM_EVERY,
+    # FATHOM_KEEP, FATHOM_KEEP_MB, and the profilers'.
+    def always_on(env, require_dir: true)
       value = reader(env)
-      dir = value["FATHOM_DIR"] or raise ArgumentError, "fathom: FATHOM_DIR must name the directory for the profiles"
+      dir = value["FATHOM_DIR"]
+      raise ArgumentError, "fathom: FATHOM_DIR must name the directory for the profiles" if dir.nil? && require_dir
+
       modes = Modes.parse(value["FATHOM_MODE"] || "heap", "FATHOM_MODE")
       opts = { modes: modes, dir: dir }
       if (v = value["FATHOM_EVERY"])

@@ -2,13 +2,13 @@
 
 # Always-on profiling from the environment, with no code change:
 #
-#   RUBYOPT=-rfathom/setup FATHOM_MODE=heap,gc FATHOM_DIR=/var/tmp/fathom FATHOM_EVERY=60s bundle exec puma
+#   RUBYOPT=-rfathom/setup FATHOM_MODE=cpu,heap,gc FATHOM_DIR=/var/tmp/fathom FATHOM_EVERY=60s bundle exec puma
 #
-#   FATHOM_MODE      heap, gc or both (default heap)
-#   FATHOM_DIR       where the files go (required; created if missing)
+#   FATHOM_MODE      heap, gc, cpu or wall, comma-separated (not cpu and wall together; default heap)
+#   FATHOM_DIR       where the files go (required unless sinks are given; created if missing)
 #   FATHOM_EVERY     how often a file is written (default 60s; "2s", "500ms", 30)
-#   FATHOM_KEEP      at most this many files in FATHOM_DIR (default 50)
-#   FATHOM_KEEP_MB   at most this many MB of them (default 100)
+#   FATHOM_KEEP      at most this many files per process and mode (default 50; Rotation)
+#   FATHOM_KEEP_MB   at most this many MB of Fathom's files in FATHOM_DIR (default 100)
 #   FATHOM_INTERVAL, FATHOM_MAX_DEPTH, FATHOM_EXACT, FATHOM_CENSUS, FATHOM_GC_SOURCE,
 #   FATHOM_COALESCE, FATHOM_FORMAT   the profilers' options, as for `fathom run`
 #
@@ -31,16 +31,20 @@ module Fathom
 
       attr_reader :always_on
 
-      def start(env = ENV)
+      # sinks: AlwaysOn's (a push client); with them FATHOM_DIR is optional
+      # and no file is written without it.
+      def start(env = ENV, sinks: nil)
         return @always_on if @always_on
 
         require_relative "../../fathom"
         require_relative "always_on"
         require_relative "settings"
-        @always_on = AlwaysOn.new(**Settings.always_on(env)).start
+        settings = Settings.always_on(env, require_dir: sinks.nil? || sinks.empty?)
+        @always_on = AlwaysOn.new(**settings, sinks: sinks).start
         @pid = Process.pid
         at_exit { stop }
-        Fathom.notice { "fathom: always-on #{@always_on.profilers.keys.join(",")} profiling into #{@always_on.dir}" }
+        where = [@always_on.dir, *@always_on.sinks.list.map { |s| s.class.name }].compact.join(", ")
+        Fathom.notice { "fathom: always-on #{@always_on.profilers.keys.join(",")} profiling into #{where}" }
         @always_on
       rescue StandardError, ScriptError => e
         @always_on = nil

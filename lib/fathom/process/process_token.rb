@@ -12,16 +12,27 @@ module Fathom
   module ProcessToken
     @token = nil
     @pid = nil
+    # Two flushers (heap and gc) asking at once for the first time both
+    # made a token: one process's files carried two, and per-process
+    # rotation (Rotation, FATHOM_KEEP) saw two processes. The lock makes
+    # the first one win. (A Mutex held by a thread that does not survive
+    # fork is released in the child by Ruby; the pid check then makes the
+    # child's own token.)
+    @lock = Mutex.new
 
     module_function
 
     def get
       pid = Process.pid
-      unless @pid == pid && @token
-        @token = Random.urandom(4).unpack1("H*")
-        @pid = pid
+      return @token if @pid == pid # @token is set before @pid
+
+      @lock.synchronize do
+        unless @pid == pid
+          @token = Random.urandom(4).unpack1("H*")
+          @pid = pid
+        end
+        @token
       end
-      @token
     end
   end
 end

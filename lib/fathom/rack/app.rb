@@ -58,6 +58,21 @@ module Fathom
         path.delete_prefix("/").chomp("/")
       end
 
+      # Whether the client takes HTML (a browser's Accept); curl sends */*
+      # and gets text, as do scrapers.
+      def html?(env)
+        env["HTTP_ACCEPT"].to_s.downcase.include?("text/html")
+      end
+
+      # The endpoints' path as the client sees it: SCRIPT_NAME (where
+      # `map` mounted the app), then the prefix when it is in PATH_INFO.
+      def base(env)
+        path = env["PATH_INFO"].to_s
+        prefix = @config.prefix
+        under = !prefix.empty? && (path == prefix || path.start_with?("#{prefix}/"))
+        "#{env["SCRIPT_NAME"]}#{under ? prefix : ""}".chomp("/")
+      end
+
       def serve(name, env)
         @guard.authorize!(env)
         unless %w[GET HEAD].include?(env["REQUEST_METHOD"])
@@ -65,7 +80,7 @@ module Fathom
         end
 
         params = Params.new(env["QUERY_STRING"], @config)
-        return @endpoints.index(params) if name.empty?
+        return @endpoints.index(params, html: html?(env), base: base(env)) if name.empty?
         raise Refusal.new(404, "no endpoint #{name[0, 40].inspect}; see #{@config.prefix}/") unless Endpoints::NAMES.include?(name)
 
         @endpoints.call(name, params)

@@ -28,6 +28,9 @@ module Fathom
     #   heap:, gc:   the running profilers the heap/allocs endpoints read
     #                (default: those started by fathom/setup, if any). A
     #                Proc is called at each request.
+    #   always_on:   the Fathom::AlwaysOn whose windows the gc and profile
+    #                endpoints and ?fathom= take (default: fathom/setup's);
+    #                a Proc is called at each request.
     #   dir:         middleware only: write per-request profiles there and
     #                serve the page as usual; without it the profile is
     #                returned instead of the page.
@@ -46,7 +49,7 @@ module Fathom
       def initialize(enabled: ENV["FATHOM_RACK"] == "1", prefix: DEFAULT_PREFIX, token: ENV["FATHOM_RACK_TOKEN"],
                      hosts: ENV["FATHOM_RACK_HOSTS"],
                      max_seconds: 60, default_seconds: 30, retention_max_objects: 2_000_000,
-                     heap: nil, gc: nil, dir: nil, keep_files: self.class.env_integer("FATHOM_KEEP", 50),
+                     heap: nil, gc: nil, always_on: nil, dir: nil, keep_files: self.class.env_integer("FATHOM_KEEP", 50),
                      keep_mb: self.class.env_integer("FATHOM_KEEP_MB", 100))
         @enabled = Options.boolean("enabled", enabled)
         @prefix = check_prefix(prefix)
@@ -57,6 +60,7 @@ module Fathom
         @retention_max_objects = Options.integer("retention_max_objects", retention_max_objects, OBJECTS_RANGE)
         @heap = heap
         @gc = gc
+        @always_on = always_on
         @dir = NilClass === dir ? nil : File.expand_path(Options.path("dir", dir))
         @keep_files = Options.integer("keep_files", keep_files, Rotation::FILES_RANGE)
         @keep_mb = Options.integer("keep_mb", keep_mb, Rotation::MB_RANGE)
@@ -79,10 +83,9 @@ module Fathom
       # `mode`: endpoints and per-request profiles then take a window of it
       # (AlwaysOn#window) instead of refusing. nil otherwise.
       def always_on(mode)
-        return nil unless defined?(Fathom::Setup)
-
-        always_on = Fathom::Setup.always_on
-        always_on if always_on&.running?(mode)
+        always_on = Proc === @always_on ? @always_on.call : @always_on
+        always_on ||= Fathom::Setup.always_on if defined?(Fathom::Setup)
+        always_on if always_on.respond_to?(:running?) && always_on.running?(mode)
       end
 
       # Never shows the token (inspect ends up in logs and error pages).
@@ -101,6 +104,8 @@ module Fathom
 
       def running(given, mode)
         found = Proc === given ? given.call : given
+        always_on = Proc === @always_on ? @always_on.call : @always_on
+        found ||= always_on.profilers[mode] if always_on.respond_to?(:profilers)
         found ||= Fathom::Setup.profilers[mode] if defined?(Fathom::Setup)
         found if found.respond_to?(:running?) && found.running?
       end

@@ -3,6 +3,8 @@
 require_relative "response"
 require_relative "../always_on/process_comments"
 require_relative "../process/own_threads"
+require_relative "../modes"
+require_relative "index"
 
 module Fathom
   module Rack
@@ -18,6 +20,8 @@ module Fathom
     class Endpoints
       NAMES = %w[heap allocs gc retention profile].freeze
       TIMED = %w[gc profile].freeze # they run for ?seconds=N (Retry-After)
+      # Which Guard lock each takes (Guard::KINDS).
+      KIND = { "heap" => :heap, "allocs" => :heap, "gc" => :gc, "retention" => :retention, "profile" => :cpu }.freeze
       ENABLE_HEAP = "no heap profiler is running in this process. Start one at boot: " \
                     "RUBYOPT=-rfathom/setup FATHOM_MODE=heap (or Fathom::HeapProfiler.new.start, " \
                     "passed to Fathom::Rack::App.new(heap: profiler))"
@@ -27,34 +31,36 @@ module Fathom
         @guard = guard
       end
 
-      # Every profile is made, and its reply built, on a thread of its own
+      # Every request holds its kind's guard (Guard#exclusive: one heap,
+      # one gc, one retention, one CPU request at a time; different kinds
+      # at once). Its native work (starting a profiler, a flush, a
+      # snapshot, the reply's gzip) runs in #work: on a thread of its own
       # (#on_own_thread: one glibc arena for all of them, not one per
-      # server thread), under the one-request-at-a-time guard taken before
-      # that thread starts: a refused request costs no thread, and two
-      # profile threads never overlap (an overlap gave glibc cause to make
-      # a second arena, kept for the process's life, and let a reply's
-      # gzip run beside the next profile).
+      # server thread) under the process-wide work lock (Guard#working),
+      # so two profile threads never overlap (an overlap gave glibc cause
+      # to make a second arena, kept for the process's life, and let a
+      # reply's gzip run beside the next profile). The ?seconds=N wait of
+      # gc and profile is on the server thread, outside the work lock: a
+      # /heap fetch waits for at most one flush, not 14 s. A refused
+      # request costs no thread.
       def call(name, params)
         seconds = TIMED.include?(name) ? params.seconds : 1
-        @guard.exclusive(seconds) { on_own_thread { send(name, params) } }
+        @guard.exclusive(KIND.fetch(name), seconds) { send(name, params) }
       end
 
-      def index(_params)
-        lines = ["Fathom profiles (go tool pprof http://HOST#{@config.prefix}/heap):", ""]
-        lines << "heap        live memory by allocation site (?gc=1 runs a GC first, ?debug=1 text)"
-        lines << "allocs      the same profile, alloc_space by default"
-        lines << "gc          GC profile for ?seconds=N (?format=firefox)"
-        lines << "retention   reference chains keeping memory alive (stops the world; ?force=1 above #{@config.retention_max_objects} objects)"
-        lines << "profile     CPU/wall for ?seconds=N"
-        Response.text(lines.join("\n") + "\n")
+      # The page at the prefix (Index): HTML for a browser, text otherwise.
+      def index(params, html: false, base: @config.prefix)
+        Index.new(@config).response(html: html, base: base, debug: params.debug?)
       end
 
       def heap(params, default_sample_type: nil, name: "heap")
         params.format(%i[pprof])
         profiler = @config.heap_profiler or raise Refusal.new(409, ENABLE_HEAP)
         gc = params.flag("gc")
-        profile = profiler.flush(gc: gc, stamp: stamp(params, default_sample_type))
-        reply(profile, params, name, default_sample_type: default_sample_type)
+        work do
+          profile = profiler.flush(gc: gc, stamp: stamp(params, default_sample_type))
+          reply(profile, params, name, default_sample_type: default_sample_type)
+        end
       end
 
       def allocs(params)
@@ -71,15 +77,14 @@ module Fathom
             raise Refusal.new(409, "the always-on GC profiler in this process writes #{running}: ask for ?format=#{running}")
           end
 
-          profile = always_on.window(:gc) { sleep(seconds) }
-          return reply(profile, params, "gc", capped: params.capped)
+          profile = always_on.window(:gc, run: method(:work)) { sleep(seconds) }
+          return work { reply(profile, params, "gc", capped: params.capped, source: "always-on") }
         end
         if @config.gc_profiler
           raise Refusal.new(409, "a GC profiler that this app started itself is running in this process")
         end
 
-        profile = run_for(seconds, params, "another GC profiler is running in this process") { GcProfiler.new(format: format) }
-        reply(profile, params, "gc", capped: params.capped)
+        run_for(seconds, params, "gc", "another GC profiler is running in this process") { GcProfiler.new(format: format) }
       end
 
       def retention(params)
@@ -91,38 +96,59 @@ module Fathom
                                  "(#{@config.retention_max_objects}); a snapshot stops the world for about " \
                                  "#{(objects * 0.6e-6).round(1)}s. Add ?force=1 to take it anyway")
         end
-        reply(Fathom.retention_snapshot(progress: nil, stamp: stamp(params)), params, "retention", gc: true)
+        work { reply(Fathom.retention_snapshot(progress: nil, stamp: stamp(params)), params, "retention", gc: true) }
       end
 
+      # While always-on profiling runs this mode, a window of it (as gc:
+      # the always-on files and sinks keep every sample once; its interval
+      # and format apply). Always-on in the other CPU mode holds the one
+      # sampler: 409 naming the mode to ask for.
       def profile(params)
         mode = params.one_of("mode", %i[cpu wall], :cpu)
         format = params.format(%i[pprof firefox])
         seconds = params.seconds
-        busy = "another CPU profiler is running in this process, or SIGPROF is taken"
         interval = params.interval(nil)
+        if (always_on = @config.always_on(mode))
+          running = always_on.profilers[mode].format
+          raise Refusal.new(409, "always-on #{mode} profiling in this process writes #{running}: ask for ?format=#{running}") unless format == running
+
+          profile = always_on.window(mode, run: method(:work)) { sleep(seconds) }
+          return work { reply(profile, params, mode.to_s, capped: params.capped, source: "always-on") }
+        end
+        if (other = (Modes::CPU_MODES - [mode]).find { |m| @config.always_on(m) })
+          raise Refusal.new(409, "always-on #{other} profiling holds the CPU sampler in this process: ask for ?mode=#{other}")
+        end
+
+        busy = "another CPU profiler is running in this process, or SIGPROF is taken"
         options = interval ? { interval: interval } : {}
-        profile = run_for(seconds, params, busy) { Fathom::CpuProfiler.new(mode: mode, format: format, **options) }
-        reply(profile, params, mode.to_s, capped: params.capped)
+        run_for(seconds, params, mode.to_s, busy) { Fathom::CpuProfiler.new(mode: mode, format: format, **options) }
       end
 
       private
 
-      # The timed endpoints (gc, profile): the block's profiler for `seconds`
-      # (#call holds the guard). A profiler that cannot start (another of
-      # its kind holds Ruby's hooks or SIGPROF) is a 409, not a 500.
-      def run_for(seconds, params, busy)
+      # The timed endpoints (gc, profile): the block's profiler for
+      # `seconds` (#call holds the guard), then its reply. Started in
+      # #work, the wait on the server thread. A profiler that cannot
+      # start (another of its kind holds Ruby's hooks or SIGPROF) is a
+      # 409, not a 500.
+      def run_for(seconds, params, name, busy)
         profiler = yield
         begin
-          profiler.start
-        rescue Fathom::Error
-          raise Refusal.new(409, busy)
-        end
-        begin
+          work do
+            profiler.start
+          rescue Fathom::Error
+            raise Refusal.new(409, busy)
+          end
           Guard.stop_in_child(profiler) { sleep(seconds) }
         ensure
-          profiler.stop
+          profiler.stop if profiler.running? # also when the server thread was interrupted
         end
-        profiler.flush(stamp: stamp(params))
+        work { reply(profiler.flush(stamp: stamp(params)), params, name, capped: params.capped) }
+      end
+
+      # The block on a profile thread, under the work lock (see #call).
+      def work(&block)
+        @guard.working { on_own_thread(&block) }
       end
 
       # Who wrote the profile (pid, hostname, Ruby, the window), written
@@ -187,8 +213,9 @@ module Fathom
       # (a snapshot's native graph, which lives in its Ruby object) and the
       # reply's own garbage are freed, and given back, now rather than at a
       # later GC, after which no trim would run.
-      def reply(profile, params, name, default_sample_type: nil, capped: false, gc: false)
+      def reply(profile, params, name, default_sample_type: nil, capped: false, gc: false, source: nil)
         headers = capped ? { "x-fathom-seconds-capped" => @config.max_seconds.to_s } : {}
+        headers["x-fathom-source"] = source if source
         if params.debug?
           # Who answered first (pid, hostname, Ruby, the window): behind a
           # preforking server each worker is its own process, and the pprof

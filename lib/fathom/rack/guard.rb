@@ -31,8 +31,10 @@ module Fathom
     #     a rebinding page cannot know the token, and servers reached with a
     #     token are reached by any name (an internal DNS name, an IP, a
     #     load balancer's);
-    #   - one profiling request at a time in the process (the profilers and
-    #     Ruby's hooks are process-wide): others get 429 with Retry-After.
+    #   - one profiling request at a time per kind in the process (heap and
+    #     allocs, gc, retention, cpu: the profile endpoint and ?fathom=cpu):
+    #     another of the same kind gets 429 with Retry-After. See #exclusive
+    #     for why per kind, and #working for what stays process-wide.
     class Guard
       LOOPBACK = [IPAddr.new("127.0.0.0/8"), IPAddr.new("::1/128")].freeze
       # Headers by which proxies and CDNs name the real client: any of them
@@ -43,23 +45,45 @@ module Fathom
       # is reported as REMOTE_ADDR 127.0.0.1 by puma and unicorn).
       SOCKET_KEYS = %w[puma.socket unicorn.socket pitchfork.socket].freeze
       LOCAL_NAMES = %w[localhost].freeze
-      # One lock per process, shared by every app and middleware instance
-      # (a new one in a forked child: see StopInChild).
-      @lock = Mutex.new
-      @busy_until = 0.0
+      # The kinds that lock separately. Two requests of one kind cannot
+      # share the profiler they need: a CPU profile and ?fathom=cpu both
+      # want the one SIGPROF sampler (wall too); two heap fetches (or one
+      # and a ?fathom=heap window) would split one profiler's window
+      # between them; the GC profiler's hooks are process-wide.
+      KINDS = %i[heap gc retention cpu].freeze
 
+      # The locks are per process, shared by every app and middleware
+      # instance (new ones in a forked child: see StopInChild).
       class << self
-        attr_accessor :busy_until
-        attr_reader :lock
-
-        # In a forked child no profiling request runs: the thread that
-        # held the lock was not copied (or, if it forked, is the child's
-        # own and releases the old lock when it ends).
-        def reset_after_fork
-          @lock = Mutex.new
-          @busy_until = 0.0
+        # The lock of `kind` (Mutex), which #exclusive holds.
+        def lock(kind)
+          @locks.fetch(kind) { raise ArgumentError, "fathom: no guard for #{kind.inspect}; kinds: #{KINDS.join(", ")}" }
         end
+
+        # The process-wide lock #working holds while a profile thread runs.
+        attr_reader :work_lock
+
+        def busy_until(kind) = @busy_until[kind]
+
+        def busy!(kind, seconds_from_now)
+          @busy_until[kind] = Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds_from_now
+        end
+
+        # In a forked child no profiling request runs: the threads that
+        # held the locks were not copied (or, if one forked, it is the
+        # child's own and releases the old lock when it ends).
+        def reset_after_fork
+          @locks = KINDS.to_h { |k| [k, Mutex.new] }.freeze
+          @work_lock = Mutex.new
+          @busy_until = KINDS.to_h { |k| [k, 0.0] }
+        end
+
+        # ForkHooks: a child forked while some thread held a lock (a heap
+        # flush on the profile thread) would otherwise find it held
+        # forever. Registered at the first profiling request.
+        def after_fork_child = reset_after_fork
       end
+      reset_after_fork
 
       # Registered with ForkHooks while a request's own profiler records
       # (the gc and profile endpoints, ?fathom=): if the app forks
@@ -110,20 +134,38 @@ module Fathom
         end
       end
 
-      # Runs the block holding the process-wide profiling lock; `seconds`
-      # is how long it expects to hold it (for the others' Retry-After).
-      def exclusive(seconds)
-        lock = self.class.lock
+      # Runs the block holding the lock of `kind` (KINDS); `seconds` is how
+      # long it expects to hold it (for the others' Retry-After). Another
+      # request of that kind gets 429; requests of other kinds go on.
+      #
+      # Per kind, not per process: a scraper (Grafana Alloy's
+      # pyroscope.scrape) fetches each type on its own schedule, and with
+      # one lock a /heap fetch got 429 for the whole of a 14 s /profile.
+      # What the one lock also gave, one profile thread at a time (one
+      # glibc arena for every profile, see Endpoints#work), is kept by
+      # #working; the timed endpoints sleep on the server thread, outside it.
+      def exclusive(kind, seconds)
+        ForkHooks.register(self.class)
+        lock = self.class.lock(kind)
         unless lock.try_lock
-          wait = [(self.class.busy_until - now).ceil, 1].max
-          raise Refusal.new(429, "another profiling request is running; retry in #{wait}s", "retry-after" => wait.to_s)
+          wait = [(self.class.busy_until(kind) - now).ceil, 1].max
+          raise Refusal.new(429, "another #{kind} profiling request is running; retry in #{wait}s", "retry-after" => wait.to_s)
         end
         begin
-          self.class.busy_until = now + seconds
+          self.class.busy!(kind, seconds)
           yield
         ensure
           lock.unlock if lock.owned?
         end
+      end
+
+      # Runs the block holding the process-wide work lock: a profile's
+      # native work (a flush, a snapshot, a reply's gzip) runs on a thread
+      # of its own inside it (Endpoints#work), so two such threads never
+      # exist at once. Waits for it rather than refusing: what holds it is
+      # one flush or one snapshot, never a ?seconds=N wait.
+      def working(&block)
+        self.class.work_lock.synchronize(&block)
       end
 
       def loopback?(env)

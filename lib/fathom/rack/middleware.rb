@@ -15,7 +15,7 @@ module Fathom
   module Rack
     # Profiles one ordinary request when it asks with ?fathom=heap|gc|cpu,
     # under the rules of the endpoints (Guard: enabled, loopback or token,
-    # one profiling request at a time):
+    # one profiling request of each kind at a time):
     #
     #   use Fathom::Rack::Middleware, enabled: true                # profile returned instead of the page
     #   use Fathom::Rack::Middleware, enabled: true, dir: "tmp/profiles"   # page served, profile written
@@ -88,7 +88,7 @@ module Fathom
         page = nil
         source = "request"
         # 1 s: what others are told to wait (Retry-After); a request is short.
-        profile = @guard.exclusive(1) do
+        profile = @guard.exclusive(kind, 1) do
           if (always_on = @config.always_on(kind))
             source = "always-on"
             always_on.window(kind, gc: kind == :heap) { page = run_app(env, kind) }
@@ -192,6 +192,7 @@ module Fathom
         headers = headers.dup
         headers["x-fathom-profile"] = name
         headers["x-fathom-source"] = source
+        headers[Response::PID] = Process.pid.to_s
         [status, headers, body]
       end
     end

@@ -19,19 +19,36 @@ module Fathom
     end
 
     # Rack triples ([status, headers, body]); header names are lower case
-    # (required by Rack 3, accepted by Rack 2).
+    # (required by Rack 3, accepted by Rack 2). Every one says which
+    # process answered (X-Fathom-Pid): behind a preforking server (puma
+    # cluster) any worker may, and an error or a Firefox profile has no
+    # pid= comment to say it.
     module Response
       NO_STORE = { "cache-control" => "no-store", "x-content-type-options" => "nosniff" }.freeze
+      PID = "x-fathom-pid"
 
       module_function
+
+      # NO_STORE and this process's pid (read at each reply: forked workers).
+      def base_headers
+        NO_STORE.merge(PID => Process.pid.to_s)
+      end
 
       def error(status, message, headers = {})
         text("fathom: #{message}\n", status: status, headers: headers)
       end
 
       def text(body, status: 200, headers: {})
-        [status, NO_STORE.merge("content-type" => "text/plain; charset=utf-8",
-                                "content-length" => body.bytesize.to_s).merge(headers), [body]]
+        [status, base_headers.merge("content-type" => "text/plain; charset=utf-8",
+                                    "content-length" => body.bytesize.to_s).merge(headers), [body]]
+      end
+
+      # The index page (Index, whose text is escaped there). A CSP without
+      # scripts: the page is links and a table.
+      def html(body)
+        [200, base_headers.merge("content-type" => "text/html; charset=utf-8",
+                                 "content-security-policy" => "default-src 'none'",
+                                 "content-length" => body.bytesize.to_s), [body]]
       end
 
       # A profile as a download: pprof (gzipped protobuf, what `go tool
@@ -39,7 +56,7 @@ module Fathom
       def profile(profile, name, headers = {})
         ext = OutputPaths.format_extension(profile.format)
         body = profile.bytes
-        [200, NO_STORE.merge("content-type" => "application/octet-stream",
+        [200, base_headers.merge("content-type" => "application/octet-stream",
                              "content-disposition" => %(attachment; filename="#{name}#{ext}"),
                              "content-length" => body.bytesize.to_s).merge(headers), [body]]
       end
