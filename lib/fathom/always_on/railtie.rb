@@ -8,7 +8,8 @@ module Fathom
   # same FATHOM_* variables, once the gem is in the Gemfile (lib/fathom.rb
   # loads this file when Rails is there):
   #
-  #   FATHOM_DIR=/var/tmp/fathom FATHOM_MODE=heap,gc   always-on files (fathom/setup);
+  #   FATHOM_DIR=/var/tmp/fathom FATHOM_MODE=heap,gc   always-on files (fathom/setup), or
+  #   FATHOM_PUSH=pyroscope://host:4040                pushed to a backend (Fathom::Push);
   #                                                    under puma cluster mode, in each
   #                                                    worker, not the master (StartInWorkers)
   #   FATHOM_RACK=1                                    the /debug/fathom endpoints and
@@ -21,7 +22,7 @@ module Fathom
     initializer "fathom.always_on" do
       # fathom/setup starts on load; it is a no-op when already started
       # (RUBYOPT=-rfathom/setup and the Railtie together).
-      if ENV["FATHOM_DIR"] && !ENV["FATHOM_DIR"].strip.empty?
+      if %w[FATHOM_DIR FATHOM_PUSH].any? { |name| ENV[name] && !ENV[name].strip.empty? }
         if StartInWorkers.puma_preloading_master?
           StartInWorkers.after_fork { require_relative "setup" }
         else

@@ -5,7 +5,10 @@
 #   RUBYOPT=-rfathom/setup FATHOM_MODE=cpu,heap,gc FATHOM_DIR=/var/tmp/fathom FATHOM_EVERY=60s bundle exec puma
 #
 #   FATHOM_MODE      heap, gc, cpu or wall, comma-separated (not cpu and wall together; default heap)
-#   FATHOM_DIR       where the files go (required unless sinks are given; created if missing)
+#   FATHOM_DIR       where the files go (required unless pushing or sinks are given; created if missing)
+#   FATHOM_PUSH      send each profile to Pyroscope or Parca instead of (or besides) files:
+#                    pyroscope://host:4040, https://host, parca://host:7070 (Fathom::Push;
+#                    FATHOM_SERVICE, FATHOM_LABELS, FATHOM_PUSH_TOKEN/_USER/_PASSWORD/_TENANT)
 #   FATHOM_EVERY     how often a file is written (default 60s; "2s", "500ms", 30)
 #   FATHOM_KEEP      at most this many files per process and mode (default 50; Rotation)
 #   FATHOM_KEEP_MB   at most this many MB of Fathom's files in FATHOM_DIR (default 100)
@@ -39,6 +42,7 @@ module Fathom
         require_relative "../../fathom"
         require_relative "always_on"
         require_relative "settings"
+        sinks = push_sinks(env) if sinks.nil?
         settings = Settings.always_on(env, require_dir: sinks.nil? || sinks.empty?)
         @always_on = AlwaysOn.new(**settings, sinks: sinks).start
         @pid = Process.pid
@@ -48,9 +52,17 @@ module Fathom
         @always_on
       rescue StandardError, ScriptError => e
         @always_on = nil
+        sinks&.each { |sink| sink.stop(timeout: 0) rescue nil } # rubocop:disable Style/RescueModifier -- already failing
         require_relative "../notice"
         Fathom.notice { "fathom/setup: not profiling: #{e.class}: #{e.message}" }
         nil
+      end
+
+      # FATHOM_PUSH's client, started, as AlwaysOn's one sink; nil without it.
+      def push_sinks(env)
+        require_relative "../push/push"
+        client = Push.from_env(env) or return nil
+        [client.start]
       end
 
       def stop

@@ -132,6 +132,15 @@ module Fathom
         stats
       end
 
+      # AlwaysOn before exec (ExecHooks): the last windows are queued; give
+      # the sender up to `timeout` seconds to send them (exec runs no
+      # at_exit). The client keeps running: if exec fails, it goes on.
+      def before_exec(timeout: 2)
+        deadline = now + Options.duration("timeout", timeout, min_ns: 1, max_ns: TIMEOUT_NS.end)
+        sleep 0.01 while now < deadline && @lock.synchronize { !@queue.empty? || @inflight } && @thread&.alive?
+        nil
+      end
+
       def running?
         @lock.synchronize { @started && !@stopping } && @thread&.alive? ? true : false
       end
@@ -140,7 +149,13 @@ module Fathom
       # queue holds the parent's profiles (the parent sends them). The child
       # starts empty, with counters of its own, and sends with its own pid
       # (labels are built at send time).
+      #
+      # Idempotent per process: both ForkHooks (the client registers itself
+      # when started) and AlwaysOn's Sinks call it in a child, and a second
+      # call must not start a second sender.
       def after_fork_child
+        return if @pid == Process.pid
+
         was_running = @started && !@stopping
         reset_state
         @started = was_running
@@ -155,6 +170,7 @@ module Fathom
       private
 
       def reset_state
+        @pid = Process.pid
         @lock = Mutex.new
         @wake = ConditionVariable.new
         @queue = []

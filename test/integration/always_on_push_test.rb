@@ -1,0 +1,107 @@
+# frozen_string_literal: true
+
+require_relative "../test_helper"
+require "open3"
+require "socket"
+require "support/push_receiver"
+require "support/profile_helpers"
+
+# Always-on with FATHOM_PUSH and no FATHOM_DIR, as a deploy turns it on:
+# RUBYOPT=-rfathom/setup in a program that knows nothing of Fathom. Every
+# mode's profiles reach the loopback receiver (decoded with protoc from
+# pyroscope's definitions), each window once, labelled; no file is written
+# anywhere. Nothing is timed: the program's length only sets how many
+# windows there are, and the assertions count what the program says it
+# flushed against what the receiver got.
+class AlwaysOnPushTest < Minitest::Test
+  include ProfileHelpers
+
+  NAMES = { "cpu" => "process_cpu", "heap" => "memory", "gc" => "fathom_gc" }.freeze
+
+  def setup
+    require_native!
+    skip_unless_protoc!
+    @receiver = PushReceiver.new
+    @cwd = Dir.mktmpdir("fathom-push-cwd")
+  end
+
+  def teardown
+    @receiver&.close
+    FileUtils.rm_rf(@cwd) if @cwd
+  end
+
+  # Burns CPU and allocates for `seconds`, then exits (at_exit writes, here
+  # sends, the last window of each mode). Prints its pid and how many
+  # flushes each mode made, so the test can count.
+  PROGRAM = <<~RUBY
+    finish = Process.clock_gettime(Process::CLOCK_MONOTONIC) + Float(ARGV[0])
+    kept = []
+    while Process.clock_gettime(Process::CLOCK_MONOTONIC) < finish
+      kept << ("x" * 200) if kept.size < 50_000
+      200.times { |i| i.to_s }
+    end
+    GC.start
+    puts Process.pid
+    $stdout.flush
+  RUBY
+
+  def run_program(env, seconds)
+    full = TestHelper::PLAIN_ENV.merge("RUBYOPT" => "-I#{TestHelper::LIB} -rfathom/setup", "FATHOM_DIR" => nil).merge(env)
+    Open3.capture3(full, RbConfig.ruby, "-e", PROGRAM, seconds.to_s, chdir: @cwd)
+  end
+
+  def test_every_mode_is_pushed_per_window_with_labels_and_no_file
+    skip_unless_go!
+    out, err, status = run_program({ "FATHOM_MODE" => "cpu,heap,gc", "FATHOM_PUSH" => @receiver.url,
+                                     "FATHOM_EVERY" => "1s", "FATHOM_SERVICE" => "checkout",
+                                     "FATHOM_LABELS" => "region=eu,deploy=42", "FATHOM_PUSH_TOKEN" => "tok-9" }, 3.5)
+    assert status.success?, err
+    pid = out.lines.last.to_i
+    assert_match(/always-on cpu,heap,gc profiling into Fathom::Push::Client/, err)
+    refute_match(/tok-9/, err, "the token is never printed")
+
+    series = @receiver.requests.map { |r| PushReceiver.decode(r) }.flatten
+    by_name = series.group_by { |s| s.label("__name__") }
+    assert_equal NAMES.values.sort, by_name.keys.sort, series.map(&:labels).inspect
+    by_name.each do |name, list|
+      # 3.5 s at 1 s: three periodic windows and the last one at exit; the
+      # flusher skips a tick only when a flush is still running (none take
+      # near a second here), so at least 3 per mode.
+      assert_operator list.size, :>=, 3, "#{name}: one series per window"
+      list.each do |s|
+        assert_equal [pid.to_s, "checkout", "eu", "42", "false", Socket.gethostname],
+                     %w[pid service_name region deploy __delta__ hostname].map { |l| s.label(l) }, name
+        assert_equal 1, s.samples.size
+      end
+      ids = list.map { |s| s.samples.first.id }
+      assert_equal ids.uniq, ids, "#{name}: each window sent once"
+    end
+    cpu = by_name.fetch("process_cpu").map { |s| raw_of(Fathom::Profile.new(s.samples.first.raw_profile)) }
+    assert(cpu.all? { |raw| raw.sample_types.include?("cpu") })
+    # The program burned ~3.5 s of CPU on its main thread: the pushed CPU
+    # profiles together hold most of it (a sample per 10 ms of CPU time,
+    # weighted by the measured delta; GC and exit cut little).
+    total_s = cpu.sum { |raw| raw.total("cpu") } / 1e9
+    assert_operator total_s, :>=, 2.0, "pushed CPU #{total_s} s"
+    assert_empty Dir.children(@cwd), "no file is written without FATHOM_DIR"
+    @receiver.requests.each { |r| assert_equal "Bearer tok-9", r.headers["authorization"] }
+  end
+
+  # The server is down: the program runs as it would (its exit is not held
+  # up past the push client's bounded stop) and says nothing it should not.
+  def test_server_down_costs_the_program_nothing_but_a_bounded_stop
+    probe = TCPServer.new("127.0.0.1", 0)
+    port = probe.addr[1]
+    probe.close
+    started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    _out, err, status = run_program({ "FATHOM_MODE" => "cpu,heap", "FATHOM_PUSH" => "pyroscope://127.0.0.1:#{port}",
+                                      "FATHOM_EVERY" => "500ms" }, 1.5)
+    took = Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
+    assert status.success?, err
+    # AlwaysOn#stop bounds the sinks' stop (Sinks::STOP_TIMEOUT, 5 s): the
+    # program cannot take more than its work, boot and that bound. A guard
+    # against a hang, not a timing assertion: 60 s is far from any real run.
+    assert_operator took, :<, 60
+    assert_empty Dir.children(@cwd)
+  end
+end
