@@ -54,9 +54,33 @@ PROFILERS = {
   "cpu_native" => -> { Fathom::CpuProfiler.new(mode: :cpu, native: true) },
   "wall_native" => -> { Fathom::CpuProfiler.new(mode: :wall, native: true) },
   "cpu_native_1ms" => -> { Fathom::CpuProfiler.new(mode: :cpu, interval: "1ms", native: true) },
+  # Always-on CPU as FATHOM_MODE=cpu runs it (default 10 ms interval), with
+  # a flush every second handed to a sink (what FATHOM_PUSH's client gets;
+  # the sending itself is another thread's and a socket's, not measured).
+  "always_on_cpu" => -> { AlwaysOnRun.new(:cpu) },
   "stackprof_cpu_1ms" => -> { StackprofRun.new(:cpu) },
   "stackprof_wall_1ms" => -> { StackprofRun.new(:wall) },
 }.freeze
+
+# Fathom::AlwaysOn behind the same start/stop/flush shape: its profiles go
+# to a sink that counts them (flush reports how many were delivered).
+class AlwaysOnRun
+  Sink = Struct.new(:deliveries) do
+    def deliver(_profile, mode:, from_ns:, until_ns:) = self.deliveries += 1
+    def stop(timeout:) = nil
+    def after_fork_child = nil
+  end
+
+  def initialize(mode)
+    require "fathom/always_on/always_on"
+    @sink = Sink.new(0)
+    @always_on = Fathom::AlwaysOn.new(modes: [mode], sinks: [@sink], every: 1)
+  end
+
+  def start = @always_on.start
+  def stop = @always_on.stop
+  def flush = { samples: @sink.deliveries }
+end
 
 # stackprof behind the same start/stop/flush shape.
 class StackprofRun
