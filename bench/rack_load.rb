@@ -17,6 +17,15 @@
 # retention fetch) is in flight vs the baseline's. With --pairs N the two runs
 # alternate N times and each pair's RSS ratio is printed (one pair's ratio
 # moves by several percent from chance alone: --paths "" measures that).
+#
+# --always-on-set: instead, what the whole always-on set costs in requests/s.
+# Pairs (order alternating) of
+#   baseline   fathom/setup loaded but off (FATHOM_SETUP=0);
+#   always-on  FATHOM_MODE=cpu,heap,gc pushed every 10 s to a loopback
+#              receiver (a thread here that answers 200), request labels on;
+# puma pinned to CPU 1 and wrk to CPU 0 (taskset: this machine's two vCPUs
+# run the same loop at different speeds), no fetches; prints each pair's
+# requests/s ratio and the median.
 require "net/http"
 require "socket"
 require "optparse"
@@ -31,7 +40,9 @@ MALLOC_STATS_DIR = +""
 SETTLE = +""
 PUMA_ENV = {} # rubocop:disable Style/MutableConstant -- --puma-env fills it
 pairs = 1
+ALWAYS_ON_SET = +""
 OptionParser.new do |o|
+  o.on("--always-on-set", "the always-on set's cost in requests/s (pairs against FATHOM_SETUP=0; see above)") { ALWAYS_ON_SET.replace("1") }
   o.on("--seconds N", Integer) { |v| seconds = v }
   o.on("--connections N", Integer) { |v| connections = v }
   o.on("--malloc-stats DIR", "before stopping puma, save glibc's malloc_stats (gdb) and smaps there") { |v| MALLOC_STATS_DIR.replace(v) }
@@ -47,11 +58,11 @@ abort "bench/rack_load.rb: needs puma and wrk (script/setup installs them)" unle
 
 def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 
-def start_puma(dir)
+def start_puma(dir, extra_env = {}, pin: [])
   port = TCPServer.new("127.0.0.1", 0).then { |s| s.addr[1].tap { s.close } }
   env = { "RUBYOPT" => "-I#{ROOT}/lib -rfathom/setup", "BUNDLE_GEMFILE" => nil, "FATHOM_MODE" => "heap",
-          "FATHOM_DIR" => dir, "FATHOM_EVERY" => "10s", "FATHOM_KEEP" => "10" }.merge(PUMA_ENV)
-  pid = Process.spawn(env, "puma", "-b", "tcp://127.0.0.1:#{port}", "-t", "8:8", "config.ru",
+          "FATHOM_DIR" => dir, "FATHOM_EVERY" => "10s", "FATHOM_KEEP" => "10" }.merge(PUMA_ENV).merge(extra_env)
+  pid = Process.spawn(env, *pin, "puma", "-b", "tcp://127.0.0.1:#{port}", "-t", "8:8", "config.ru",
                       chdir: APP_DIR, out: File::NULL, err: File.join(dir, "puma.log"))
   200.times do
     break if (Net::HTTP.get_response("127.0.0.1", "/", port).code == "200" rescue false)
@@ -94,11 +105,12 @@ def percentile(values, p)
 end
 
 # One run; returns its figures.
-def run(label, seconds, connections, fetch:)
+def run(label, seconds, connections, fetch:, env: {}, pin: false)
   dir = Dir.mktmpdir("fathom-rack-load")
-  pid, port = start_puma(dir)
+  pid, port = start_puma(dir, env, pin: pin ? %w[taskset -c 1] : [])
+  wrk_pin = pin ? %w[taskset -c 0] : []
   # Warm up (and let the heap settle) before measuring.
-  system("wrk", "-t2", "-c#{connections}", "-d3s", "http://127.0.0.1:#{port}/churn", out: File::NULL)
+  system(*wrk_pin, "wrk", "-t2", "-c#{connections}", "-d3s", "http://127.0.0.1:#{port}/churn", out: File::NULL)
   stop_at = now + seconds
   heap_in_flight = 0
   retention_in_flight = 0
@@ -144,7 +156,7 @@ def run(label, seconds, connections, fetch:)
       end
     end
   end : []
-  wrk = IO.popen(["wrk", "-t2", "-c#{connections}", "-d#{seconds}s", "--latency", "http://127.0.0.1:#{port}/churn"], &:read)
+  wrk = IO.popen([*wrk_pin, "wrk", "-t2", "-c#{connections}", "-d#{seconds}s", "--latency", "http://127.0.0.1:#{port}/churn"], &:read)
   [prober, *fetchers].each(&:join)
   sleep 1
   # --settle: what is left once garbage is collected and trimmed (in both
@@ -167,6 +179,51 @@ def run(label, seconds, connections, fetch:)
     probe_n_heap: probe[:during_heap].size, probe_p99_retention: percentile(probe[:during_retention], 0.99),
     probe_n_retention: probe[:during_retention].size, heap_fetch_ms: percentile(heap_ms, 0.5), files: files, temps: temps,
     stat: stat }
+end
+
+# A loopback stand-in for Pyroscope: reads each request and answers 200.
+def start_receiver
+  server = TCPServer.new("127.0.0.1", 0)
+  received = [0]
+  Thread.new do
+    loop do
+      client = server.accept
+      length = 0
+      while (line = client.gets) && line != "\r\n"
+        length = line.split(":", 2).last.to_i if line.downcase.start_with?("content-length:")
+      end
+      client.read(length)
+      received[0] += 1
+      client.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+      client.close
+    rescue IOError, SystemCallError
+      nil
+    end
+  end
+  ["pyroscope://127.0.0.1:#{server.addr[1]}", received]
+end
+
+unless ALWAYS_ON_SET.empty?
+  url, received = start_receiver
+  set_env = { "FATHOM_MODE" => "cpu,heap,gc", "FATHOM_DIR" => nil, "FATHOM_PUSH" => url, "FATHOM_EVERY" => "10s",
+              "FATHOM_ENDPOINT_LABELS" => "1" }
+  puts "wrk -c #{connections} -d #{seconds}s on GET /churn (pinned to CPU 0), puma 8 threads (pinned to CPU 1), Ruby #{RUBY_VERSION}"
+  puts "always-on: #{set_env.compact.map { |k, v| "#{k}=#{v}" }.join(" ")}; baseline: FATHOM_SETUP=0"
+  ratios = pairs.times.map do |pair|
+    order = pair.even? ? %i[baseline always_on] : %i[always_on baseline]
+    results = order.to_h do |which|
+      env = which == :baseline ? { "FATHOM_SETUP" => "0" } : set_env
+      [which, run(which.to_s, seconds, connections, fetch: false, env: env, pin: true)]
+    end
+    base, on = results.values_at(:baseline, :always_on)
+    ratio = base[:rps] / on[:rps]
+    puts format("pair %d: baseline %.0f req/s (non-2xx %d), always-on %.0f req/s (non-2xx %d): cost %.3fx",
+                pair + 1, base[:rps], base[:non2xx], on[:rps], on[:non2xx], ratio)
+    ratio
+  end
+  puts format("always-on set cost in requests/s, baseline/always-on: median %.3fx of %d pairs (%s); %d profiles pushed",
+              ratios.sort[ratios.size / 2], ratios.size, ratios.map { |r| format("%.3f", r) }.join(", "), received[0])
+  exit
 end
 
 puts "wrk -c #{connections} -d #{seconds}s on GET /churn, puma 8 threads, always-on heap profiling, Ruby #{RUBY_VERSION}"
