@@ -225,6 +225,7 @@ void AddThread(pid_t tid, ThreadState initial = ThreadState::kRunning, bool dorm
   s.last_wall_ns = MonotonicNs();
   s.rng = 0x9e3779b97f4a7c15ULL ^ (static_cast<uint64_t>(tid) * 0xbf58476d1ce4e5b9ULL) ^ static_cast<uint64_t>(s.last_wall_ns);
   if (s.rng == 0) s.rng = 1;
+  s.last_labels = ThreadLabels{0, 0};  // not the slot's previous thread's
   s.dormant.store(dormant);
   s.active.store(true);
   if (!dormant) Arm(&s);
