@@ -70,7 +70,7 @@ module Fathom
         raise TypeError, "fathom: Labels.restore takes the token Labels.set returned, not #{token.class}" unless token.is_a?(Token)
 
         labels, set_id = token.__state
-        Native::Labels.current_set = set_id
+        native&.current_set = set_id
         Thread.current.thread_variable_set(THREAD_KEY, labels.empty? ? nil : labels)
         nil
       end
@@ -102,7 +102,7 @@ module Fathom
 
       # The calling thread's span id (Integer) or nil.
       def span_id
-        Native::Labels.span_id
+        native&.span_id
       end
 
       # Integer 1..2**64-1 or nil: CPU/wall samples taken on this thread
@@ -114,21 +114,31 @@ module Fathom
         end
         raise ArgumentError, "fathom: Labels.span_id must be in 1..2**64-1, got #{id}" if id && !(1..(2**64 - 1)).cover?(id)
 
-        Native::Labels.span_id = id
+        native&.span_id = id
+        id
       end
 
       # {sets:, max_sets:, overflowed:}: distinct label sets interned, the
       # bound, and how many sets were recorded as "(other)" past it.
       def stats
-        Native::Labels.stats
+        native&.stats || { sets: 0, max_sets: 0, overflowed: 0 }
       end
 
       private
 
+      # Without the extension (not built, another platform) labels are kept
+      # on the Ruby side only: an integration calling with() must not break
+      # the app, and there is no sampler to read them anyway.
+      def native
+        return @native if defined?(@native)
+
+        @native = NativeLoader.available? ? Native::Labels : nil
+      end
+
       def apply(labels)
-        token = Token.new(current, Native::Labels.current_set)
-        id = labels.empty? ? 0 : Native::Labels.intern(labels.to_a)
-        Native::Labels.current_set = id
+        labels_native = native
+        token = Token.new(current, labels_native ? labels_native.current_set : 0)
+        labels_native.current_set = labels.empty? ? 0 : labels_native.intern(labels.to_a) if labels_native
         Thread.current.thread_variable_set(THREAD_KEY, labels.empty? ? nil : labels)
         token
       end

@@ -148,6 +148,21 @@ class LabelsTest < Minitest::Test
     assert_raises(TypeError) { Fathom::Native::Labels.intern("a") }
   end
 
+  # An integration calling Labels.with must not break an app where the
+  # extension did not load: labels are then kept on the Ruby side only.
+  def test_without_the_extension_labels_are_kept_in_ruby
+    script = <<~RUBY
+      ENV["FATHOM_EXT_PATH"] = "/nonexistent/fathom_ext.so"
+      require "fathom"
+      raise "extension loaded" if Fathom::NativeLoader.available?
+      p [Fathom::Labels.with(endpoint: "a") { Fathom::Labels.current }, Fathom::Labels.current,
+         (Fathom::Labels.span_id = 5), Fathom::Labels.span_id]
+    RUBY
+    out, err, status = Open3.capture3(TestHelper::PLAIN_ENV, RbConfig.ruby, "-I", TestHelper::LIB, "-e", script)
+    assert status.success?, err
+    assert_equal [{ "endpoint" => "a" }, {}, 5, nil], eval(out) # rubocop:disable Security/Eval
+  end
+
   # In a child process: the table is per process and bounded, so filling it
   # here would leave later tests in this process only "(other)".
   def test_distinct_sets_are_bounded_and_overflow_to_other
