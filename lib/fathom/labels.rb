@@ -83,16 +83,19 @@ module Fathom
         raise TypeError, "fathom: labels must be a Hash, not #{labels.class}" unless labels.nil? || labels.is_a?(Hash)
 
         given = labels ? labels.merge(keywords) : keywords
+        # Only the given labels are checked: the current ones already were.
         merged = current.dup
         given.each do |key, value|
           name = key_name(key)
           if value.nil?
             merged.delete(name)
           else
-            merged[name] = value
+            merged[name] = label_value(name, value)
           end
         end
-        token = apply(normalize(merged))
+        raise ArgumentError, "fathom: at most #{MAX_LABELS} labels at once, got #{merged.size}" if merged.size > MAX_LABELS
+
+        token = apply(merged.empty? ? EMPTY : merged.freeze)
         begin
           yield
         ensure
@@ -143,7 +146,22 @@ module Fathom
         token
       end
 
+      # Names already checked, by the Symbol or frozen String given: an
+      # integration passes the same few keys on every request. Bounded (keys
+      # come from code, but a caller could build them).
+      KEY_NAMES = {} # rubocop:disable Style/MutableConstant
+      private_constant :KEY_NAMES
+
       def key_name(key)
+        cached = KEY_NAMES[key]
+        return cached if cached
+
+        name = checked_key_name(key)
+        KEY_NAMES[key] = name if KEY_NAMES.size < 256 && (key.is_a?(Symbol) || key.frozen?)
+        name
+      end
+
+      def checked_key_name(key)
         name = case key
                when Symbol then key.name
                when String then key
@@ -156,7 +174,7 @@ module Fathom
           raise ArgumentError, "fathom: label name #{name.inspect} is reserved (Fathom writes it itself)"
         end
 
-        name
+        name.frozen? ? name : name.dup.freeze
       end
 
       # A frozen Hash String => String, validated.
@@ -176,7 +194,10 @@ module Fathom
         value = value.name if value.is_a?(Symbol)
         raise TypeError, "fathom: label #{name} must be a String, not #{value.class}" unless value.is_a?(String)
 
-        value = if value.encoding == Encoding::UTF_8 || value.encoding == Encoding::BINARY
+        utf8 = value.encoding == Encoding::UTF_8
+        value = if utf8 && value.valid_encoding?
+                  value # the common case: no copy unless it is not frozen (below)
+                elsif utf8 || value.encoding == Encoding::BINARY
                   value.dup.force_encoding(Encoding::UTF_8).scrub
                 else
                   value.encode(Encoding::UTF_8, invalid: :replace, undef: :replace)
@@ -186,7 +207,7 @@ module Fathom
           raise ArgumentError, "fathom: label #{name} is #{value.bytesize} bytes, at most #{MAX_VALUE_BYTES}"
         end
 
-        value.freeze
+        value.frozen? ? value : value.dup.freeze
       end
     end
   end
