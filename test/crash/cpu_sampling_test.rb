@@ -247,6 +247,39 @@ class CpuSamplingTest < Minitest::Test
     assert status.success?, "exit while sampling: #{status.inspect} #{err}"
   end
 
+  # Request labels: threads changing their labels and span id as fast as
+  # they can while the SIGPROF handler reads them at 100 us and the heap
+  # sampler's NEWOBJ hook reads them on sampled allocations; threads end
+  # with labels still set (Ruby 3.1 reuses their native threads). 40
+  # distinct sets only: the table is per process and bounded, and other
+  # tests in this process intern their own.
+  def test_threads_changing_labels_while_sampling_at_100us
+    heap = Fathom::HeapProfiler.new.start
+    profiler = Fathom::CpuProfiler.new(mode: :cpu, interval: "100us").start
+    threads = 6.times.map do |t|
+      Thread.new do
+        2_000.times do |i|
+          Fathom::Labels.with(endpoint: "e#{(t * 7 + i) % 20}", worker: "w#{t % 2}") do
+            Fathom::Labels.span_id = i + 1
+            [i.to_s] * 8
+          end
+        end
+        Fathom::Labels.set(endpoint: "left set")
+      end
+    end
+    threads.each(&:join)
+    GC.compact
+    profiler.stop
+    heap.stop
+    samples = profiler.flush.decode.samples
+    assert_operator samples.size, :>, 0
+    labelled = samples.select { |s| s.labels["endpoint"] }
+    # Every labelled sample names a set some thread really had.
+    assert labelled.all? { |s| s.labels["endpoint"].match?(/\Ae\d+\z|\Aleft set\z/) && s.labels["worker"].nil? == s.labels["endpoint"].start_with?("left") }
+    refute_nil heap.flush
+    assert_equal 0, Fathom::Native.internal_errors[:count]
+  end
+
   def test_another_sigprof_owner_is_a_clear_error
     script = <<~RUBY
       trap("PROF") { }

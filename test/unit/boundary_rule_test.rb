@@ -68,7 +68,10 @@ class BoundaryRuleTest < Minitest::Test
     # The combined Firefox document (Fathom::Native::FirefoxParts) each
     # collector's flush_into adds its window to, and the stamp (who wrote
     # the profile) each flush reads (io/output_stamp_arg.h).
-    "heap" => %w[io], "cpu" => %w[io], "gc" => %w[io], "retention" => %w[io],
+    "heap" => %w[io labels], "cpu" => %w[io labels], "gc" => %w[io], "retention" => %w[io],
+    # labels/: the request labels current on the sampled thread, read by the
+    # SIGPROF handler (cpu) and the NEWOBJ hook of a sampled allocation (heap)
+    # on that thread (labels/thread_labels.h).
   }.freeze
   BINDING_INCLUDE = %r{#\s*include\s*"ruby/([a-z_]+)/}.freeze
 

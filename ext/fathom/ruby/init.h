@@ -39,6 +39,8 @@ void InitNewFile(VALUE mNative);
 void InitRetentionSnapshot(VALUE mNative);
 void InitMallocTrim(VALUE mNative);
 
+void InitThreadLabels(VALUE mNative);
+
 #ifdef FATHOM_DUMP_READER
 // dump/: Fathom::Native.analyze_dump / diff_dumps (dump/dump_methods.cc,
 // over core/dump/dump_analysis.h). Only built with simdjson (extconf.rb).

@@ -8,6 +8,8 @@ size_t CpuAggregate::KeyHash::operator()(const CpuKey& k) const {
   uint64_t h = (static_cast<uint64_t>(k.stack_id) << 32) ^ static_cast<uint32_t>(k.thread_id);
   h ^= static_cast<uint64_t>(k.state) << 61;
   h ^= static_cast<uint64_t>(k.native_id) * 0xc2b2ae3d27d4eb4fULL;
+  h ^= static_cast<uint64_t>(k.label_set) * 0x165667b19e3779f9ULL;
+  h ^= k.span_id * 0xd6e8feb86659fd93ULL;
   h *= 0x9e3779b97f4a7c15ULL;
   return static_cast<size_t>(h ^ (h >> 29));
 }
@@ -49,7 +51,7 @@ void CpuAggregate::Add(const SampleHeader& header, const uint64_t* frames, const
     v.samples = parts[i].samples;
     v.cpu_ns = parts[i].cpu_ns;
     v.wall_ns = parts[i].wall_ns;
-    CpuKey key{stack, header.thread_id, parts[i].state, native_id};
+    CpuKey key{stack, header.thread_id, parts[i].state, native_id, header.label_set, header.span_id};
     auto it = index_.find(key);
     if (it == index_.end()) {
       stacks_.Retain(stack);  // one reference per key

@@ -36,8 +36,11 @@ struct CpuKey {
   int32_t thread_id;
   ThreadState state;
   uint32_t native_id = 0;  // CpuAggregate::native(id); 0: no native frames
+  uint32_t label_set = 0;  // LabelSets id (labels/label_sets.h); 0: none
+  uint64_t span_id = 0;    // 0: none
   bool operator==(const CpuKey& o) const {
-    return stack_id == o.stack_id && thread_id == o.thread_id && state == o.state && native_id == o.native_id;
+    return stack_id == o.stack_id && thread_id == o.thread_id && state == o.state && native_id == o.native_id &&
+           label_set == o.label_set && span_id == o.span_id;
   }
 };
 

@@ -48,6 +48,7 @@ std::string EncodeCpuPprof(const CpuProfileData& data) {
                               Label::String("state", ThreadStateName(row.state))};
     // On a CPU with the GVL released: still "running", told apart by this.
     if (row.state == ThreadState::kNoGvl) labels.push_back(Label::String("gvl", "released"));
+    AddRequestLabels(data.label_sets, row.label_set, row.span_id, &labels);
     b.add_sample(locs, {row.values.samples, row.values.cpu_ns, row.values.wall_ns}, labels);
   }
   return b.EncodeGzipped();

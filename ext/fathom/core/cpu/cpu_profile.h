@@ -11,6 +11,7 @@
 #include "encode/output_stamp.h"
 #include "cpu/cpu_aggregate.h"
 #include "heap/stack_table.h"
+#include "labels/label_sets.h"
 
 namespace fathom {
 
@@ -33,6 +34,8 @@ struct CpuProfileData {
     int32_t thread_id = 0;
     ThreadState state = ThreadState::kUnknown;
     CpuValues values;
+    uint32_t label_set = 0;  // id in label_sets
+    uint64_t span_id = 0;    // 0: none
   };
   // The timeline (Firefox output only): samples in time order, each on a
   // stack of timeline_stacks.
@@ -60,15 +63,21 @@ struct CpuProfileData {
   // Who wrote it (pid, hostname, Ruby, window; core/encode/output_stamp.h),
   // for a profile that leaves the process. pprof output only.
   OutputStamp stamp;
+  // The request labels of rows' label_set ids (append-only, so it may be
+  // read here while Ruby threads intern more); null: rows carry none.
+  const LabelSets* label_sets = nullptr;
 };
 
 // Gzipped pprof. Sample types samples/count, cpu/nanoseconds,
 // wall/nanoseconds (the default is cpu or wall by mode; the period type
 // too, with the mean sampling interval). Labels: "thread id" (number),
 // "thread name", "state" (running, gvl-wait, blocked, gc), and "gvl" =
-// "released" on running samples of a thread in C without the GVL. Comments:
+// "released" on running samples of a thread in C without the GVL; a row's
+// request labels (label_set) as string labels, and "span_id" (16 lowercase
+// hex digits) when it has one. Comments:
 // "fathom.cpu.mode=cpu interval_ns=N dropped=N states=thread-events".
 std::string EncodeCpuPprof(const CpuProfileData& data);
+
 
 // The Firefox Profiler processed format (firefox_profile.h): one track per
 // thread; each sample weighted by its CPU time (cpu mode) or wall time

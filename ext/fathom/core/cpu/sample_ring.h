@@ -59,6 +59,11 @@ struct SampleHeader {
   // with native_max > 0: set by Claim to the cell's own array.
   uintptr_t* native = nullptr;
   uint16_t native_depth = 0;
+  // The request labels current on the thread when it was sampled (the
+  // handler reads two thread-local words; labels/label_sets.h, 0: none),
+  // and its span id (0: none).
+  uint32_t label_set = 0;
+  uint64_t span_id = 0;
 };
 
 // kCpu: each thread's timer runs on its own CPU clock; kWall: on

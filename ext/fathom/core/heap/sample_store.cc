@@ -6,7 +6,7 @@
 namespace fathom {
 
 size_t SampleKeyHash::operator()(const SampleKey& k) const {
-  return HashCombine(HashCombine(Mix64(k.stack_id), k.class_label), k.thread_label);
+  return HashCombine(HashCombine(HashCombine(Mix64(k.stack_id), k.class_label), k.thread_label), k.label_set);
 }
 
 bool SampleStore::Commit(uint32_t index, const CommitInfo& info) {
@@ -48,7 +48,7 @@ size_t SampleStore::DrainFreed(size_t limit) {
     freed_head_ = r.next_freed;
     if (r.state != RecordState::kFreed) continue;  // recycled meanwhile (e.g. by a flush)
     if (!r.alloc_reported) {
-      SampleKey key{r.stack_id, r.class_label, r.thread_label};
+      SampleKey key{r.stack_id, r.class_label, r.thread_label, r.label_set};
       if (!last_totals || !(key == last_key)) {
         auto [it, inserted] = freed_totals_.try_emplace(key);
         if (inserted) stacks_.Retain(r.stack_id);
@@ -80,7 +80,7 @@ HeapValues SampleStore::Report(uint32_t index, bool alive, uint64_t inuse_size, 
     r.alloc_reported = true;
     if (keep_alloc_events_)
       alloc_events_.push_back(
-          AllocEvent{r.alloc_time_ns, SampleKey{r.stack_id, r.class_label, r.thread_label}, v.alloc_objects, v.alloc_space});
+          AllocEvent{r.alloc_time_ns, SampleKey{r.stack_id, r.class_label, r.thread_label, r.label_set}, v.alloc_objects, v.alloc_space});
   }
   if (alive) {
     v.inuse_objects = weight;
@@ -88,7 +88,7 @@ HeapValues SampleStore::Report(uint32_t index, bool alive, uint64_t inuse_size, 
     v.inuse_samples = 1;
   }
   // Added before recycling: the row's first reference keeps the stack.
-  SampleKey key{r.stack_id, r.class_label, r.thread_label};
+  SampleKey key{r.stack_id, r.class_label, r.thread_label, r.label_set};
   if (alive && stratum.valid()) {
     rows->AddStratified(key, stratum, v);
   } else if (v.alloc_objects != 0 || alive) {

@@ -43,6 +43,10 @@ struct SampleRecord {
   uint32_t stack_id = StackTable::kNone;
   uint32_t class_label = 0;
   uint32_t thread_label = 0;
+  // The request labels current on the allocating thread (LabelSets id, read
+  // in the NEWOBJ hook of a sampled allocation only; 0: none). Both the
+  // record's alloc_* and its inuse_* values carry them.
+  uint32_t label_set = 0;
   uint32_t next_freed = UINT32_MAX;  // intrusive list of freed records (see ObjectFreed)
   RecordState state = RecordState::kFree;
   bool alloc_reported = false;  // already counted in an earlier flush's alloc_* values
@@ -75,8 +79,10 @@ struct CommitInfo {
 // What a profile row is keyed by.
 struct SampleKey {
   uint32_t stack_id, class_label, thread_label;
+  uint32_t label_set = 0;  // SampleRecord::label_set
   bool operator==(const SampleKey& o) const {
-    return stack_id == o.stack_id && class_label == o.class_label && thread_label == o.thread_label;
+    return stack_id == o.stack_id && class_label == o.class_label && thread_label == o.thread_label &&
+           label_set == o.label_set;
   }
 };
 struct SampleKeyHash {

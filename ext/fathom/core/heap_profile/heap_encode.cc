@@ -1,6 +1,7 @@
 #include "heap_profile/heap_encode.h"
 
 #include "encode/pprof_builder.h"
+#include "labels/label_sets.h"
 
 namespace fathom {
 
@@ -66,6 +67,7 @@ std::string EncodeHeapProfile(const HeapProfileRows& profile) {
     std::vector<Label> labels;
     labels.push_back(Label::String("class", profile.labels[row.class_label]));
     if (row.thread_label != 0) labels.push_back(Label::String("thread", profile.labels[row.thread_label]));
+    AddRequestLabels(profile.label_sets, row.label_set, 0, &labels);
     b.add_sample(stack_locations[row.stack], values, labels);
   }
   return b.EncodeGzipped();

@@ -28,7 +28,7 @@ bool HeapProfileRowsBuilder::Step(size_t max_rows) {
       out_.stacks.push_back(std::move(out));
       out_.truncated.push_back(stacks.truncated(key.stack_id));
     }
-    out_.rows.push_back(HeapProfileRows::Row{it->second, key.class_label, key.thread_label, values});
+    out_.rows.push_back(HeapProfileRows::Row{it->second, key.class_label, key.thread_label, values, key.label_set});
   }
   return next_ == end_;
 }

@@ -15,6 +15,7 @@
 #include "heap/heap_aggregate.h"
 #include "heap/sample_store.h"
 #include "heap_sampling/live_strata.h"
+#include "labels/label_sets.h"
 
 namespace fathom {
 
@@ -28,6 +29,7 @@ struct HeapProfileRows {
     uint32_t stack;  // index into stacks
     uint32_t class_label, thread_label;
     HeapValues values;
+    uint32_t label_set = 0;  // request labels, an id in label_sets
   };
   std::vector<FrameSymbol> symbols;
   std::vector<std::vector<Frame>> stacks;  // leaf first
@@ -58,6 +60,10 @@ struct HeapProfileRows {
   // Who wrote it (pid, hostname, Ruby, window; core/encode/output_stamp.h),
   // for a profile that leaves the process. pprof output only.
   OutputStamp stamp;
+  // The request labels of rows' label_set ids (append-only; labels/); null:
+  // rows carry none. No span id: heap rows live across requests, and one
+  // per span would be a row per request.
+  const LabelSets* label_sets = nullptr;
 };
 
 // Copies rows, their stacks, the frames' symbols and the labels, a batch of

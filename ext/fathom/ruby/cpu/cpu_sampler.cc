@@ -18,6 +18,7 @@
 #include "base/clock.h"
 #include "ruby/runtime/boundary.h"
 #include "native/native_capture.h"
+#include "ruby/labels/thread_labels.h"
 #include "ruby/runtime/postponed_job.h"
 #include "ruby/runtime/ruby_private_api.h"
 #include "ruby/runtime/signal_dispatcher.h"
@@ -53,6 +54,11 @@ struct ThreadSlot {
   int64_t last_cpu_ns = 0;
   int64_t last_wall_ns = 0;
   uint64_t rng = 0;
+  // The thread's request labels at its last sample, for the last sample
+  // AccountBlockedThreads takes for it from another thread (whose own
+  // thread-locals are not the sampled thread's). A thread outside Ruby
+  // code since then has not changed them.
+  ThreadLabels last_labels{0, 0};
 };
 
 ThreadSlot g_slots[kMaxThreads];
@@ -219,6 +225,7 @@ void AddThread(pid_t tid, ThreadState initial = ThreadState::kRunning, bool dorm
   s.last_wall_ns = MonotonicNs();
   s.rng = 0x9e3779b97f4a7c15ULL ^ (static_cast<uint64_t>(tid) * 0xbf58476d1ce4e5b9ULL) ^ static_cast<uint64_t>(s.last_wall_ns);
   if (s.rng == 0) s.rng = 1;
+  s.last_labels = ThreadLabels{0, 0};  // not the slot's previous thread's
   s.dormant.store(dormant);
   s.active.store(true);
   if (!dormant) Arm(&s);
@@ -386,6 +393,8 @@ void AccountBlockedThreads() {
     h->wall_delta_ns = wall - s.last_wall_ns;
     h->thread_id = tid;
     h->state = ThreadState::kBlocked;
+    h->label_set = s.last_labels.label_set;
+    h->span_id = s.last_labels.span_id;
     h->depth = 0;
     h->truncated = false;
     h->stack_from_previous = true;  // unless its frames are read below: it has run no Ruby code since
@@ -510,6 +519,10 @@ void CpuSampler::OnSignal(int index, const void* ucontext) {
     h->cpu_delta_ns = cpu - s->last_cpu_ns;
     h->wall_delta_ns = wall - s->last_wall_ns;
     h->thread_id = s->tid.load(std::memory_order_relaxed);
+    // This thread's request labels: two thread-local loads (labels/).
+    s->last_labels = CurrentThreadLabels();
+    h->label_set = s->last_labels.label_set;
+    h->span_id = s->last_labels.span_id;
     ThreadState state = CurrentState(s);
     h->stack_from_previous = false;
     // While a GC runs (on this thread or another) the frames may be moving

@@ -74,6 +74,7 @@ CpuProfileData TakeData(CpuCollector* c) {
   d.start_realtime_ns = c->start_realtime_ns;
   d.duration_ns = MonotonicNs() - c->start_monotonic_ns;
   d.state_source = CpuSampler::state_source();
+  d.label_sets = &LabelSets::Global();
   d.dropped = c->ring->dropped() - c->dropped_reported;
   StackTable& stacks = c->agg.stacks();
   std::unordered_map<uint32_t, uint32_t> local;  // frame index -> index in d.symbols
@@ -102,6 +103,8 @@ CpuProfileData TakeData(CpuCollector* c) {
     row.thread_id = key.thread_id;
     row.state = key.state;
     row.values = values;
+    row.label_set = key.label_set;
+    row.span_id = key.span_id;
     d.rows.push_back(std::move(row));
   });
   if (!c->agg.timeline().empty()) {

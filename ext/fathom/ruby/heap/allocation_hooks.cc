@@ -10,6 +10,7 @@
 #include "ruby/heap/heap_collector.h"
 #include "ruby/runtime/ractor_guard.h"
 #include "ruby/heap/heap_tick.h"
+#include "ruby/labels/thread_labels.h"
 
 namespace fathom {
 
@@ -75,6 +76,9 @@ void TakeSample(HeapCollector* c, VALUE obj, VALUE thread) {
   record.object = static_cast<uint64_t>(obj);
   record.thread = static_cast<uint64_t>(thread);
   record.weight = weight;
+  // The allocating thread's request labels: one thread-local load, for a
+  // sampled allocation only (unsampled ones returned above).
+  record.label_set = CurrentThreadLabels().label_set;
   record.stack_id = c->store.stacks().Intern(c->handles.data(), c->lines.data(), static_cast<size_t>(depth), truncated);
   uint32_t index;
   try {

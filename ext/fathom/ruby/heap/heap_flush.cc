@@ -22,6 +22,7 @@
 #include "ruby/io/firefox_parts.h"
 #include "ruby/heap/heap_collector.h"
 #include "ruby/heap/heap_tick.h"
+#include "labels/label_sets.h"
 
 #include <unistd.h>
 
@@ -262,6 +263,7 @@ void DescribeWindow(HeapCollector* c, HeapProfileRows* rows) {
   rows->time_nanos = c->window_start_realtime_ns;
   rows->start_monotonic_ns = c->window_start_mono_ns;
   rows->pid = static_cast<int64_t>(getpid());
+  rows->label_sets = &LabelSets::Global();
   rows->duration_nanos = RealtimeNs() - c->window_start_realtime_ns;
   rows->sample_period = c->exact ? 1 : static_cast<int64_t>(c->interval_ns);
   rows->period_type = c->exact ? ValueType{"allocations", "count"} : ValueType{"sample_interval", "nanoseconds"};
