@@ -1,0 +1,74 @@
+# frozen_string_literal: true
+
+require_relative "../labels"
+require_relative "tracing"
+
+module Fathom
+  module Context
+    # What a request or a job sets while it runs: its labels (the thread's
+    # own, with `kind` and `endpoint` merged on) and the active span's id.
+    # `enter` applies them to the current thread and returns what `leave`
+    # puts back; the pair is how every integration (Rack, Rails, Sidekiq,
+    # ActiveJob) labels, so they nest: a job performed inline inside a
+    # request is labelled as the job while it runs, then the request again.
+    class Scope
+      # Where a request's Scope is kept in the Rack env.
+      ENV_KEY = "fathom.labels"
+
+      attr_reader :labels, :span_id
+
+      def initialize(labels, span_id)
+        @labels = labels
+        @span_id = span_id
+      end
+
+      # A scope on top of the current thread's labels.
+      def self.for(kind, endpoint)
+        new(Labels.current.merge("kind" => kind, "endpoint" => endpoint), Tracing.active_span_id)
+      end
+
+      # Runs the block in a new scope (also restored when it raises).
+      def self.run(kind, endpoint)
+        scope = self.for(kind, endpoint)
+        saved = scope.enter
+        begin
+          yield
+        ensure
+          scope.leave(saved)
+        end
+      end
+
+      # Applies the scope to the current thread; returns the state to leave
+      # back to.
+      def enter
+        token = Labels.set(@labels)
+        span = Labels.span_id
+        Labels.span_id = @span_id
+        [token, span]
+      end
+
+      def leave(saved)
+        token, span = saved
+        Labels.restore(token)
+        Labels.span_id = span
+      end
+
+      # Switches the running scope's endpoint (Rails names the route's
+      # Controller#action once it dispatches), in the scope and on the
+      # thread's current labels (which keep what the app's own middleware
+      # added with Labels.with in between). The thread's labels are
+      # replaced without keeping the token: the `leave` of the enclosing
+      # `enter` restores what was there before the request. A span that
+      # became active since (a tracer middleware inside ours) is taken when
+      # none was.
+      def switch(endpoint)
+        @labels = @labels.merge("endpoint" => endpoint)
+        Labels.set(Labels.current.merge("endpoint" => endpoint))
+        return if @span_id
+
+        @span_id = Tracing.active_span_id
+        Labels.span_id = @span_id if @span_id
+      end
+    end
+  end
+end
