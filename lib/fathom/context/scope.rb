@@ -39,31 +39,35 @@ module Fathom
       end
 
       # Applies the scope to the current thread; returns the state to leave
-      # back to.
+      # back to. Without a span of its own the thread's span id is left as
+      # it is (a job performed inline stays in the request's span), and no
+      # span call is made: the common case, no tracer, costs nothing more.
       def enter
         token = Labels.set(@labels)
+        return [token] unless @span_id
+
         span = Labels.span_id
         Labels.span_id = @span_id
-        [token, span]
+        [token, span, true]
       end
 
       def leave(saved)
-        token, span = saved
+        token, span, spanned = saved
         Labels.restore(token)
-        Labels.span_id = span
+        Labels.span_id = span if spanned
       end
 
       # Switches the running scope's endpoint (Rails names the route's
-      # Controller#action once it dispatches), in the scope and on the
-      # thread's current labels (which keep what the app's own middleware
-      # added with Labels.with in between). The thread's labels are
-      # replaced without keeping the token: the `leave` of the enclosing
-      # `enter` restores what was there before the request. A span that
-      # became active since (a tracer middleware inside ours) is taken when
-      # none was.
+      # Controller#action once it dispatches) on the thread's current
+      # labels, which keep what the app's own middleware added with
+      # Labels.with in between; the scope takes them for the body's
+      # iteration. The thread's labels are replaced without keeping the
+      # token: the `leave` of the enclosing `enter` restores what was there
+      # before the request. A span that became active since (a tracer
+      # middleware inside ours) is taken when none was.
       def switch(endpoint)
-        @labels = @labels.merge("endpoint" => endpoint)
-        Labels.set(Labels.current.merge("endpoint" => endpoint))
+        @labels = Labels.current.merge("endpoint" => endpoint)
+        Labels.set(@labels)
         return if @span_id
 
         @span_id = Tracing.active_span_id
