@@ -220,17 +220,19 @@ class RequestLabelsTest < Minitest::Test
     assert_equal({ "service" => "shop" }, Fathom::Labels.current)
   end
 
-  # A child Ruby with the given extra gem directory and script; returns its
-  # stdout (the test skips when the gems are not installed).
+  # A child Ruby with the gems of `gem_dir` (built for this Ruby) running
+  # `script` after requiring `gems`; returns its stdout. Skips when they are
+  # not installed there.
   def run_with_gems(gem_dir, gems, script)
-    skip "#{gems.join(", ")} not installed in #{gem_dir} (FATHOM_TRACING_GEMS)" unless gems.all? do |g|
-      Dir[File.join(gem_dir, "gems", "#{g}-[0-9]*")].any?
-    end
     env = TestHelper::PLAIN_ENV.merge("GEM_PATH" => [gem_dir, *Gem.path].join(File::PATH_SEPARATOR),
                                       "DD_TRACE_STARTUP_LOGS" => "false", "DD_INSTRUMENTATION_TELEMETRY_ENABLED" => "false",
                                       "DD_REMOTE_CONFIGURATION_ENABLED" => "false")
-    out, err, status = Open3.capture3(env, RbConfig.ruby, "-I#{TestHelper::LIB}", "-e", script)
+    prelude = "begin; #{gems.map { |g| "require #{g.inspect}" }.join("; ")}; rescue LoadError => e; puts \"SKIP: \#{e.message}\"; exit; end\n"
+    out, err, status = Open3.capture3(env, RbConfig.ruby, "-W0", "-I#{TestHelper::LIB}", "-e", prelude + script)
     assert status.success?, "#{out}\n#{err}"
+    if (missing = out[/^SKIP: .*/])
+      skip "#{missing} (install them into #{gem_dir}, see GEMS)"
+    end
     out
   end
 
@@ -239,15 +241,16 @@ class RequestLabelsTest < Minitest::Test
     out.lines.grep(/\AR: /).map { |l| l.chomp.delete_prefix("R: ") }
   end
 
-  # Where the optional gems are: not the product's dependencies, and
-  # script/setup does not install them. To run these tests:
-  #   gem install --no-document --install-dir /tmp/fathom-tracing-gems 'sidekiq:~>7.3' opentelemetry-sdk datadog
+  # Where the optional gems are, one directory per Ruby (datadog builds a
+  # native extension): not the product's dependencies, and script/setup
+  # does not install them. To run these tests, with each Ruby:
+  #   gem install --no-document --install-dir /tmp/fathom-tracing-gems/$(ruby -e 'print RUBY_VERSION') \
+  #     'sidekiq:~>7.3' opentelemetry-sdk datadog
   # (or FATHOM_TRACING_GEMS=<dir>); without them the tests skip.
-  GEMS = ENV.fetch("FATHOM_TRACING_GEMS", File.join(Dir.tmpdir, "fathom-tracing-gems"))
+  GEMS = ENV.fetch("FATHOM_TRACING_GEMS", File.join(Dir.tmpdir, "fathom-tracing-gems", RUBY_VERSION))
 
   def test_opentelemetry_span_id
-    out = run_with_gems(GEMS, %w[opentelemetry-sdk], <<~'RUBY')
-      require "opentelemetry/sdk"
+    out = run_with_gems(GEMS, %w[opentelemetry/sdk], <<~'RUBY')
       require "fathom/rack/request_labels"
       OpenTelemetry::SDK.configure
       tracer = OpenTelemetry.tracer_provider.tracer("t")
@@ -266,7 +269,6 @@ class RequestLabelsTest < Minitest::Test
 
   def test_datadog_span_id
     out = run_with_gems(GEMS, %w[datadog], <<~'RUBY')
-      require "datadog"
       Datadog.configure { |c| c.tracing.enabled = true; c.diagnostics.startup_logs.enabled = false }
       require "fathom/sidekiq/job_labels"
       Datadog::Tracing.trace("job") do |span|
@@ -282,9 +284,7 @@ class RequestLabelsTest < Minitest::Test
   # Real Sidekiq 7 (its testing mode runs the server middleware chain
   # inline, no Redis needed).
   def test_real_sidekiq
-    out = run_with_gems(GEMS, %w[sidekiq], <<~'RUBY')
-      require "sidekiq"
-      require "sidekiq/testing"
+    out = run_with_gems(GEMS, %w[sidekiq sidekiq/testing], <<~'RUBY')
       require "fathom/sidekiq/job_labels"
       Sidekiq::Testing.inline!
       Sidekiq::Testing.server_middleware { |chain| chain.add Fathom::Sidekiq::JobLabels }

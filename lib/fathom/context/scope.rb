@@ -24,7 +24,7 @@ module Fathom
 
       # A scope on top of the current thread's labels.
       def self.for(kind, endpoint)
-        new(Labels.current.merge("kind" => kind, "endpoint" => endpoint), Tracing.active_span_id)
+        new(Labels.current.merge("kind" => kind, "endpoint" => endpoint).freeze, Tracing.active_span_id)
       end
 
       # Runs the block in a new scope (also restored when it raises).
@@ -66,7 +66,7 @@ module Fathom
       # before the request. A span that became active since (a tracer
       # middleware inside ours) is taken when none was.
       def switch(endpoint)
-        @labels = Labels.current.merge("endpoint" => endpoint)
+        @labels = Labels.current.merge("endpoint" => endpoint).freeze
         Labels.set(@labels)
         return if @span_id
 
