@@ -49,6 +49,14 @@ class RequestLabelsTest < Minitest::Test
     assert PathPattern.of("GET", "/x").frozen?
   end
 
+  # A client's bytes never raise an encoding error in the request.
+  def test_invalid_and_odd_encodings
+    assert_equal "GET /a/:id/b", PathPattern.of("GET", (+"/a/\xff\xfe/b").force_encoding("UTF-8"))
+    assert_equal "GET /a/:id/b", PathPattern.of("GET", "/a/caf\u00e9/b".b)
+    assert_equal "GET /:id/:id", PathPattern.of("GET", "/a/b".encode("UTF-16LE")) # as bytes: never from Rack
+    assert_equal "GET /", PathPattern.of("GET", nil)
+  end
+
   def test_the_method_is_one_of_a_fixed_set
     assert_equal "DELETE /users/:id", PathPattern.of("DELETE", "/users/3")
     assert_equal "OTHER /", PathPattern.of("BREW#{rand(1000)}", "/")
@@ -119,7 +127,9 @@ class RequestLabelsTest < Minitest::Test
     end
     app.call(env("/api/x"))
     app.call(env("/web/7"))
-    assert_equal ["api", "GET /web/:id"], seen
+    middleware(endpoint: ->(_e) { raise "a bug in the app's callable" }) { |_e| seen << Fathom::Labels.current["endpoint"] }
+      .call(env("/x/1"))
+    assert_equal ["api", "GET /web/:id", "GET /x/:id"], seen
     e = assert_raises(ArgumentError) { middleware(endpoint: "api") { nil } }
     assert_match(/endpoint: must respond to call/, e.message)
   end

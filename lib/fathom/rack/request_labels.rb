@@ -58,8 +58,14 @@ module Fathom
 
       private
 
+      # The callable's name, else the path pattern: a callable that raises
+      # is the path pattern too (labels never fail a request).
       def endpoint(env)
-        name = @endpoint&.call(env)
+        name = begin
+          @endpoint&.call(env)
+        rescue StandardError
+          nil
+        end
         name.is_a?(String) && !name.empty? ? name : Context::PathPattern.of_env(env)
       end
     end
