@@ -4,6 +4,7 @@ require_relative "../test_helper"
 require "fathom/rack/request_labels"
 require "fathom/sidekiq/job_labels"
 require "securerandom"
+require "minitest/mock"
 
 # Fathom::Rack::RequestLabels and the job labels (lib/fathom/context/):
 # the endpoint's path pattern and its bounds, the labels an app sees, and
@@ -132,6 +133,22 @@ class RequestLabelsTest < Minitest::Test
     assert_equal ["api", "GET /web/:id", "GET /x/:id"], seen
     e = assert_raises(ArgumentError) { middleware(endpoint: "api") { nil } }
     assert_match(/endpoint: must respond to call/, e.message)
+  end
+
+  # If the Labels API fails, the request runs unlabelled, and says so once.
+  def test_a_labels_failure_never_fails_the_request
+    Fathom::Context::Scope.instance_variable_set(:@failed, nil)
+    app = middleware { |e| [200, {}, [e.key?(Fathom::Rack::RequestLabels::ENV_KEY).to_s]] }
+    out = nil
+    Fathom::Labels.stub(:set, ->(_) { raise IOError, "no more label sets" }) do
+      _, err = capture_io do
+        out = Array.new(2) { app.call(env("/x"))[2] }
+      end
+      assert_equal 1, err.lines.grep(/endpoint labels failed, running unlabelled: IOError/).size, err
+    end
+    assert_equal [["false"], ["false"]], out
+  ensure
+    Fathom::Context::Scope.instance_variable_set(:@failed, nil)
   end
 
   # A body that does its work while the server iterates it (a streaming

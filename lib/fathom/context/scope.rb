@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "../labels"
+require_relative "../notice"
 require_relative "tracing"
 
 module Fathom
@@ -29,13 +30,28 @@ module Fathom
 
       # Runs the block in a new scope (also restored when it raises).
       def self.run(kind, endpoint)
-        scope = self.for(kind, endpoint)
-        saved = scope.enter
+        scope, saved = open(kind, endpoint)
+        return yield unless scope
+
         begin
           yield
         ensure
           scope.leave(saved)
         end
+      end
+
+      # A new scope, entered: [scope, saved], or nil when labelling failed
+      # (then the request or job runs unlabelled, and the first failure in
+      # the process is one line on stderr): labels never fail a request.
+      def self.open(kind, endpoint)
+        scope = self.for(kind, endpoint)
+        [scope, scope.enter]
+      rescue StandardError => e
+        unless @failed
+          @failed = true
+          Fathom.notice { "fathom: endpoint labels failed, running unlabelled: #{e.class}: #{e.message}" }
+        end
+        nil
       end
 
       # Applies the scope to the current thread; returns the state to leave

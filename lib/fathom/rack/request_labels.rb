@@ -44,9 +44,10 @@ module Fathom
       end
 
       def call(env)
-        scope = Context::Scope.for(KIND, endpoint(env))
+        scope, saved = Context::Scope.open(KIND, endpoint(env))
+        return @app.call(env) unless scope
+
         env[ENV_KEY] = scope
-        saved = scope.enter
         begin
           status, headers, body = @app.call(env)
         ensure
