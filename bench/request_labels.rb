@@ -9,8 +9,8 @@
 #
 # With ActiveSupport (the Rails app's bundle:
 # BUNDLE_GEMFILE=test/rails_app/Gemfile BUNDLE_PATH=/opt/fathom-gems bundle exec ...)
-# also the Rails subscriber: an instrumented start_processing.action_controller
-# with and without Fathom's listener (Rails' log subscriber listens either way).
+# also the alternative to the Rails hook: a start_processing.action_controller
+# listener.
 #
 # Measures Fathom::Labels as loaded (lib/fathom/labels.rb); the
 # "Labels.set + Labels.restore" row is that API's share of each request.
@@ -79,25 +79,54 @@ compare("  of which the path pattern", rounds, calls, -> { nil },
 compare("job (Sidekiq/ActiveJob scope)", rounds, calls, -> { yield_self { nil } },
         -> { Fathom::Context::Jobs.run("ReportJob") { nil } })
 
+# Rails: a controller's process_action with and without Fathom's hook
+# (Context::RailsEndpoint::Hook, switching the request's endpoint to
+# Controller#action), on a stand-in for ActionController::Base.
+require "fathom/context/rails_endpoint"
+class BenchController
+  Request = Struct.new(:env) { def get_header(key) = env[key] }
+  attr_reader :request, :action_name
+
+  def initialize(env)
+    @request = Request.new(env)
+    @action_name = "show"
+  end
+
+  def run = process_action(:show)
+
+  private
+
+  def process_action(*) = nil
+end
+class BenchLabelledController < BenchController
+  prepend Fathom::Context::RailsEndpoint::Hook
+end
+scope_env = { Fathom::Context::Scope::ENV_KEY => Fathom::Context::Scope.for("request", "GET /users/:id") }
+plain = BenchController.new(scope_env)
+hooked = BenchLabelledController.new(scope_env)
+compare("Rails controller hook (switch to C#action)", rounds, calls, -> { plain.run }, -> { hooked.run })
+Fathom::Labels.set({})
+
+# The same switch as a listener on start_processing.action_controller
+# (with the Rails app's bundle: ActiveSupport): what ActiveSupport adds for
+# an "evented" listener beside Rails' log subscriber (which takes Event
+# objects), the reason for the hook above.
 begin
   require "active_support"
   require "active_support/notifications"
 rescue LoadError
-  puts "(no ActiveSupport: the Rails subscriber is not measured)"
+  puts "(no ActiveSupport: the listener alternative is not measured)"
 else
-  require "fathom/context/rails_endpoint"
-  # Two notifiers, as in Rails without and with Fathom: Rails' log
-  # subscriber (a listener doing nothing here) in both, Fathom's listener
-  # (RailsEndpoint, switching the request's endpoint) in the second.
   fanouts = Array.new(2) { ActiveSupport::Notifications::Fanout.new }
-  fanouts.each { |f| f.subscribe("start_processing.action_controller", ->(*) { nil }, monotonic: false) }
-  fanouts[1].subscribe("start_processing.action_controller", Fathom::Context::RailsEndpoint.new, monotonic: false)
-  plain, labelled = fanouts.map { |f| ActiveSupport::Notifications::Instrumenter.new(f) }
-  request = Struct.new(:env) { def get_header(k) = env[k] }
+  fanouts.each { |f| f.subscribe("start_processing.action_controller", ->(_event) { nil }, monotonic: false) }
+  evented = Object.new
+  def evented.start(_name, _id, payload) = payload[:request].get_header(Fathom::Context::Scope::ENV_KEY)&.switch("UsersController#show")
+  def evented.finish(*) = nil
+  fanouts[1].subscribe("start_processing.action_controller", evented, monotonic: false)
+  without, with = fanouts.map { |f| ActiveSupport::Notifications::Instrumenter.new(f) }
+  payload = { controller: "UsersController", action: "show", request: BenchController::Request.new(scope_env) }
   event = "start_processing.action_controller"
-  scope_env = { Fathom::Context::Scope::ENV_KEY => Fathom::Context::Scope.for("request", "GET /users/:id") }
-  payload = { controller: "UsersController", action: "show", request: request.new(scope_env) }
-  compare("Rails start_processing (Fathom's listener)", rounds, calls, -> { plain.instrument(event, payload) },
-          -> { labelled.instrument(event, payload) })
+  compare("  instead, a start_processing listener", rounds, calls, -> { without.instrument(event, payload) },
+          -> { with.instrument(event, payload) })
   Fathom::Labels.set({})
 end

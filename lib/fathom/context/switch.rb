@@ -34,7 +34,7 @@ module Fathom
         # First: the whole stack (Rails' own middleware included) runs
         # labelled, with the path pattern until the controller names it.
         app.middleware.insert(0, Fathom::Rack::RequestLabels)
-        RailsEndpoint.subscribe!
+        RailsEndpoint.install
         Jobs.install_active_job
         Jobs.install_sidekiq
         true

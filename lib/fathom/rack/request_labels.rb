@@ -30,7 +30,7 @@ module Fathom
     # instead of the path pattern (nil: the path pattern). Its values must
     # be bounded in count, as route names are.
     class RequestLabels
-      # The request's Context::Scope, for the Rails subscriber.
+      # The request's Context::Scope, for the Rails controller hook.
       ENV_KEY = Context::Scope::ENV_KEY
       KIND = "request"
 
