@@ -321,7 +321,13 @@ class RequestLabelsTest < Minitest::Test
       end
       ReportJob.perform_async(1)
       puts "R: #{Fathom::Labels.current.inspect}"
+      # What FATHOM_ENDPOINT_LABELS=1 does in a Sidekiq server process
+      # (sidekiq/cli loaded: configure_server's block runs).
+      require "sidekiq/cli"
+      require "fathom/context/jobs"
+      puts "R: #{Fathom::Context::Jobs.install_sidekiq} #{Fathom::Context::Jobs.install_sidekiq}"
+      puts "R: #{Sidekiq.default_configuration.server_middleware.exists?(Fathom::Sidekiq::JobLabels)}"
     RUBY
-    assert_equal [[["endpoint", "ReportJob"], ["kind", "job"]].inspect, "{}"], results(out)
+    assert_equal [[["endpoint", "ReportJob"], ["kind", "job"]].inspect, "{}", "true false", "true"], results(out)
   end
 end
