@@ -5,6 +5,8 @@
 #   Fathom::Rack::App         pprof endpoints under /debug/fathom (heap,
 #                             allocs, gc, retention, profile)
 #   Fathom::Rack::Middleware  ?fathom=heap|gc|cpu on an ordinary request
+#   Fathom::Rack::RequestLabels  samples labelled by endpoint (also alone:
+#                             require "fathom/rack/request_labels")
 #
 # Neither needs the rack gem: both speak the Rack protocol themselves, so
 # Fathom loads and works without it. Note for code inside `module Fathom`:
@@ -12,3 +14,4 @@
 require_relative "../fathom"
 require_relative "rack/app"
 require_relative "rack/middleware"
+require_relative "rack/request_labels"

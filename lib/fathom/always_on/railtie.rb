@@ -16,6 +16,10 @@ module Fathom
   #                                                    ?fathom=heap|gc|cpu on any request,
   #                                                    loopback-only unless FATHOM_RACK_TOKEN
   #                                                    (FATHOM_RACK_HOSTS: more local Host names)
+  #   FATHOM_ENDPOINT_LABELS=1                         samples labelled by endpoint: requests by
+  #                                                    Controller#action, ActiveJob and Sidekiq
+  #                                                    jobs by class, and the tracer's span id
+  #                                                    (lib/fathom/context/switch.rb)
   #
   # Without those variables it adds nothing: no profiler, no middleware.
   class Railtie < ::Rails::Railtie
@@ -34,6 +38,12 @@ module Fathom
     # After the app's config/initializers, so that config.hosts is final.
     initializer "fathom.rack", after: :load_config_initializers do |app|
       Railtie.mount_rack(app) if ENV["FATHOM_RACK"] == "1"
+    end
+
+    # After fathom.rack, so that RequestLabels, inserted at 0, stays first.
+    initializer "fathom.endpoint_labels", after: "fathom.rack" do |app|
+      require_relative "../context/switch"
+      Fathom::Context::Switch.install_rails(app) if Fathom::Context::Switch.enabled?
     end
 
     # The endpoints and the per-request middleware, configured from

@@ -3,6 +3,10 @@
 Rails.application.routes.draw do
   resources :products, only: %i[index show]
   get "/slow" => "products#slow"
+  # What Fathom::Labels holds in an action, a job and a route without a
+  # controller (FATHOM_ENDPOINT_LABELS=1; test/rails/endpoint_labels_test.rb).
+  get "/products/:id/labels" => "products#labels"
+  get "/probes/:id/labels" => proc { [200, { "content-type" => "application/json" }, [LabelsProbeJob.seen.to_json]] }
   get "/up" => proc { [200, { "content-type" => "text/plain" }, ["ok"]] }
   root "products#index"
 end

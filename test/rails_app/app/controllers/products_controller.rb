@@ -21,4 +21,10 @@ class ProductsController < ApplicationController
     SlowRequests.wait(params.fetch(:seconds, "2").to_f)
     render plain: "held #{records.size} products\n"
   end
+
+  # The labels Fathom has set on this thread, in the action and in a job
+  # performed here ({} when Fathom's labels are not loaded).
+  def labels
+    render json: { action: LabelsProbeJob.seen, job: LabelsProbeJob.perform_now }
+  end
 end
