@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require_relative "native"
+
 module Fathom
   # Request labels: key/value pairs (an endpoint, a job class) that CPU,
   # wall and heap samples taken on this thread carry as pprof string labels,

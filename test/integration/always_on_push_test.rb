@@ -41,6 +41,10 @@ class AlwaysOnPushTest < Minitest::Test
       200.times { |i| i.to_s }
     end
     GC.start
+    always_on = Fathom::Setup.always_on
+    Fathom::Setup.stop # the last windows, sent (or given up) within the stop bound
+    stats = always_on&.sinks&.list&.first&.stats || {}
+    puts stats.values_at(:sent, :dropped, :failed).join(" ")
     puts Process.pid
     $stdout.flush
   RUBY
@@ -57,17 +61,22 @@ class AlwaysOnPushTest < Minitest::Test
                                      "FATHOM_LABELS" => "region=eu,deploy=42", "FATHOM_PUSH_TOKEN" => "tok-9" }, 3.5)
     assert status.success?, err
     pid = out.lines.last.to_i
+    sent, dropped, failed = out.lines[-2].split.map(&:to_i)
     assert_match(/always-on cpu,heap,gc profiling into Fathom::Push::Client/, err)
     refute_match(/tok-9/, err, "the token is never printed")
 
     series = @receiver.requests.map { |r| PushReceiver.decode(r) }.flatten
     by_name = series.group_by { |s| s.label("__name__") }
     assert_equal NAMES.values.sort, by_name.keys.sort, series.map(&:labels).inspect
+    # Every profile the client counts as sent arrived, none failed. 3.5 s
+    # at 1 s: three periodic windows per mode and the last one at stop; a
+    # tick is skipped only while a flush still runs (none take near a
+    # second). The queue (8) may drop the oldest when the sender thread
+    # gets few GVL turns beside the busy main thread: counted, and every
+    # window is either sent or counted as dropped.
+    assert_equal [series.size, 0], [sent, failed], "dropped #{dropped}"
+    assert_operator sent + dropped, :>=, 3 * 3
     by_name.each do |name, list|
-      # 3.5 s at 1 s: three periodic windows and the last one at exit; the
-      # flusher skips a tick only when a flush is still running (none take
-      # near a second here), so at least 3 per mode.
-      assert_operator list.size, :>=, 3, "#{name}: one series per window"
       list.each do |s|
         assert_equal [pid.to_s, "checkout", "eu", "42", "false", Socket.gethostname],
                      %w[pid service_name region deploy __delta__ hostname].map { |l| s.label(l) }, name
@@ -80,9 +89,10 @@ class AlwaysOnPushTest < Minitest::Test
     assert(cpu.all? { |raw| raw.sample_types.include?("cpu") })
     # The program burned ~3.5 s of CPU on its main thread: the pushed CPU
     # profiles together hold most of it (a sample per 10 ms of CPU time,
-    # weighted by the measured delta; GC and exit cut little).
+    # weighted by the measured delta; GC and exit cut little), when no
+    # window was dropped.
     total_s = cpu.sum { |raw| raw.total("cpu") } / 1e9
-    assert_operator total_s, :>=, 2.0, "pushed CPU #{total_s} s"
+    assert_operator total_s, :>=, 2.0, "pushed CPU #{total_s} s" if dropped.zero?
     assert_empty Dir.children(@cwd), "no file is written without FATHOM_DIR"
     @receiver.requests.each { |r| assert_equal "Bearer tok-9", r.headers["authorization"] }
   end
