@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require_relative "../notice"
 require_relative "../options"
 require_relative "../profile"
 require_relative "../process/fork_hooks"
@@ -128,6 +129,19 @@ module Fathom
           @queue.clear
           @inflight = nil
           @started = false
+        end
+        report_losses(stats)
+      end
+
+      # At stop, one line saying what did not reach the server (a process
+      # with a down backend exits saying how much it lost, and why).
+      private def report_losses(stats)
+        lost = stats.values_at(:dropped, :failed)
+        return stats if lost.all?(&:zero?)
+
+        Fathom.notice do
+          "fathom: push to #{stats[:endpoint]}: #{stats[:sent]} profiles sent, #{lost[0]} dropped, #{lost[1]} failed" \
+            "#{stats[:last_error] ? " (last error: #{stats[:last_error]})" : ""}"
         end
         stats
       end

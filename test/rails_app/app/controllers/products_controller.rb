@@ -27,4 +27,16 @@ class ProductsController < ApplicationController
   def labels
     render json: { action: LabelsProbeJob.seen, job: LabelsProbeJob.perform_now }
   end
+
+  # CPU-bound work of ?ms= milliseconds of this thread's CPU clock; the
+  # X-Cpu-Ns header is the CPU the action used, as the thread's clock says.
+  def burn
+    budget = params.fetch(:ms, "20").to_f / 1000
+    clock = Process::CLOCK_THREAD_CPUTIME_ID
+    start = Process.clock_gettime(clock)
+    acc = 0
+    acc += (1..200).sum { |i| i * i } while Process.clock_gettime(clock) - start < budget
+    response.set_header("X-Cpu-Ns", ((Process.clock_gettime(clock) - start) * 1e9).round.to_s)
+    render plain: "#{acc}\n"
+  end
 end
