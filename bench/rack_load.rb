@@ -43,6 +43,7 @@ pairs = 1
 ALWAYS_ON_SET = +""
 OptionParser.new do |o|
   o.on("--always-on-set", "the always-on set's cost in requests/s (pairs against FATHOM_SETUP=0; see above)") { ALWAYS_ON_SET.replace("1") }
+  o.on("--push-down", "with --always-on-set: push to a port nothing listens on (the backend is down)") { ALWAYS_ON_SET.replace("down") }
   o.on("--seconds N", Integer) { |v| seconds = v }
   o.on("--connections N", Integer) { |v| connections = v }
   o.on("--malloc-stats DIR", "before stopping puma, save glibc's malloc_stats (gdb) and smaps there") { |v| MALLOC_STATS_DIR.replace(v) }
@@ -205,6 +206,10 @@ end
 
 unless ALWAYS_ON_SET.empty?
   url, received = start_receiver
+  if ALWAYS_ON_SET == "down"
+    url = "pyroscope://127.0.0.1:#{TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }}"
+    received = ["none (backend down)"]
+  end
   set_env = { "FATHOM_MODE" => "cpu,heap,gc", "FATHOM_DIR" => nil, "FATHOM_PUSH" => url, "FATHOM_EVERY" => "10s",
               "FATHOM_ENDPOINT_LABELS" => "1" }
   puts "wrk -c #{connections} -d #{seconds}s on GET /churn (pinned to CPU 0), puma 8 threads (pinned to CPU 1), Ruby #{RUBY_VERSION}"
@@ -217,11 +222,11 @@ unless ALWAYS_ON_SET.empty?
     end
     base, on = results.values_at(:baseline, :always_on)
     ratio = base[:rps] / on[:rps]
-    puts format("pair %d: baseline %.0f req/s (non-2xx %d), always-on %.0f req/s (non-2xx %d): cost %.3fx",
-                pair + 1, base[:rps], base[:non2xx], on[:rps], on[:non2xx], ratio)
+    puts format("pair %d: baseline %.0f req/s (non-2xx %d, RSS %d MB), always-on %.0f req/s (non-2xx %d, RSS %d MB): cost %.3fx",
+                pair + 1, base[:rps], base[:non2xx], base[:rss_kb] / 1024, on[:rps], on[:non2xx], on[:rss_kb] / 1024, ratio)
     ratio
   end
-  puts format("always-on set cost in requests/s, baseline/always-on: median %.3fx of %d pairs (%s); %d profiles pushed",
+  puts format("always-on set cost in requests/s, baseline/always-on: median %.3fx of %d pairs (%s); %s profiles pushed",
               ratios.sort[ratios.size / 2], ratios.size, ratios.map { |r| format("%.3f", r) }.join(", "), received[0])
   exit
 end

@@ -118,4 +118,29 @@ class PushClusterTest < Minitest::Test
     end
     assert show, "the other endpoint has its own label"
   end
+
+  # The backend is down (nothing listens on its port): the workers serve
+  # every request, each keeps at most its queue (8 profiles) and, at stop,
+  # says how many it lost. Throughput against a baseline is a benchmark
+  # (bench/rack_load.rb --always-on-set --push-down), not asserted here.
+  def test_backend_down_every_request_served_and_losses_counted
+    port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+    @server = RailsApp::Server.new({ "FATHOM_MODE" => "cpu,heap,gc", "FATHOM_PUSH" => "pyroscope://127.0.0.1:#{port}",
+                                     "FATHOM_EVERY" => "1s", "FATHOM_ENDPOINT_LABELS" => "1" }, workers: 2)
+    workers = @server.log_text.scan(/- Worker \d+ \(PID: (\d+)\) booted/).flatten
+    _burned, codes = load(8, threads: 4)
+    assert_equal ["200"], codes.keys, codes.inspect
+    assert_equal 0, @server.stop.exitstatus.to_i
+    losses = @server.log_text.scan(/fathom: push to (\S+): (\d+) profiles sent, (\d+) dropped, (\d+) failed \(last error: ([^)]*)\)/)
+    assert_equal workers.size, losses.size, @server.log_text[-3000..]
+    losses.each do |url, sent, dropped, failed, error|
+      assert url.start_with?("http://127.0.0.1:#{port}/"), url
+      assert_equal 0, sent.to_i
+      # 8 s at 1 s, 3 modes: at least 24 windows per worker, every one
+      # either dropped from the full queue, dropped at stop, or failed
+      # after its retries.
+      assert_operator dropped.to_i + failed.to_i, :>=, 24
+      assert_match(/refused|ECONNREFUSED/i, error)
+    end
+  end
 end
