@@ -258,7 +258,9 @@ class RequestLabelsTest < Minitest::Test
     out, err, status = Open3.capture3(env, RbConfig.ruby, "-W0", "-I#{TestHelper::LIB}", "-e", prelude + script)
     assert status.success?, "#{out}\n#{err}"
     if (missing = out[/^SKIP: .*/])
-      skip "#{missing} (install them into #{gem_dir}, see GEMS)"
+      message = "#{missing} (script/setup installs them into #{gem_dir}, see GEMS)"
+      flunk(message) if TestHelper.ci?
+      skip message
     end
     out
   end
@@ -269,12 +271,12 @@ class RequestLabelsTest < Minitest::Test
   end
 
   # Where the optional gems are, one directory per Ruby (datadog builds a
-  # native extension): not the product's dependencies, and script/setup
-  # does not install them. To run these tests, with each Ruby:
-  #   gem install --no-document --install-dir /tmp/fathom-tracing-gems/$(ruby -e 'print RUBY_VERSION') \
-  #     'sidekiq:~>7.3' opentelemetry-sdk datadog
-  # (or FATHOM_TRACING_GEMS=<dir>); without them the tests skip.
-  GEMS = ENV.fetch("FATHOM_TRACING_GEMS", File.join(Dir.tmpdir, "fathom-tracing-gems", RUBY_VERSION))
+  # native extension): not the product's dependencies; script/setup
+  # installs them into $FATHOM_GEMS/tracing/<RUBY_VERSION> (or
+  # FATHOM_TRACING_GEMS=<dir>). Without them the tests skip, and fail in CI.
+  GEMS = ENV.fetch("FATHOM_TRACING_GEMS") do
+    File.join(ENV.fetch("FATHOM_GEMS", "/opt/fathom-gems"), "tracing", RUBY_VERSION)
+  end
 
   def test_opentelemetry_span_id
     out = run_with_gems(GEMS, %w[opentelemetry/sdk], <<~'RUBY')
