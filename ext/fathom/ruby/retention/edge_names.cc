@@ -198,8 +198,14 @@ bool CallOriginal(VALUE method, VALUE recv, VALUE* out, VALUE arg = Qundef) {
 }
 
 // rb_const_get_at, not Module#const_get: no method runs (a deprecated
-// constant's warning aside, which TryProtect contains).
+// constant's warning aside, which TryProtect contains). Only for a
+// constant that is defined: for a name in the table without a value (an
+// autoload that already ran or failed) rb_const_get_at calls the module's
+// const_missing, a Ruby method. Seen hanging a forked child, where its
+// interrupt check tried to hand the GVL to a thread that does not exist
+// there (docs/internals/retention.md, "Forked snapshots").
 bool ConstGet(VALUE mod, ID id, VALUE* out) {
+  if (!rb_const_defined_at(mod, id)) return false;
   return TryProtect([&] { *out = rb_const_get_at(mod, id); });
 }
 
