@@ -22,7 +22,7 @@
 #include <string>
 
 #include "base/clock.h"
-#include "retention/child_process.h"
+#include "io/child_process.h"
 #include "ruby/retention/retention_snapshot.h"
 #include "ruby/runtime/boundary.h"
 

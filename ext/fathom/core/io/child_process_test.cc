@@ -1,4 +1,4 @@
-#include "retention/child_process.h"
+#include "io/child_process.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
