@@ -33,6 +33,10 @@
 //     sizes and pprof encoding are pure computation on the core graph, run
 //     without the GVL.
 //
+// By default (take_forked) all three phases run in a forked child on a
+// copy-on-write image of the heap, the parent pausing for fork() only:
+// forked_snapshot.cc (docs/internals/retention.md, "Forked snapshots").
+//
 // Safety. During phases 1-2 the graph holds raw VALUEs that nothing else
 // keeps alive or in place. GC is disabled during the walk, but GC.start and
 // GC.compact run even then, GC runs normally during naming, and naming calls
