@@ -144,6 +144,12 @@ bool TakeForked(Snapshot* s, const RetentionProfileOptions& options, int64_t tim
     *fork_errno = errno;
     return false;
   }
+  // Every signal blocked across fork: the child starts with all of them
+  // blocked, so no handler (Ruby's, Fathom's SIGPROF) can run there even
+  // before ChildMain; the parent's are delivered when its mask is restored.
+  sigset_t all, saved;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &saved);
   int64_t t0 = MonotonicNs();
   pid_t pid = fork();
   if (pid == 0) {
@@ -151,6 +157,7 @@ bool TakeForked(Snapshot* s, const RetentionProfileOptions& options, int64_t tim
     ChildMain(s, fds[1], options, memory_bytes);
   }
   s->fork_ns = MonotonicNs() - t0;
+  pthread_sigmask(SIG_SETMASK, &saved, nullptr);
   EnableGcAgain(s);  // the parent runs on with GC as it was
   close(fds[1]);
   if (pid < 0) {
