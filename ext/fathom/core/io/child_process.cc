@@ -97,11 +97,20 @@ bool SendResult(int fd, const std::string& bytes) {
 
 bool SendFailure(int fd, const char* text) { return WriteAll(fd, "E", 1) && WriteAll(fd, text, strlen(text)); }
 
-ChildReport CollectChild(pid_t pid, int read_fd, int64_t deadline_ns, const std::atomic<bool>* cancel) {
-  ChildReport report;
+void KillAndReap(pid_t pid, int read_fd) {
+  kill(pid, SIGKILL);
+  close(read_fd);
+  int status;
+  bool ended = false;
+  Reap(pid, &status, 0, &ended);
+}
+
+void CollectChild(pid_t pid, int read_fd, int64_t deadline_ns, const std::atomic<bool>* cancel, ChildReport* out) {
+  ChildReport& report = *out;
   int64_t started = MonotonicNs();
-  std::string got;
+  std::string& got = report.bytes;
   bool eof = false;
+  report.outcome = ChildReport::kFailed;
   char buf[1 << 16];
   // Read until end of file (the child exited or closed the pipe), the
   // deadline, or a cancel request.
@@ -127,6 +136,10 @@ ChildReport CollectChild(pid_t pid, int read_fd, int64_t deadline_ns, const std:
     }
     got.append(buf, static_cast<size_t>(n));
   }
+  if (report.outcome == ChildReport::kCancelled) {
+    report.wait_ns += MonotonicNs() - started;
+    return;  // the caller decides: wait again, or KillAndReap
+  }
   close(read_fd);
   bool ended = false;
   if (!eof) {
@@ -147,18 +160,18 @@ ChildReport CollectChild(pid_t pid, int read_fd, int64_t deadline_ns, const std:
       usleep(1000);
     }
   }
-  report.wait_ns = MonotonicNs() - started;
+  report.wait_ns += MonotonicNs() - started;
   if (!eof) {
-    if (report.outcome == ChildReport::kFailed) report.error = "reading from the child failed: " + std::string(strerror(errno));
-    else if (report.outcome == ChildReport::kTimedOut) report.error = "the child ran past its deadline and was killed";
-    else report.error = "cancelled; the child was killed";
-    return report;
+    if (report.outcome == ChildReport::kFailed) report.error = "reading from the child failed";
+    else report.error = "the child ran past its deadline and was killed";
+    got.clear();
+    return;
   }
   bool clean_exit = !report.reaped || (WIFEXITED(report.wait_status) && WEXITSTATUS(report.wait_status) == 0);
   if (!got.empty() && got[0] == 'K' && clean_exit) {
     report.outcome = ChildReport::kOk;
-    report.bytes.assign(got, 1, std::string::npos);
-    return report;
+    got.erase(0, 1);
+    return;
   }
   report.outcome = ChildReport::kFailed;
   if (!got.empty() && got[0] == 'E')
@@ -166,7 +179,7 @@ ChildReport CollectChild(pid_t pid, int read_fd, int64_t deadline_ns, const std:
   else
     report.error = "the child " + (report.reaped ? DescribeStatus(report.wait_status) : std::string("was reaped elsewhere")) +
                    " without a result";
-  return report;
+  got.clear();
 }
 
 }  // namespace retention

@@ -56,11 +56,18 @@ struct ChildReport {
 };
 
 // Reads the child's message from read_fd (and closes it), up to
-// deadline_ns (base/clock.h MonotonicNs) or until *cancel turns true
-// (checked every 50 ms and whenever data arrives). Past either the child
-// is sent SIGKILL. Always waits for the child (EINTR retried), so no zombie
-// is left. Call it without the GVL: it blocks.
-ChildReport CollectChild(pid_t pid, int read_fd, int64_t deadline_ns, const std::atomic<bool>* cancel);
+// deadline_ns (base/clock.h MonotonicNs), appending to report->bytes. Past
+// the deadline the child is sent SIGKILL. Always waits for the child (EINTR
+// retried), so no zombie is left, except when *cancel turns true (checked
+// every 50 ms and whenever data arrives): then it returns kCancelled at
+// once with the child running and read_fd open, for the caller to run the
+// interrupt that cancelled it (Ruby's unblocking function is also called
+// for interrupts that raise nothing) and call it again with the same
+// report, or KillAndReap. Call it without the GVL: it blocks.
+void CollectChild(pid_t pid, int read_fd, int64_t deadline_ns, const std::atomic<bool>* cancel, ChildReport* report);
+
+// SIGKILL, close read_fd, wait (EINTR retried): for a child given up on.
+void KillAndReap(pid_t pid, int read_fd);
 
 }  // namespace retention
 }  // namespace fathom

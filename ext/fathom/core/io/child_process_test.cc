@@ -47,7 +47,8 @@ TEST(ChildProcess, ResultComesBackWhole) {
   std::string big(300000, 'x');  // more than a pipe's buffer: the parent must read while the child writes
   big[12345] = 'y';
   pid_t pid = Spawn(&fd, [&](int w) { SendResult(w, big); });
-  ChildReport r = CollectChild(pid, fd, MonotonicNs() + 30 * kSecond, nullptr);
+  ChildReport r;
+  CollectChild(pid, fd, MonotonicNs() + 30 * kSecond, nullptr, &r);
   EXPECT_EQ(ChildReport::kOk, r.outcome) << r.error;
   EXPECT_EQ(big, r.bytes);
   EXPECT_TRUE(r.reaped);
@@ -57,7 +58,8 @@ TEST(ChildProcess, ResultComesBackWhole) {
 TEST(ChildProcess, FailureTextIsReported) {
   int fd;
   pid_t pid = Spawn(&fd, [](int w) { SendFailure(w, "out of memory"); }, 1);
-  ChildReport r = CollectChild(pid, fd, MonotonicNs() + 30 * kSecond, nullptr);
+  ChildReport r;
+  CollectChild(pid, fd, MonotonicNs() + 30 * kSecond, nullptr, &r);
   EXPECT_EQ(ChildReport::kFailed, r.outcome);
   EXPECT_EQ("out of memory", r.error);
   ExpectNoChild(pid);
@@ -66,7 +68,8 @@ TEST(ChildProcess, FailureTextIsReported) {
 TEST(ChildProcess, ACrashedChildIsAFailure) {
   int fd;
   pid_t pid = Spawn(&fd, [](int) { kill(getpid(), SIGKILL); });
-  ChildReport r = CollectChild(pid, fd, MonotonicNs() + 30 * kSecond, nullptr);
+  ChildReport r;
+  CollectChild(pid, fd, MonotonicNs() + 30 * kSecond, nullptr, &r);
   EXPECT_EQ(ChildReport::kFailed, r.outcome);
   EXPECT_NE(std::string::npos, r.error.find("signal 9")) << r.error;
   ExpectNoChild(pid);
@@ -75,7 +78,8 @@ TEST(ChildProcess, ACrashedChildIsAFailure) {
 TEST(ChildProcess, AResultWithoutACleanExitIsAFailure) {
   int fd;
   pid_t pid = Spawn(&fd, [](int w) { SendResult(w, "partial"); }, 3);
-  ChildReport r = CollectChild(pid, fd, MonotonicNs() + 30 * kSecond, nullptr);
+  ChildReport r;
+  CollectChild(pid, fd, MonotonicNs() + 30 * kSecond, nullptr, &r);
   EXPECT_EQ(ChildReport::kFailed, r.outcome);
   ExpectNoChild(pid);
 }
@@ -86,7 +90,8 @@ TEST(ChildProcess, PastTheDeadlineTheChildIsKilledAndReaped) {
   pid_t pid = Spawn(&fd, [](int) {
     for (;;) pause();
   });
-  ChildReport r = CollectChild(pid, fd, MonotonicNs() + kSecond / 5, nullptr);
+  ChildReport r;
+  CollectChild(pid, fd, MonotonicNs() + kSecond / 5, nullptr, &r);
   EXPECT_EQ(ChildReport::kTimedOut, r.outcome);
   EXPECT_TRUE(r.reaped);
   EXPECT_TRUE(WIFSIGNALED(r.wait_status));
@@ -94,14 +99,35 @@ TEST(ChildProcess, PastTheDeadlineTheChildIsKilledAndReaped) {
   ExpectNoChild(pid);
 }
 
-TEST(ChildProcess, ACancelKillsTheChild) {
+TEST(ChildProcess, ACancelLeavesTheChildToTheCaller) {
   int fd;
   pid_t pid = Spawn(&fd, [](int) {
     for (;;) pause();
   });
   std::atomic<bool> cancel{true};
-  ChildReport r = CollectChild(pid, fd, MonotonicNs() + 60 * kSecond, &cancel);
+  ChildReport r;
+  CollectChild(pid, fd, MonotonicNs() + 60 * kSecond, &cancel, &r);
   EXPECT_EQ(ChildReport::kCancelled, r.outcome);
+  // Still running, still ours: the caller gives up on it.
+  EXPECT_EQ(0, waitpid(pid, nullptr, WNOHANG));
+  KillAndReap(pid, fd);
+  ExpectNoChild(pid);
+}
+
+TEST(ChildProcess, AfterACancelTheWaitResumes) {
+  int fd;
+  pid_t pid = Spawn(&fd, [](int w) {
+    usleep(200000);
+    SendResult(w, "late");
+  });
+  std::atomic<bool> cancel{true};
+  ChildReport r;
+  CollectChild(pid, fd, MonotonicNs() + 60 * kSecond, &cancel, &r);
+  EXPECT_EQ(ChildReport::kCancelled, r.outcome);
+  cancel = false;  // the interrupt raised nothing: wait again
+  CollectChild(pid, fd, MonotonicNs() + 60 * kSecond, &cancel, &r);
+  EXPECT_EQ(ChildReport::kOk, r.outcome) << r.error;
+  EXPECT_EQ("late", r.bytes);
   ExpectNoChild(pid);
 }
 
@@ -111,7 +137,8 @@ TEST(ChildProcess, AChildReapedElsewhereStillGivesItsResult) {
   // Someone else's Process.wait gets there first.
   int status;
   ASSERT_EQ(pid, waitpid(pid, &status, 0));
-  ChildReport r = CollectChild(pid, fd, MonotonicNs() + 30 * kSecond, nullptr);
+  ChildReport r;
+  CollectChild(pid, fd, MonotonicNs() + 30 * kSecond, nullptr, &r);
   EXPECT_EQ(ChildReport::kOk, r.outcome) << r.error;
   EXPECT_FALSE(r.reaped);
   EXPECT_EQ("done", r.bytes);
@@ -133,7 +160,8 @@ TEST(ChildProcess, AddressSpaceLimitMakesBigAllocationsFail) {
     char* big = static_cast<char*>(malloc(size_t{1} << 30));
     SendResult(w, big == nullptr ? "refused" : "granted");
   });
-  ChildReport r = CollectChild(pid, fd, MonotonicNs() + 30 * kSecond, nullptr);
+  ChildReport r;
+  CollectChild(pid, fd, MonotonicNs() + 30 * kSecond, nullptr, &r);
   ASSERT_EQ(ChildReport::kOk, r.outcome) << r.error;
   EXPECT_EQ("refused", r.bytes);
 }
