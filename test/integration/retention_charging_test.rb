@@ -134,7 +134,8 @@ class RetentionChargingTest < Minitest::Test
       APP = Fathom::Rack::Middleware.new(Downstream.new)
       GREETING = "#{"hello " * 2000}"                          # also the script's iseq's literal
 
-      Fathom.retention_snapshot(out: #{out.dump}, progress: nil)
+      # In-process: the captured local `rows` is named only by that walk.
+      Fathom.retention_snapshot(out: #{out.dump}, progress: nil, fork: false)
     RUBY
     _o, err, status = Open3.capture3(TestHelper::PLAIN_ENV, RbConfig.ruby, "-I#{TestHelper::LIB}", script)
     assert status.success?, err

@@ -25,7 +25,16 @@ module Fathom
   #   # $ fathom diff retained.pb.gz retained2.pb.gz
   module Retention
     DEFAULTS = { gc: true, max_depth: Modes::DEFAULTS.fetch(:retention).fetch(:max_depth), progress: :auto,
-                 string_contents: Modes::DEFAULTS.fetch(:retention).fetch(:string_contents) }.freeze
+                 string_contents: Modes::DEFAULTS.fetch(:retention).fetch(:string_contents),
+                 fork: true, fork_timeout: 300 }.freeze
+    # The forked child's deadline, in seconds (it is killed past it).
+    FORK_TIMEOUT_RANGE = (1..86_400).freeze
+    # What the forked child may map beyond what it inherits: its graph,
+    # dominator arrays and profile take about 100-200 bytes per object
+    # (bench/retention.rb); this allows 1 GiB plus 1 kB per live object.
+    FORK_MEMORY_BASE = 1 << 30
+    FORK_MEMORY_PER_OBJECT = 1024
+    FORK_ENV = "FATHOM_RETENTION_FORK"
     # At least 3: the root category, a "(truncated)" hop and the object
     # (the encoder refuses less, but only after the whole walk).
     MAX_DEPTH_RANGE = (3..4096).freeze
@@ -62,6 +71,18 @@ module Fathom
     # "Ruby internals: compiled code, method caches"
     # (docs/internals/retention.md, "Fathom's own objects and Ruby internals").
     #
+    # fork: true (the default) walks a copy-on-write image of the heap in a
+    # forked child: the app pauses only for fork() (milliseconds, growing
+    # with RSS), not for the walk (about 0.25 s per million objects). The
+    # child runs no Ruby code and exits with _exit; it is killed past
+    # fork_timeout seconds. The profile says which walk ran (a "walk=forked"
+    # or "walk=in-process" comment, stats[:walk]). The in-process walk runs
+    # instead with fork: false, FATHOM_RETENTION_FORK=0, with focus:, where
+    # fork() is unavailable or fails. A forked snapshot runs no GC first
+    # unless gc: true is given (the walk follows reachability from the roots
+    # either way), and names a proc's captured locals only "(captured)"
+    # (docs/internals/retention.md, "Forked snapshots").
+    #
     # string_contents: false (the default) keeps the program's data out of
     # the profile: a String hash key (and a dynamic Symbol's) is named by
     # its shape, {"…" 32 bytes #8bcd} (length and a 16-bit hash, the same in
@@ -69,8 +90,11 @@ module Fathom
     # {"sk_live_…"}, for local debugging only.
     def snapshot(out: nil, focus: nil, stamp: nil, **opts)
       Options.check_unknown!(opts, DEFAULTS.keys, "Fathom.retention_snapshot")
+      gc_given = opts.key?(:gc)
       opts = DEFAULTS.merge(opts)
       gc = Options.boolean("gc", opts[:gc])
+      fork = Options.boolean("fork", opts[:fork]) && forking?
+      fork_timeout = Options.integer("fork_timeout", opts[:fork_timeout], FORK_TIMEOUT_RANGE)
       max_depth = Options.integer("max_depth", opts[:max_depth], MAX_DEPTH_RANGE)
       string_contents = Options.boolean("string_contents", opts[:string_contents])
       # :auto prints through Fathom.notice, which never fails the snapshot
@@ -86,8 +110,17 @@ module Fathom
 
       out = Options.path("out", out) unless NilClass === out
       NativeLoader.require!
-      native = Native::RetentionSnapshot.new(max_depth, string_contents)
-      paths = quietly { native.take(gc, progress, focus, own_objects) }
+      native = nil
+      if fork && focus.nil?
+        forked = Native::RetentionSnapshot.new(max_depth, string_contents)
+        memory = FORK_MEMORY_BASE + FORK_MEMORY_PER_OBJECT * GC.stat(:heap_live_slots)
+        # false: fork() failed (EAGAIN, ENOMEM): walk in-process instead.
+        native = forked if quietly { forked.take_forked(gc && gc_given, own_objects, stamp, fork_timeout, memory) }
+      end
+      unless native
+        native = Native::RetentionSnapshot.new(max_depth, string_contents)
+        paths = quietly { native.take(gc, progress, focus, own_objects) }
+      end
       bytes = native.flush(stamp)
       stats = native.stats.merge(bytes: bytes.bytesize)
       stats[:focus_paths] = paths if focus
@@ -143,6 +176,17 @@ module Fathom
       live.each(&:clear).clear
       by_site.clear
       [picked, focus]
+    end
+
+    # Whether snapshots may fork: fork() exists here and
+    # FATHOM_RETENTION_FORK is not "0" (ArgumentError for a value other
+    # than "0", "1" or empty).
+    def forking?
+      value = ENV.fetch(FORK_ENV, "")
+      unless ["", "0", "1"].include?(value)
+        raise ArgumentError, "fathom: #{FORK_ENV} must be 0 or 1, got #{value.inspect}"
+      end
+      value != "0" && Process.respond_to?(:fork)
     end
 
     # What the snapshot sets apart as Fathom's own: the Fathom module and

@@ -29,7 +29,11 @@ module Fathom
     # explains (Fathom::Retention.explain_sites), taken before that heap
     # profiler is flushed.
     def flush(gc: true, explaining: nil, stamp: nil)
-      opts = { gc: gc, max_depth: @max_depth, string_contents: @string_contents, stamp: stamp }
+      # In-process: this snapshot ends a profiled block or program, where a
+      # pause costs nothing and the in-process walk names a proc's captured
+      # locals, which the forked child cannot (docs/internals/retention.md,
+      # "Forked snapshots").
+      opts = { gc: gc, max_depth: @max_depth, string_contents: @string_contents, stamp: stamp, fork: false }
       return Retention.explain_sites(explaining, **opts) if explaining
 
       Retention.snapshot(**opts)

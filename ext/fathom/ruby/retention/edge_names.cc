@@ -72,6 +72,7 @@ class ChildIndex {
 
 struct Namer {
   HeapGraph& g;
+  const Snapshot* s;
   ChildIndex children;
   // Names of a proc's (or binding's) captured locals, by value, waiting for
   // the env objects they live in to be named.
@@ -182,6 +183,7 @@ struct OriginalMethods {
   VALUE thread_keys, thread_variables, thread_variable_get, thread_name, thread_native_thread_id;
   VALUE proc_binding, binding_local_variables, binding_local_variable_get;
   VALUE kernel_global_variables;
+  VALUE thread_list;  // Thread.method(:list)
 };
 OriginalMethods g_methods;
 ID id_bind_call;
@@ -196,8 +198,14 @@ bool CallOriginal(VALUE method, VALUE recv, VALUE* out, VALUE arg = Qundef) {
 }
 
 // rb_const_get_at, not Module#const_get: no method runs (a deprecated
-// constant's warning aside, which TryProtect contains).
+// constant's warning aside, which TryProtect contains). Only for a
+// constant that is defined: for a name in the table without a value (an
+// autoload that already ran or failed) rb_const_get_at calls the module's
+// const_missing, a Ruby method. Seen hanging a forked child, where its
+// interrupt check tried to hand the GVL to a thread that does not exist
+// there (docs/internals/retention.md, "Forked snapshots").
 bool ConstGet(VALUE mod, ID id, VALUE* out) {
+  if (!rb_const_defined_at(mod, id)) return false;
   return TryProtect([&] { *out = rb_const_get_at(mod, id); });
 }
 
@@ -206,13 +214,24 @@ std::string ClassPath(VALUE mod) {
   return NIL_P(path) ? "" : StrOf(path);
 }
 
+// st_foreach's callback (Ruby's C frames: nothing may be thrown through).
+int CollectConstantId(st_data_t key, st_data_t, st_data_t arg) {
+  return NoThrow("retention constant callback", ST_STOP, [&] {
+    reinterpret_cast<std::vector<ID>*>(arg)->push_back(static_cast<ID>(key));
+    return ST_CONTINUE;
+  });
+}
+
 void NameConstants(Namer& n, VALUE mod) {
   std::string prefix = mod == rb_cObject ? "" : ClassPath(mod);
   if (mod != rb_cObject && prefix.empty()) prefix = "(anonymous)";
-  VALUE list = rb_const_list(rb_mod_const_at(mod, nullptr));
-  for (long i = 0; i < RARRAY_LEN(list); i++) {
-    VALUE sym = RARRAY_AREF(list, i);
-    ID id = SYM2ID(sym);
+  // The constant names as rb_const_list lists them, without its Ruby
+  // Array: a forked child allocates no Ruby object (GC is off there).
+  std::vector<ID> ids;
+  st_table* table = static_cast<st_table*>(rb_mod_const_at(mod, nullptr));
+  st_foreach(table, CollectConstantId, reinterpret_cast<st_data_t>(&ids));
+  st_free_table(table);
+  for (ID id : ids) {
     // Never trigger an autoload from a profiler.
     if (!NIL_P(rb_autoload_p(mod, id))) continue;
     VALUE val;
@@ -247,30 +266,47 @@ bool IsFiber(VALUE obj) {
   return RB_TYPE_P(obj, T_DATA) && RBASIC_CLASS(obj) != 0 && RTEST(rb_obj_is_kind_of(obj, cFiber));
 }
 
-void NameThread(Namer& n, VALUE thread) {
+// A thread's locals and variables by value (Ruby calls: the parent only).
+void CollectThreadNames(VALUE thread, PreparedThread* t) {
   VALUE keys;
-  std::vector<std::pair<VALUE, std::string>> locals;
   if (CallOriginal(g_methods.thread_keys, thread, &keys) && RB_TYPE_P(keys, T_ARRAY)) {
     for (long i = 0; i < RARRAY_LEN(keys); i++) {
       VALUE key = RARRAY_AREF(keys, i);
       if (!RB_SYMBOL_P(key)) continue;
       VALUE val = rb_thread_local_aref(thread, SYM2ID(key));
-      if (!RB_SPECIAL_CONST_P(val)) locals.emplace_back(val, "thread[:" + StrOf(rb_sym2str(key)) + "]");
+      if (!RB_SPECIAL_CONST_P(val)) t->locals.emplace_back(val, "thread[:" + StrOf(rb_sym2str(key)) + "]");
     }
-  }
-  for (auto& local : locals) n.Name(local.first, local.second);
-  if (!locals.empty()) {
-    for (auto& item : n.children.items())
-      if (IsFiber(item.first)) n.env_locals[item.second] = locals;
   }
   VALUE vars;
   if (CallOriginal(g_methods.thread_variables, thread, &vars) && RB_TYPE_P(vars, T_ARRAY)) {
     for (long i = 0; i < RARRAY_LEN(vars); i++) {
       VALUE key = RARRAY_AREF(vars, i), val;
       if (!CallOriginal(g_methods.thread_variable_get, thread, &val, key) || RB_SPECIAL_CONST_P(val)) continue;
-      if (RB_SYMBOL_P(key)) n.Name(val, "thread_variable[:" + StrOf(rb_sym2str(key)) + "]");
+      if (RB_SYMBOL_P(key)) t->variables.emplace_back(val, "thread_variable[:" + StrOf(rb_sym2str(key)) + "]");
     }
   }
+}
+
+const PreparedThread* FindPrepared(const Snapshot* s, VALUE thread) {
+  for (const PreparedThread& t : s->prepared_threads)
+    if (t.thread == thread) return &t;
+  return nullptr;
+}
+
+void NameThread(Namer& n, VALUE thread) {
+  PreparedThread collected;
+  const PreparedThread* t = n.s->names_prepared ? FindPrepared(n.s, thread) : nullptr;
+  if (t == nullptr && !n.s->names_prepared) {
+    CollectThreadNames(thread, &collected);
+    t = &collected;
+  }
+  if (t == nullptr) return;  // forked, and not alive when prepared: no names
+  for (auto& local : t->locals) n.Name(local.first, local.second);
+  if (!t->locals.empty()) {
+    for (auto& item : n.children.items())
+      if (IsFiber(item.first)) n.env_locals[item.second] = t->locals;
+  }
+  for (auto& var : t->variables) n.Name(var.first, var.second);
 }
 
 // A thread by its label, as the CPU profile's thread tracks show it:
@@ -297,11 +333,18 @@ void NameThreads(Namer& n) {
   for (auto& item : n.children.items()) {
     VALUE v = item.first;
     if (n.g.edge_name(item.second) != 0 || !RB_TYPE_P(v, T_DATA) || RBASIC_CLASS(v) == 0) continue;
-    if (RTEST(rb_obj_is_kind_of(v, rb_cThread))) n.g.SetEdgeName(item.second, ThreadLabel(v));
+    if (!RTEST(rb_obj_is_kind_of(v, rb_cThread))) continue;
+    if (n.s->names_prepared) {
+      // Forked: a thread not alive when the names were prepared has ended.
+      const PreparedThread* t = FindPrepared(n.s, v);
+      n.g.SetEdgeName(item.second, t != nullptr ? t->label : "thread (ended)");
+    } else {
+      n.g.SetEdgeName(item.second, ThreadLabel(v));
+    }
   }
 }
 
-void CollectGlobals(Namer& n) {
+void CollectGlobals(std::vector<std::pair<VALUE, std::string>>* globals) {
   VALUE names;
   if (!CallOriginal(g_methods.kernel_global_variables, rb_mKernel, &names) || !RB_TYPE_P(names, T_ARRAY)) return;
   for (long i = 0; i < RARRAY_LEN(names); i++) {
@@ -314,7 +357,7 @@ void CollectGlobals(Namer& n) {
     if (!plain || name == "$FILENAME") continue;
     VALUE val = Qnil;
     if (!TryProtect([&] { val = rb_gv_get(name.c_str()); })) continue;
-    if (!RB_SPECIAL_CONST_P(val)) n.globals.emplace_back(val, name);
+    if (!RB_SPECIAL_CONST_P(val)) globals->emplace_back(val, name);
   }
 }
 
@@ -385,7 +428,14 @@ void NameChildrenOf(Namer& n, uint32_t parent) {
       break;
     case RUBY_T_DATA:
       if (RBASIC_CLASS(obj) == 0) break;
-      if (rb_obj_is_proc(obj)) {
+      if (n.s->forked && (rb_obj_is_proc(obj) || rb_obj_is_kind_of(obj, cBinding))) {
+        // Proc#binding and Binding#local_variables have no C API and the
+        // forked child calls no method: the env is "(captured)", its
+        // locals are named "via <imemo>" (docs/internals/retention.md,
+        // "Forked snapshots").
+        for (auto& item : n.children.items())
+          if (RB_BUILTIN_TYPE(item.first) == RUBY_T_IMEMO) n.g.SetEdgeName(item.second, "(captured)");
+      } else if (rb_obj_is_proc(obj)) {
         VALUE binding;
         if (CallOriginal(g_methods.proc_binding, obj, &binding)) CollectLocals(n, binding);
       } else if (rb_obj_is_kind_of(obj, cBinding)) {
@@ -413,14 +463,39 @@ void NameChildrenOf(Namer& n, uint32_t parent) {
 
 void NameEdges(Snapshot* s) {
   FATHOM_FAULT_POINT("retention_edge_names");
-  Namer n{s->graph, {}, {}, {}, s->string_contents};
-  CollectGlobals(n);
+  Namer n{s->graph, s, {}, {}, {}, s->string_contents};
+  if (s->names_prepared)
+    n.globals = s->prepared_globals;
+  else
+    CollectGlobals(&n.globals);
   HeapGraph& g = s->graph;
   for (uint32_t p = 1; p < g.node_count(); p++) {
     n.children.Reset(g, p);
     if (n.children.empty()) continue;
     NameChildrenOf(n, p);
     if ((p & (kProgressEvery - 1)) == 0) Progress(s, "naming references", p);
+  }
+}
+
+void PrepareNames(Snapshot* s) {
+  VALUE pins = rb_ary_new();
+  s->prepared_pins = pins;  // marked by the snapshot: every VALUE below stays alive and in place
+  CollectGlobals(&s->prepared_globals);
+  for (auto& g : s->prepared_globals) rb_ary_push(pins, g.first);
+  VALUE threads = Qnil;
+  if (!TryProtect([&] { threads = rb_method_call(0, nullptr, g_methods.thread_list); }) || !RB_TYPE_P(threads, T_ARRAY))
+    return;
+  rb_ary_push(pins, threads);
+  for (long i = 0; i < RARRAY_LEN(threads); i++) {
+    VALUE thread = RARRAY_AREF(threads, i);
+    if (!RB_TYPE_P(thread, T_DATA) || !RTEST(rb_obj_is_kind_of(thread, rb_cThread))) continue;
+    s->prepared_threads.emplace_back();
+    PreparedThread& t = s->prepared_threads.back();
+    t.thread = thread;
+    t.label = ThreadLabel(thread);
+    CollectThreadNames(thread, &t);
+    for (auto& l : t.locals) rb_ary_push(pins, l.first);
+    for (auto& v : t.variables) rb_ary_push(pins, v.first);
   }
 }
 
@@ -443,6 +518,8 @@ void InitEdgeNames() {
   g_methods.binding_local_variables = OriginalMethod(cBinding, "local_variables");
   g_methods.binding_local_variable_get = OriginalMethod(cBinding, "local_variable_get");
   g_methods.kernel_global_variables = OriginalMethod(rb_mKernel, "global_variables");
+  g_methods.thread_list = rb_obj_method(rb_cThread, ID2SYM(rb_intern("list")));
+  rb_gc_register_mark_object(g_methods.thread_list);
 }
 
 }  // namespace retention

@@ -40,6 +40,7 @@ void SnapshotMark(void* ptr) {
     rb_gc_mark(s->skip_children_of);
     // The walk compares these by address: pinned while it runs.
     rb_gc_mark(s->own_list);
+    rb_gc_mark(s->prepared_pins);
     s->own.ForEach([](VALUE v) { rb_gc_mark(v); });
   });
 }
@@ -76,25 +77,9 @@ size_t ExpectedObjects() {
   return std::min(live, available);
 }
 
-// Dominators and retained sizes: pure computation on the graph.
+// Dominators and retained sizes: pure computation on the graph, without the GVL.
 void Analyze(Snapshot* s) {
-  int64_t t0 = MonotonicNs();
-  WithoutGvl([s] {
-    FATHOM_FAULT_POINT("retention_analyze");
-    s->graph_bytes = s->graph.MemoryBytes();
-    s->edge_count = s->graph.edge_count();
-    // What only Ruby's internals lead to joins them (a literal several
-    // iseqs share): before the edges go.
-    s->internals_extended = s->graph.ExtendInternals();
-    DominatorStats stats;
-    s->idom = ComputeDominators(s->graph, &stats);
-    s->dominator_peak_bytes = stats.peak_bytes;
-    s->retained = RetainedSizes(s->graph, s->idom);
-    // Naming is done and frame names follow tree_parent, not the edges:
-    // free them before the encoder builds its tables.
-    s->graph.ReleaseEdges();
-  });
-  s->analyze_ns = MonotonicNs() - t0;
+  WithoutGvl([s] { AnalyzeGraph(s); });
 }
 
 // The dominator path (frame names, root first) of each focus object, or nil.
@@ -121,6 +106,29 @@ VALUE FocusPaths(Snapshot* s) {
 // interrupt, NoMemoryError) leaves nothing behind but what the caller's
 // cleanup resets.
 VALUE TakeBody(Snapshot* s, VALUE focus) {
+  BuildGraph(s, focus);
+  int64_t t1 = MonotonicNs();
+  // GC runs again from here on. Naming calls Ruby methods (Thread#keys,
+  // Binding#local_variables... through rb_funcall, whose return checks
+  // interrupts): at each call the timer may hand the GVL to another thread.
+  // With GC still disabled, a puma server's 8 threads allocated for the
+  // whole naming phase without collecting (heap pages x2-x9, RSS +16% that
+  // stayed). The walk makes no such call (measured: another thread never
+  // runs during it), so it alone keeps GC off. Naming needs no frozen
+  // heap, only the graph's VALUEs alive and in place: graph_pins makes the
+  // mark function mark (and so pin, against GC.compact) every one of them.
+  EnableGcAgain(s);
+  NameEdges(s);
+  s->name_ns = MonotonicNs() - t1;
+  // From here on the graph is plain numbers: no VALUE is dereferenced again.
+  s->graph_pins = false;
+  Analyze(s);
+  return FocusPaths(s);
+}
+
+}  // namespace
+
+void BuildGraph(Snapshot* s, VALUE focus) {
   s->builder = std::make_unique<HeapGraphBuilder>();
   s->builder->Reserve(ExpectedObjects(), 0);
   int64_t t0 = MonotonicNs();
@@ -149,25 +157,57 @@ VALUE TakeBody(Snapshot* s, VALUE focus) {
   for (uint32_t node : s->focus_nodes)
     s->focus_roots.push_back(node == HeapGraphBuilder::kNotFound ? std::vector<uint32_t>{}
                                                                  : s->graph.RootCategoriesHolding(node));
-  int64_t t1 = MonotonicNs();
-  s->walk_ns = t1 - t0;
-  // GC runs again from here on. Naming calls Ruby methods (Thread#keys,
-  // Binding#local_variables... through rb_funcall, whose return checks
-  // interrupts): at each call the timer may hand the GVL to another thread.
-  // With GC still disabled, a puma server's 8 threads allocated for the
-  // whole naming phase without collecting (heap pages x2-x9, RSS +16% that
-  // stayed). The walk makes no such call (measured: another thread never
-  // runs during it), so it alone keeps GC off. Naming needs no frozen
-  // heap, only the graph's VALUEs alive and in place: graph_pins makes the
-  // mark function mark (and so pin, against GC.compact) every one of them.
-  EnableGcAgain(s);
-  NameEdges(s);
-  s->name_ns = MonotonicNs() - t1;
-  // From here on the graph is plain numbers: no VALUE is dereferenced again.
-  s->graph_pins = false;
-  Analyze(s);
-  return FocusPaths(s);
+  s->objects = s->graph.node_count() - s->graph.first_object_node();
+  s->root_categories = s->graph.category_count();
+  s->walk_ns = MonotonicNs() - t0;
 }
+
+void AnalyzeGraph(Snapshot* s) {
+  int64_t t0 = MonotonicNs();
+  FATHOM_FAULT_POINT("retention_analyze");
+  s->graph_bytes = s->graph.MemoryBytes();
+  s->edge_count = s->graph.edge_count();
+  // What only Ruby's internals lead to joins them (a literal several
+  // iseqs share): before the edges go.
+  s->internals_extended = s->graph.ExtendInternals();
+  DominatorStats stats;
+  s->idom = ComputeDominators(s->graph, &stats);
+  s->dominator_peak_bytes = stats.peak_bytes;
+  s->retained = RetainedSizes(s->graph, s->idom);
+  // Naming is done and frame names follow tree_parent, not the edges:
+  // free them before the encoder builds its tables.
+  s->graph.ReleaseEdges();
+  s->analyze_ns = MonotonicNs() - t0;
+}
+
+RetentionProfileOptions ProfileOptions(Snapshot* s, VALUE stamp) {
+  RetentionProfileOptions options;
+  options.stamp = OutputStampArg(stamp);
+  options.max_depth = s->max_depth;
+  options.time_nanos = s->time_nanos;
+  options.duration_nanos = s->walk_ns + s->name_ns;
+  options.comment = "fathom retention profile: stacks are dominator paths from the GC roots";
+  // fathom report reads the numbers back (lib/fathom/report/retention.rb).
+  options.more_comments.push_back("fathom.retention.own objects=" + std::to_string(s->own_objects) +
+                                  " bytes=" + std::to_string(s->own_bytes) +
+                                  ": Fathom itself, not charged, not in the totals (its module, classes and "
+                                  "their instances, its threads, and what only they hold)");
+  options.more_comments.push_back(
+      s->envs_known ? "fathom.retention.internals: \"" + options.internals_frame +
+                          "\" is one row: imemos (iseqs, method entries, caches, crefs) and iclasses, with what "
+                          "only they hold; a block's captured locals stay on the program's paths"
+                    : std::string("fathom.retention.internals=off: this Ruby's block environments could not be told "
+                                  "apart from its other imemos, so imemos are charged like any object"));
+  // Which walk made the profile (docs/internals/retention.md, "Forked snapshots").
+  options.more_comments.push_back(
+      s->names_prepared
+          ? "fathom.retention walk=forked: walked in a forked child, on a copy-on-write image of the heap; the "
+            "app paused only for fork()"
+          : "fathom.retention walk=in-process: walked in the process, holding the GVL");
+  return options;
+}
+
+namespace {
 
 // Undoes what take set up, whether it succeeded or not.
 void EndTake(Snapshot* s) {
@@ -249,31 +289,72 @@ VALUE SnapshotTake(int argc, VALUE* argv, VALUE self) {
   });
 }
 
+// take_forked(gc, own, stamp, timeout_seconds, memory_bytes) -> true, or
+// false when fork() itself failed (nothing was walked: take in-process
+// instead, with a new snapshot). The walk, naming, dominators and encoding
+// run in a forked child (forked_snapshot.cc); the profile is encoded there
+// with `stamp`, so flush returns it whatever stamp it is given. own: as
+// take's. memory_bytes: how much the child may map beyond what it
+// inherits (0: unbounded). Raises Fathom::Error when the child failed or
+// ran past timeout_seconds (it is killed and reaped).
+VALUE SnapshotTakeForked(int argc, VALUE* argv, VALUE self) {
+  Snapshot* s = Get(self);
+  return RubyMethod([&] {
+    if (argc != 5) ThrowArgumentError("fathom: wrong number of arguments (given %d, expected 5)", argc);
+    VALUE gc = argv[0], own = argv[1], stamp = argv[2], timeout = argv[3], memory = argv[4];
+    if (!HeapWalkAvailable())
+      throw RubyError(rb_eNotImpError,
+                      "fathom: this Ruby does not export rb_objspace_reachable_objects_from; "
+                      "retention snapshots are unavailable");
+    if (s->taken) ThrowFathomError("fathom: this retention snapshot was already taken");
+    if (g_snapshot_in_progress) ThrowFathomError("fathom: another retention snapshot is in progress in this process");
+    if (!RB_FLOAT_TYPE_P(timeout) && !RB_INTEGER_TYPE_P(timeout)) ThrowTypeError("fathom: fork_timeout must be a number");
+    double timeout_s = NUM2DBL(timeout);
+    if (!(timeout_s > 0 && timeout_s <= 86400))
+      ThrowArgumentError("fathom: fork_timeout must be between 0 and 86400 seconds, got %g", timeout_s);
+    if (!RB_INTEGER_TYPE_P(memory)) ThrowTypeError("fathom: fork_memory must be an Integer");
+    uint64_t memory_bytes = NUM2ULL(memory);
+    PrepareWalk(s, own);
+    if (RTEST(gc)) Protect([] { rb_gc_start(); });
+    int64_t t0 = MonotonicNs();
+    PrepareNames(s);  // Ruby calls, in the parent: the child may make none
+    s->names_prepared = true;
+    s->prepare_ns = MonotonicNs() - t0;
+    s->started_ns = MonotonicNs();
+    s->time_nanos = RealtimeNs();
+    RetentionProfileOptions options = ProfileOptions(s, stamp);
+    g_snapshot_in_progress = true;
+    s->taken = true;
+    // Disabled here, in the parent: rb_gc_disable finishes a lazy sweep
+    // first (frees, runs free functions), which must not happen in the
+    // child; the child inherits GC off and never turns it on.
+    s->gc_disabled_here = !RTEST(rb_gc_disable());
+    int fork_errno = 0;
+    bool done = false;
+    try {
+      done = TakeForked(s, options, static_cast<int64_t>(timeout_s * 1e9), memory_bytes, &fork_errno);
+    } catch (...) {
+      EndTake(s);
+      s->prepared_pins = Qnil;
+      throw;
+    }
+    EndTake(s);
+    s->prepared_pins = Qnil;
+    return done ? Qtrue : Qfalse;
+  });
+}
+
 void RequireTaken(const Snapshot* s) {
-  if (!s->taken || s->idom.empty()) ThrowFathomError("fathom: retention snapshot not taken yet");
+  if (!s->taken || (s->idom.empty() && !s->forked_done)) ThrowFathomError("fathom: retention snapshot not taken yet");
 }
 
 VALUE SnapshotFlush(VALUE self, VALUE stamp) {
   Snapshot* s = Get(self);
   return RubyMethod([&] {
     RequireTaken(s);
-    RetentionProfileOptions options;
-    options.stamp = OutputStampArg(stamp);
-    options.max_depth = s->max_depth;
-    options.time_nanos = s->time_nanos;
-    options.duration_nanos = s->walk_ns + s->name_ns;
-    options.comment = "fathom retention profile: stacks are dominator paths from the GC roots";
-    // fathom report reads the numbers back (lib/fathom/report/retention.rb).
-    options.more_comments.push_back("fathom.retention.own objects=" + std::to_string(s->own_objects) +
-                                    " bytes=" + std::to_string(s->own_bytes) +
-                                    ": Fathom itself, not charged, not in the totals (its module, classes and "
-                                    "their instances, its threads, and what only they hold)");
-    options.more_comments.push_back(
-        s->envs_known ? "fathom.retention.internals: \"" + options.internals_frame +
-                            "\" is one row: imemos (iseqs, method entries, caches, crefs) and iclasses, with what "
-                            "only they hold; a block's captured locals stay on the program's paths"
-                      : std::string("fathom.retention.internals=off: this Ruby's block environments could not be told "
-                                    "apart from its other imemos, so imemos are charged like any object"));
+    // Forked: the child encoded it (with the stamp given to take_forked).
+    if (s->forked_done) return rb_str_new(s->forked_bytes.data(), static_cast<long>(s->forked_bytes.size()));
+    RetentionProfileOptions options = ProfileOptions(s, stamp);
     RetentionProfileStats encode_stats;
     std::string bytes;
     VALUE result = Qnil;
@@ -300,12 +381,21 @@ VALUE SnapshotStats(VALUE self) {
     VALUE h = rb_hash_new();
     auto set = [h](const char* key, long long v) { rb_hash_aset(h, ID2SYM(rb_intern(key)), LL2NUM(v)); };
     const HeapGraph& g = s->graph;
-    set("objects", static_cast<long long>(g.node_count() - g.first_object_node()));
+    set("objects", static_cast<long long>(s->objects));
     set("edges", static_cast<long long>(s->edge_count));
-    set("root_categories", static_cast<long long>(g.category_count()));
+    set("root_categories", static_cast<long long>(s->root_categories));
     set("walk_ns", s->walk_ns);
     set("name_ns", s->name_ns);
-    set("gvl_held_ns", s->walk_ns + s->name_ns);
+    // Forked: the app held still for collecting thread names and fork()
+    // only; the walk and naming ran in the child.
+    set("gvl_held_ns", s->forked_done ? s->prepare_ns + s->fork_ns : s->walk_ns + s->name_ns);
+    rb_hash_aset(h, ID2SYM(rb_intern("walk")), ID2SYM(rb_intern(s->forked_done ? "forked" : "in_process")));
+    if (s->forked_done) {
+      set("fork_ns", s->fork_ns);
+      set("child_ns", s->child_ns);
+      set("wait_ns", s->wait_ns);
+      set("prepare_ns", s->prepare_ns);
+    }
     set("analyze_ns", s->analyze_ns);
     set("encode_ns", s->encode_ns);
     set("graph_bytes", static_cast<long long>(s->graph_bytes));
@@ -359,6 +449,7 @@ void InitRetentionSnapshot(VALUE mNative) {
   rb_define_alloc_func(klass, retention::SnapshotAlloc);
   rb_define_method(klass, "initialize", RUBY_METHOD_FUNC(retention::SnapshotInitialize), -1);
   rb_define_method(klass, "take", RUBY_METHOD_FUNC(retention::SnapshotTake), -1);
+  rb_define_method(klass, "take_forked", RUBY_METHOD_FUNC(retention::SnapshotTakeForked), -1);
   rb_define_method(klass, "flush", RUBY_METHOD_FUNC(retention::SnapshotFlush), 1);
   rb_define_method(klass, "stats", RUBY_METHOD_FUNC(retention::SnapshotStats), 0);
 }

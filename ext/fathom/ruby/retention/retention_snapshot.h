@@ -33,6 +33,10 @@
 //     sizes and pprof encoding are pure computation on the core graph, run
 //     without the GVL.
 //
+// By default (take_forked) all three phases run in a forked child on a
+// copy-on-write image of the heap, the parent pausing for fork() only:
+// forked_snapshot.cc (docs/internals/retention.md, "Forked snapshots").
+//
 // Safety. During phases 1-2 the graph holds raw VALUEs that nothing else
 // keeps alive or in place. GC is disabled during the walk, but GC.start and
 // GC.compact run even then, GC runs normally during naming, and naming calls
@@ -53,6 +57,7 @@
 #include <vector>
 
 #include "retention/heap_graph.h"
+#include "retention/retention_profile.h"
 
 namespace fathom {
 namespace retention {
@@ -85,6 +90,16 @@ class OwnSet {
   static size_t Slot(VALUE v) { return static_cast<size_t>((v >> 3) * 0x9E3779B97F4A7C15ull >> 16); }
   std::vector<VALUE> slots_;
   size_t size_ = 0;
+};
+
+// What naming needs from Ruby methods for the threads alive and the
+// globals, collected before a forked walk (PrepareNames): the child may
+// call no method (docs/internals/retention.md, "Forked snapshots").
+struct PreparedThread {
+  VALUE thread = Qnil;
+  std::string label;  // ThreadLabel
+  std::vector<std::pair<VALUE, std::string>> locals;     // fiber locals: value, "thread[:key]"
+  std::vector<std::pair<VALUE, std::string>> variables;  // value, "thread_variable[:key]"
 };
 
 // Everything a snapshot holds, owned by the Ruby object (so a longjmp out of
@@ -133,8 +148,21 @@ struct Snapshot {
   VALUE skip_children_of = Qnil;  // the focus array: not a real retainer
   VALUE progress = Qnil;          // an IO for progress lines, or nil
 
+  // A forked walk: names from `prepared_*` instead of Ruby calls, which
+  // the child may not make (set in the child only).
+  bool forked = false;
+  bool names_prepared = false;
+  std::vector<PreparedThread> prepared_threads;
+  std::vector<std::pair<VALUE, std::string>> prepared_globals;
+  VALUE prepared_pins = Qnil;  // an Array holding every prepared VALUE (marked)
+  // The parent's side of a forked snapshot: the child's encoded profile.
+  bool forked_done = false;
+  std::string forked_bytes;
+  int64_t fork_ns = 0, child_ns = 0, wait_ns = 0, prepare_ns = 0;
+
   // Stats.
   int64_t started_ns = 0, time_nanos = 0;
+  size_t objects = 0, root_categories = 0;
   int64_t walk_ns = 0, name_ns = 0, analyze_ns = 0, encode_ns = 0;
   size_t peak_bytes = 0;
   size_t dominator_peak_bytes = 0;  // graph not included
@@ -182,10 +210,35 @@ void InitRetentionWalk();
 void Progress(Snapshot* s, const char* phase, uint32_t done);
 
 // ---- edge_names.cc
-// Phase 2: names the tree edge of every object of s->graph.
+// Phase 2: names the tree edge of every object of s->graph. With
+// s->forked it calls no Ruby method (prepared names only; a proc's
+// captured locals are then "(captured)" without their names).
 void NameEdges(Snapshot* s);
+// Before a forked walk, in the parent: fills s->prepared_* (calls the
+// original core methods; may raise).
+void PrepareNames(Snapshot* s);
 // Captures the original core-class methods naming uses (once, at load).
 void InitEdgeNames();
+
+// ---- retention_snapshot.cc (shared with the forked walk)
+// Phase 1 and the graph: the walk into s->builder, then s->graph (GVL
+// held, GC disabled by the caller). Sets walk_ns, objects, own_*.
+void BuildGraph(Snapshot* s, VALUE focus);
+// Dominators and retained sizes on s->graph: pure computation, no Ruby
+// (the caller releases the GVL, or is the forked child).
+void AnalyzeGraph(Snapshot* s);
+// The encoder's options for s (stamp: the flush's stamp argument). Throws
+// TypeError for a bad stamp.
+RetentionProfileOptions ProfileOptions(Snapshot* s, VALUE stamp);
+
+// ---- forked_snapshot.cc
+// The forked walk (GVL held, GC disabled by the caller, which set up
+// everything take does and calls EndTake after). Returns false when fork
+// itself failed (errno in *fork_errno): nothing ran, the caller may walk
+// in-process. Throws when the child failed, ran past timeout_ns or was
+// cancelled (the child is killed and reaped either way).
+bool TakeForked(Snapshot* s, const RetentionProfileOptions& options, int64_t timeout_ns, uint64_t memory_bytes,
+                int* fork_errno);
 
 }  // namespace retention
 

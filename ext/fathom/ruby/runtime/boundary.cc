@@ -80,6 +80,18 @@ void CallWithoutGvl(void* (*fn)(void*), void* arg) {
   rb_thread_call_without_gvl(fn, arg, nullptr, nullptr);
 }
 
+}  // namespace detail
+
+namespace {
+void SetCancel(void* cancel) { static_cast<std::atomic<bool>*>(cancel)->store(true); }
+}  // namespace
+
+void CallWithoutGvlCancellable(void* (*fn)(void*), void* arg, std::atomic<bool>* cancel) {
+  rb_thread_call_without_gvl(fn, arg, SetCancel, cancel);
+}
+
+namespace detail {
+
 int CallProtect(VALUE (*fn)(VALUE), VALUE arg) {
   int state = 0;
   rb_protect(fn, arg, &state);

@@ -51,6 +51,7 @@
 
 #include <ruby.h>
 
+#include <atomic>
 #include <cstdarg>
 #include <cstdint>
 #include <exception>
@@ -152,6 +153,17 @@ template <typename F>
 void WithoutGvl(F&& f) {
   detail::WithoutGvlCall<std::remove_reference_t<F>> call{&f, nullptr};
   detail::CallWithoutGvl(&decltype(call)::Run, &call);
+  if (call.error) std::rethrow_exception(call.error);
+}
+
+// Like WithoutGvl, for a wait that must end when the thread is interrupted
+// (Thread#kill, Interrupt, Timeout): Ruby's unblocking function sets
+// *cancel, which f polls. f must return soon after.
+void CallWithoutGvlCancellable(void* (*fn)(void*), void* arg, std::atomic<bool>* cancel);
+template <typename F>
+void WithoutGvlCancellable(std::atomic<bool>* cancel, F&& f) {
+  detail::WithoutGvlCall<std::remove_reference_t<F>> call{&f, nullptr};
+  CallWithoutGvlCancellable(&decltype(call)::Run, &call, cancel);
   if (call.error) std::rethrow_exception(call.error);
 }
 

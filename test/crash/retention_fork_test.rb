@@ -1,0 +1,89 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "zlib"
+
+# Forked retention snapshots while 8 threads allocate and call into C
+# (Zlib deflate without the GVL, sleep, pipe IO, malloc through String
+# growth): at fork time another thread may hold a malloc arena lock, be
+# inside zlib, or wait for the GVL. The child must neither hang (it would
+# be killed at the deadline and the snapshot would raise) nor crash, and
+# must always be reaped (docs/internals/retention.md, "Forked snapshots").
+# Runs in the normal and the ASan/UBSan builds (rake test:asan), on each Ruby.
+class RetentionForkCrashTest < Minitest::Test
+  def setup
+    require_native!
+  end
+
+  def asan?
+    ENV["FATHOM_ASAN"] == "1"
+  end
+
+  def children
+    Dir["/proc/#{Process.pid}/task/*/children"].flat_map { |f| File.read(f).split }
+  rescue Errno::ENOENT
+    []
+  end
+
+  def busy_threads(stop)
+    8.times.map do |i|
+      Thread.new do
+        kept = []
+        reader, writer = IO.pipe
+        data = Random.new(i).bytes(64 * 1024)
+        until stop[0]
+          case i % 4
+          when 0 then kept << Array.new(200) { |j| "a#{j}" * 3 } # allocation, GC
+          when 1 then Zlib::Deflate.deflate(data) # C, GVL released inside zlib
+          when 2 then sleep 0.0005 # GVL released, timer thread
+          when 3
+            writer.write("x" * 4096)
+            reader.read(4096)
+          end
+          kept.shift while kept.size > 50
+        end
+      ensure
+        reader&.close
+        writer&.close
+      end
+    end
+  end
+
+  def test_forked_snapshots_while_threads_allocate_and_call_into_c
+    stop = [false]
+    threads = busy_threads(stop)
+    # Timing-free: a fixed number of snapshots, each asserted forked and
+    # reaped; the deadline is generous so that only a real hang trips it.
+    (asan? ? 3 : 6).times do
+      profile = Fathom.retention_snapshot(progress: nil, fork_timeout: asan? ? 600 : 120)
+      assert_equal :forked, profile.stats[:walk]
+      assert_operator profile.stats[:objects], :>, 1000
+      assert_empty children, "the child was reaped"
+    end
+    stop[0] = true
+    threads.each(&:join)
+    assert_empty children
+  end
+
+  # A GC.compact between snapshots and GC.stress around one: the prepared
+  # names' VALUEs are pinned until fork; the parent's GC comes back on at once.
+  def test_forked_snapshot_around_compaction_and_stress
+    skip "GC.compact unsupported" unless GC.respond_to?(:compact)
+    kept = Array.new(1000) { |i| { i => "v#{i}" } }
+    Thread.current[:fork_test_local] = kept.first
+    GC.compact
+    profile = Fathom.retention_snapshot(progress: nil)
+    assert_equal :forked, profile.stats[:walk]
+    GC.stress = true
+    begin
+      profile = Fathom.retention_snapshot(progress: nil)
+    ensure
+      GC.stress = false
+    end
+    assert_equal :forked, profile.stats[:walk]
+    assert GC.enable == false, "GC is enabled again in the parent"
+    assert_empty children
+  ensure
+    Thread.current[:fork_test_local] = nil
+  end
+end
