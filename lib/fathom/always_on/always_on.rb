@@ -77,9 +77,9 @@ module Fathom
       raise ArgumentError, "fathom: #{bad.join(", ")} cannot run always-on (#{bad.map { |m| WHY_NOT[m] || "unknown mode" }.uniq.join("; ")}); modes: #{MODES.join(", ")}" unless bad.empty?
 
       @sinks = Sinks.new(sinks)
-      raise ArgumentError, "fathom: dir must name a directory for the profiles, or sinks: must be given" if dir.nil? && @sinks.empty?
+      raise ArgumentError, "fathom: dir must name a directory for the profiles, or sinks: must be given" if NilClass === dir && @sinks.empty?
 
-      @dir = dir.nil? ? nil : File.expand_path(Options.path("dir", dir))
+      @dir = NilClass === dir ? nil : File.expand_path(Options.path("dir", dir))
       @every = every
       keep_files = Options.integer("keep_files", keep_files, Rotation::FILES_RANGE)
       keep_mb = Options.integer("keep_mb", keep_mb, KEEP_MB_RANGE)

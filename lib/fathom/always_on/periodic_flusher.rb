@@ -114,7 +114,7 @@ module Fathom
       @profiler = profiler
       @deliver = deliver
       # No directory: only deliver: gets the profiles (nothing is written).
-      @dir = dir.nil? && deliver ? nil : validate_dir(dir)
+      @dir = NilClass === dir && deliver ? nil : validate_dir(dir)
       @interval_ns = Options.duration_ns("interval", interval, min_ns: INTERVAL_NS.begin, max_ns: INTERVAL_NS.end)
       @interval = @interval_ns / 1e9
       @pattern = NilClass === pattern ? self.class.default_pattern(profiler) : validate_pattern(pattern)

@@ -31,7 +31,7 @@ module Fathom
     attr_reader :list
 
     def initialize(sinks)
-      list = sinks.nil? ? [] : sinks
+      list = NilClass === sinks ? [] : sinks
       raise TypeError, "fathom: sinks must be an Array of sinks, got #{Options.describe(sinks)}" unless Array === list
 
       list.each do |sink|

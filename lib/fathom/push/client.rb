@@ -196,7 +196,7 @@ module Fathom
       end
 
       def secret(name, value)
-        return nil if value.nil?
+        return nil if NilClass === value
         raise TypeError, "fathom: #{name} must be a String" unless String === value
         raise ArgumentError, "fathom: #{name} must not contain line breaks" if value.match?(/[\r\n]/)
 
