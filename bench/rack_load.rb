@@ -19,13 +19,15 @@
 # moves by several percent from chance alone: --paths "" measures that).
 #
 # --always-on-set: instead, what the whole always-on set costs in requests/s.
-# Pairs (order alternating) of
+# Two pumas at once,
 #   baseline   fathom/setup loaded but off (FATHOM_SETUP=0);
 #   always-on  FATHOM_MODE=cpu,heap,gc pushed every 10 s to a loopback
 #              receiver (a thread here that answers 200), request labels on;
-# puma pinned to CPU 1 and wrk to CPU 0 (taskset: this machine's two vCPUs
-# run the same loop at different speeds), no fetches; prints each pair's
-# requests/s ratio and the median.
+# both pinned to CPU 1 and wrk to CPU 0 (taskset: this machine's two vCPUs
+# run the same loop at different speeds), loaded in turn by 2 s bursts
+# (8 x --pairs of them, at least 16), no fetches; prints the median ratio
+# of adjacent bursts' requests/s.
+require "etc"
 require "net/http"
 require "socket"
 require "optparse"
@@ -71,6 +73,12 @@ def start_puma(dir, extra_env = {}, pin: [])
     sleep 0.1
   end
   [pid, port]
+end
+
+# puma's CPU time so far (user + system, all its threads), from /proc.
+def cpu_seconds(pid)
+  fields = File.read("/proc/#{pid}/stat").split(") ", 2).last.split
+  (fields[11].to_i + fields[12].to_i).fdiv(Etc.sysconf(Etc::SC_CLK_TCK))
 end
 
 def rss_kb(pid)
@@ -157,7 +165,9 @@ def run(label, seconds, connections, fetch:, env: {}, pin: false)
       end
     end
   end : []
+  cpu_before = cpu_seconds(pid)
   wrk = IO.popen([*wrk_pin, "wrk", "-t2", "-c#{connections}", "-d#{seconds}s", "--latency", "http://127.0.0.1:#{port}/churn"], &:read)
+  cpu_used = cpu_seconds(pid) - cpu_before
   [prober, *fetchers].each(&:join)
   sleep 1
   # --settle: what is left once garbage is collected and trimmed (in both
@@ -174,7 +184,7 @@ def run(label, seconds, connections, fetch:, env: {}, pin: false)
   requests = wrk[/(\d+) requests in/, 1].to_i
   non2xx = wrk[/Non-2xx or 3xx responses: (\d+)/, 1].to_i
   socket = wrk[/Socket errors: (.*)/, 1]
-  { label: label, requests: requests, rps: wrk[/Requests\/sec:\s+([\d.]+)/, 1].to_f, non2xx: non2xx,
+  { label: label, requests: requests, cpu_per_request_us: cpu_used * 1e6 / [requests, 1].max, rps: wrk[/Requests\/sec:\s+([\d.]+)/, 1].to_f, non2xx: non2xx,
     socket_errors: socket || "none", wrk_p99: wrk[/^\s*99%\s+(\S+)/, 1], rss_kb: rss, statuses: statuses,
     probe_p99_heap: percentile(probe[:during_heap], 0.99), probe_p99_other: percentile(probe[:other], 0.99),
     probe_n_heap: probe[:during_heap].size, probe_p99_retention: percentile(probe[:during_retention], 0.99),
@@ -214,20 +224,37 @@ unless ALWAYS_ON_SET.empty?
               "FATHOM_ENDPOINT_LABELS" => "1" }
   puts "wrk -c #{connections} -d #{seconds}s on GET /churn (pinned to CPU 0), puma 8 threads (pinned to CPU 1), Ruby #{RUBY_VERSION}"
   puts "always-on: #{set_env.compact.map { |k, v| "#{k}=#{v}" }.join(" ")}; baseline: FATHOM_SETUP=0"
-  ratios = pairs.times.map do |pair|
-    order = pair.even? ? %i[baseline always_on] : %i[always_on baseline]
-    results = order.to_h do |which|
-      env = which == :baseline ? { "FATHOM_SETUP" => "0" } : set_env
-      [which, run(which.to_s, seconds, connections, fetch: false, env: env, pin: true)]
-    end
-    base, on = results.values_at(:baseline, :always_on)
-    ratio = base[:rps] / on[:rps]
-    puts format("pair %d: baseline %.0f req/s (non-2xx %d, RSS %d MB), always-on %.0f req/s (non-2xx %d, RSS %d MB): cost %.3fx",
-                pair + 1, base[:rps], base[:non2xx], base[:rss_kb] / 1024, on[:rps], on[:non2xx], on[:rss_kb] / 1024, ratio)
-    ratio
+  # Both servers run at once, pinned to the same CPU, and take the load in
+  # turn in short bursts (order alternating): this machine's vCPU speed
+  # drifts by 20% over tens of seconds, which separate runs of a whole
+  # configuration each would measure as cost; adjacent bursts share it.
+  dirs = 2.times.map { Dir.mktmpdir("fathom-rack-load") }
+  servers = { baseline: start_puma(dirs[0], { "FATHOM_SETUP" => "0" }, pin: %w[taskset -c 1]),
+              always_on: start_puma(dirs[1], set_env, pin: %w[taskset -c 1]) }
+  burst = ->(port, secs) do
+    out = IO.popen(["taskset", "-c", "0", "wrk", "-t2", "-c#{connections}", "-d#{secs}s", "http://127.0.0.1:#{port}/churn"], &:read)
+    [out[%r{Requests/sec:\s+([\d.]+)}, 1].to_f, out[/Non-2xx or 3xx responses: (\d+)/, 1].to_i]
   end
-  puts format("always-on set cost in requests/s, baseline/always-on: median %.3fx of %d pairs (%s); %s profiles pushed",
-              ratios.sort[ratios.size / 2], ratios.size, ratios.map { |r| format("%.3f", r) }.join(", "), received[0])
+  servers.each_value { |(_, port)| burst.call(port, 3) } # warm up
+  bursts = [pairs, 2].max * 8
+  ratios = bursts.times.map do |i|
+    order = i.even? ? %i[baseline always_on] : %i[always_on baseline]
+    got = order.to_h { |which| [which, burst.call(servers[which][1], 2)] }
+    bad = got.values.sum(&:last)
+    warn "burst #{i + 1}: #{bad} non-2xx responses" if bad.positive?
+    got[:baseline][0] / got[:always_on][0]
+  end
+  rss = servers.transform_values { |(pid, _)| rss_kb(pid) / 1024 }
+  servers.each_value do |(pid, _)|
+    Process.kill("TERM", pid)
+    Process.wait(pid)
+  end
+  dirs.each { |d| FileUtils.rm_rf(d) }
+  sorted = ratios.sort
+  puts format("always-on set cost in requests/s (baseline/always-on), %d alternating 2 s bursts: median %.3fx " \
+              "(quartiles %.3f-%.3f); RSS after: baseline %d MB, always-on %d MB; %s profiles pushed",
+              ratios.size, sorted[ratios.size / 2], sorted[ratios.size / 4], sorted[ratios.size * 3 / 4],
+              rss[:baseline], rss[:always_on], received[0])
   exit
 end
 
