@@ -165,8 +165,12 @@ workloads.each do |workload|
     m = median(times[mode])
     # min/min too: on a vCPU whose speed jumps between two levels the
     # fastest runs of each mode are the ones measured at the same speed.
-    puts format("  %-19s median %7.3fs ratio %.3fx | cpu ratio %.3fx | min ratio %.3fx | samples %6d  (runs: %s)",
-                mode, m, m / base, median(cpu[mode]) / base_cpu, cpu[mode].min / cpu["baseline"].min,
+    # paired: the median of each round's own ratio to that round's
+    # baseline (adjacent runs): steadier when the vCPU's speed drifts
+    # between rounds, which moves both medians.
+    paired = median(cpu[mode].zip(cpu["baseline"]).map { |c, b| c / b })
+    puts format("  %-19s median %7.3fs ratio %.3fx | cpu ratio %.3fx | paired cpu ratio %.3fx | min ratio %.3fx | samples %6d  (runs: %s)",
+                mode, m, m / base, median(cpu[mode]) / base_cpu, paired, cpu[mode].min / cpu["baseline"].min,
                 median(samples[mode]), times[mode].map { |t| format("%.3f", t) }.join(" "))
   end
 end
