@@ -41,12 +41,15 @@ PATHS = %w[heap allocs gc?seconds=2 retention?force=1] # rubocop:disable Style/M
 MALLOC_STATS_DIR = +""
 SETTLE = +""
 PUMA_ENV = {} # rubocop:disable Style/MutableConstant -- --puma-env fills it
+PIN = +"" # --pin
 pairs = 1
 ALWAYS_ON_SET = +""
 OptionParser.new do |o|
   o.on("--always-on-set", "the always-on set's cost in requests/s (pairs against FATHOM_SETUP=0; see above)") { ALWAYS_ON_SET.replace("1") }
   o.on("--push-down", "with --always-on-set: push to a port nothing listens on (the backend is down)") { ALWAYS_ON_SET.replace("down") }
   o.on("--seconds N", Integer) { |v| seconds = v }
+  o.on("--ballast N", Integer, "puma holds N more live strings (a bigger heap for /retention; both runs)") { |v| PUMA_ENV["FATHOM_BENCH_BALLAST"] = v.to_s }
+  o.on("--pin", "puma on CPU 1, wrk on CPU 0 (a forked snapshot's child then shares puma's CPU)") { PIN.replace("1") }
   o.on("--connections N", Integer) { |v| connections = v }
   o.on("--malloc-stats DIR", "before stopping puma, save glibc's malloc_stats (gdb) and smaps there") { |v| MALLOC_STATS_DIR.replace(v) }
   o.on("--puma-env NAME=VALUE", "an environment variable for puma, both runs (e.g. MALLOC_ARENA_MAX=2)") do |v|
@@ -261,8 +264,8 @@ end
 puts "wrk -c #{connections} -d #{seconds}s on GET /churn, puma 8 threads, always-on heap profiling, Ruby #{RUBY_VERSION}"
 ratios = pairs.times.map do |pair|
   puts "-- pair #{pair + 1} of #{pairs}" if pairs > 1
-  base = run("baseline", seconds, connections, fetch: false)
-  fetching = run("fetching", seconds, connections, fetch: true)
+  base = run("baseline", seconds, connections, fetch: false, pin: !PIN.empty?)
+  fetching = run("fetching", seconds, connections, fetch: true, pin: !PIN.empty?)
   [base, fetching].each do |r|
     puts format("%-9s %7d requests (%6.0f/s), non-2xx %d, socket errors %s, wrk p99 %s, RSS after %d MB, files %d, temp files left %d",
                 r[:label], r[:requests], r[:rps], r[:non2xx], r[:socket_errors], r[:wrk_p99], r[:rss_kb] / 1024, r[:files], r[:temps])
@@ -277,7 +280,9 @@ ratios = pairs.times.map do |pair|
               fetching[:probe_p99_heap] || Float::NAN, fetching[:probe_n_heap], fetching[:heap_fetch_ms] || Float::NAN,
               fetching[:probe_p99_other] || Float::NAN, base[:probe_p99_other] || Float::NAN)
   if fetching[:probe_n_retention].positive?
-    puts format("probe p99 GET /: %.1f ms during retention fetches (%d probes)", fetching[:probe_p99_retention], fetching[:probe_n_retention])
+    puts format("probe p99 GET /: %.1f ms during retention fetches (%d probes), %.2fx the rest of the run",
+                fetching[:probe_p99_retention], fetching[:probe_n_retention],
+                fetching[:probe_p99_retention] / (fetching[:probe_p99_other] || Float::NAN))
   end
   ratio
 end

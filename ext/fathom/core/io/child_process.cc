@@ -79,6 +79,8 @@ void BlockAllSignals() {
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
 }
 
+bool LowerPriority() { return setpriority(PRIO_PROCESS, 0, 19) == 0; }
+
 bool LimitAddressSpace(uint64_t extra_bytes) {
   if (extra_bytes == 0) return true;
   uint64_t now = MappedBytes();

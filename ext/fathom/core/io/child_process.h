@@ -31,6 +31,17 @@ namespace retention {
 // child's only one). Synchronous faults (SIGSEGV...) still end the child.
 void BlockAllSignals();
 
+// nice 19: the child takes CPU time the app leaves idle, not the app's
+// own. A child inherits the parent's CPU affinity, so in a process pinned
+// to one CPU (taskset, a container's cpuset) it would otherwise take half
+// of that CPU from the request threads for as long as it walks. At nice
+// 19 it gets ~1.5% of a CPU the app keeps busy (the CFS weights of nice 0
+// and 19 are 1024 and 15): a slower snapshot, bounded by its deadline,
+// and requests that do not notice it. Not SCHED_IDLE: on a CPU the app
+// saturates, that child would never run before its deadline. Returns
+// false when the priority could not be changed (the child runs anyway).
+bool LowerPriority();
+
 // setrlimit(RLIMIT_AS) to the child's current mapped size (from
 // /proc/self/statm) plus extra_bytes: allocations past it fail (bad_alloc,
 // or a failed mmap) instead of the machine swapping. Returns false when the

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -164,6 +165,27 @@ TEST(ChildProcess, AddressSpaceLimitMakesBigAllocationsFail) {
   CollectChild(pid, fd, MonotonicNs() + 30 * kSecond, nullptr, &r);
   ASSERT_EQ(ChildReport::kOk, r.outcome) << r.error;
   EXPECT_EQ("refused", r.bytes);
+}
+
+TEST(ChildProcess, LowerPriorityLeavesTheParentsAlone) {
+  errno = 0;
+  int parent_before = getpriority(PRIO_PROCESS, 0);
+  ASSERT_EQ(0, errno);
+  int fd;
+  pid_t pid = Spawn(&fd, [](int w) {
+    if (!LowerPriority()) {
+      SendFailure(w, "setpriority failed");
+      return;
+    }
+    errno = 0;
+    int nice_now = getpriority(PRIO_PROCESS, 0);
+    SendResult(w, errno == 0 ? std::to_string(nice_now) : "getpriority failed");
+  });
+  ChildReport r;
+  CollectChild(pid, fd, MonotonicNs() + 30 * kSecond, nullptr, &r);
+  ASSERT_EQ(ChildReport::kOk, r.outcome) << r.error;
+  EXPECT_EQ("19", r.bytes);
+  EXPECT_EQ(parent_before, getpriority(PRIO_PROCESS, 0));
 }
 
 }  // namespace

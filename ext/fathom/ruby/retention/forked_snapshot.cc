@@ -106,6 +106,7 @@ void ChildWork(Snapshot* s, RetentionProfileOptions* options, std::string* out) 
 // The child's whole life. Never returns.
 [[noreturn]] void ChildMain(Snapshot* s, int fd, RetentionProfileOptions options, uint64_t memory_bytes) {
   BlockAllSignals();
+  LowerPriority();
   LimitAddressSpace(memory_bytes);
   s->forked = true;
   s->progress = Qnil;  // progress lines would write to an IO: a Ruby call
