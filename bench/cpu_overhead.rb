@@ -6,10 +6,14 @@
 # medians compared; the cpu ratio compares the process's CPU time, which a
 # busy neighbour disturbs less than wall time.
 #
-#   ruby -Ilib bench/cpu_overhead.rb [--rounds 7] [--workload single,threads4]
+#   ruby -Ilib bench/cpu_overhead.rb [--rounds 7] [--workload single,threads4,alloc_mixed,deep_alloc]
 #                                    [--modes baseline,cpu,wall,cpu_1ms,wall_1ms,stackprof_cpu_1ms,stackprof_wall_1ms,
-#                                             cpu_native,wall_native,cpu_native_1ms]
-#                                    [--cpu N] [--scale K]
+#                                             vernier_wall_1ms,cpu_native,wall_native,cpu_native_1ms]
+#                                    [--cpu N | --no-pin] [--scale K]
+#
+# Children are pinned to one CPU by default (taskset; the last CPU unless
+# --cpu N; --no-pin turns it off), and the output says which: one vCPU of
+# this project's VMs runs the same loop much slower than the other.
 #
 # --scale K multiplies each workload's work (default 1: ~0.9 s and ~0.5 s);
 # a longer run shrinks the weight of start/stop (one timer per thread, the
@@ -18,7 +22,15 @@
 # single:   one thread, CPU-bound (method calls, small allocations)
 # threads4: the acceptance program's shape: 2 CPU-bound threads, one asleep,
 #           one blocked on a pipe (wall mode samples all four)
-# stackprof_* need `gem install stackprof` (skipped when it is missing).
+# alloc_mixed: issue 29's allocation-heavy loop (2M iterations of a Hash,
+#           Strings and an Array, 1% kept): GC runs often, so samples land
+#           in GC and the handler meets Ruby 3.3's allocation path
+# deep_alloc: ~150 method frames deep, allocating small strings: each
+#           sample walks every frame
+# stackprof_* need `gem install stackprof`, vernier_wall_1ms `gem install
+# vernier` (Ruby 3.2.1+); each is skipped when missing (GEM_PATH may point
+# at a directory holding them).
+require "etc"
 require "optparse"
 require "rbconfig"
 
@@ -42,6 +54,26 @@ WORKLOADS = {
     reader.join
     sleeper.kill.join
   end,
+  "alloc_mixed" => lambda do
+    kept = []
+    i = 0
+    while i < 2_000_000 * SCALE
+      s = "item #{i}"
+      h = { id: i, name: s, tags: [s, "t"] }
+      kept << h if i % 100 == 0
+      i += 1
+    end
+    kept.size
+  end,
+  "deep_alloc" => lambda do
+    deep = Object.new
+    def deep.down(depth, n)
+      return Array.new(n) { |k| "s#{k}" }.size if depth.zero?
+
+      down(depth - 1, n)
+    end
+    (300 * SCALE).times { deep.down(150, 10_000) }
+  end,
 }.freeze
 
 PROFILERS = {
@@ -60,6 +92,7 @@ PROFILERS = {
   "always_on_cpu" => -> { AlwaysOnRun.new(:cpu) },
   "stackprof_cpu_1ms" => -> { StackprofRun.new(:cpu) },
   "stackprof_wall_1ms" => -> { StackprofRun.new(:wall) },
+  "vernier_wall_1ms" => -> { VernierRun.new },
 }.freeze
 
 # Fathom::AlwaysOn behind the same start/stop/flush shape: its profiles go
@@ -94,6 +127,14 @@ class StackprofRun
   def flush = StackProf.results
 end
 
+# vernier (wall mode, 1 ms) behind the same shape.
+class VernierRun
+  def initialize = require("vernier")
+  def start = Vernier.start_profile(mode: :wall, interval: 1000)
+  def stop = (@result = Vernier.stop_profile)
+  def flush = { samples: @result.respond_to?(:samples) ? @result.samples.size : 0 }
+end
+
 def child(mode, workload)
   $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
   require "fathom" # in every mode, baseline included
@@ -122,26 +163,30 @@ end
 
 rounds = 7
 workloads = WORKLOADS.keys
-modes = %w[baseline cpu wall cpu_1ms wall_1ms stackprof_cpu_1ms stackprof_wall_1ms]
-pin_cpu = nil
+modes = %w[baseline cpu wall cpu_1ms wall_1ms stackprof_cpu_1ms stackprof_wall_1ms vernier_wall_1ms]
+pin_cpu = Etc.nprocessors - 1
 OptionParser.new do |o|
   o.on("--rounds N", Integer) { |n| rounds = n }
   o.on("--workload LIST", Array) { |l| workloads = l }
   o.on("--modes LIST", Array) { |l| modes = l }
-  o.on("--cpu N", Integer, "pin the children to this CPU (taskset)") { |n| pin_cpu = n }
+  o.on("--cpu N", Integer, "pin the children to this CPU (taskset; default the last CPU)") { |n| pin_cpu = n }
+  o.on("--no-pin", "do not pin the children") { pin_cpu = nil }
   o.on("--scale K", Integer, "multiply each workload's work by K") { |k| ENV["FATHOM_BENCH_SCALE"] = k.to_s }
 end.parse!
 modes.unshift("baseline") unless modes.include?("baseline")
 unknown = modes - PROFILERS.keys
 abort "unknown mode(s) #{unknown.join(", ")}; known: #{PROFILERS.keys.join(", ")}" unless unknown.empty?
-unless system(RbConfig.ruby, "-e", "require 'stackprof'", err: File::NULL)
-  warn "stackprof is not installed: its modes are skipped"
-  modes -= %w[stackprof_cpu_1ms stackprof_wall_1ms]
+{ "stackprof" => %w[stackprof_cpu_1ms stackprof_wall_1ms], "vernier" => %w[vernier_wall_1ms] }.each do |gem, its|
+  next if (modes & its).empty? || system(RbConfig.ruby, "-e", "require '#{gem}'", err: File::NULL)
+
+  warn "#{gem} is not installed for this Ruby: its modes are skipped"
+  modes -= its
 end
 
 def median(xs) = xs.sort[xs.size / 2]
 
-puts "Fathom CPU/wall overhead (Ruby #{RUBY_VERSION}, #{rounds} interleaved rounds, fresh process per run)"
+puts "Fathom CPU/wall overhead (Ruby #{RUBY_VERSION}, #{rounds} interleaved rounds, fresh process per run, " \
+     "#{pin_cpu ? "pinned to CPU #{pin_cpu} with taskset" : "NOT pinned"})"
 workloads.each do |workload|
   times = Hash.new { |h, k| h[k] = [] }
   cpu = Hash.new { |h, k| h[k] = [] }

@@ -129,6 +129,42 @@ class CpuProfileTest < Minitest::Test
     end
   end
 
+  # The drain thread's period: 50 ms where only a GVL holder's handler can
+  # have the drain job run (3.1), a quarter-ring of one thread's samples,
+  # at most 0.5 s, where any handler can (3.3+; cpu_profiler.rb says why).
+  # Each Ruby takes its own branch here.
+  def test_drain_thread_period_follows_what_the_ruby_allows
+    profiler = Fathom::CpuProfiler.new(mode: :cpu, interval: "1ms", max_depth: 4096)
+    stats = profiler.instance_variable_get(:@collector).stats
+    period = profiler.send(:drain_interval)
+    if Gem::Version.new(RUBY_VERSION) >= Gem::Version.new("3.3")
+      assert_equal 1, stats[:drain_job_from_any_thread]
+      assert_in_delta stats[:ring_capacity] * 1e-3 / 4, period, 1e-9
+      assert_equal 0.5, Fathom::CpuProfiler.new(mode: :cpu).send(:drain_interval)
+    else
+      assert_equal 0, stats[:drain_job_from_any_thread]
+      assert_equal Fathom::CpuProfiler::DRAIN_INTERVAL, period
+    end
+  end
+
+  # The case the drain thread is for: the only Ruby thread asleep in
+  # Thread#join while another deflates without the GVL, sampled every 1 ms
+  # into the smallest ring (max_depth 4096: 256 cells). Nothing may be
+  # dropped. Deterministic in practice: one thread's CPU timer fires at most
+  # ~1000 times a second, so filling 256 cells takes >= 256 ms, and the
+  # drain thread (64 ms here on 3.3) and the job the deflating thread runs
+  # whenever it retakes the GVL each empty the ring long before.
+  def test_no_sample_dropped_while_no_thread_runs_ruby
+    require "zlib"
+    data = Random.new(1).bytes(4 << 20) * 4
+    profiler = Fathom::CpuProfiler.new(mode: :cpu, interval: "1ms", max_depth: 4096).start
+    Thread.new { 3.times { Zlib::Deflate.deflate(data) } }.join
+    profiler.stop
+    stats = profiler.instance_variable_get(:@collector).stats
+    assert_operator stats[:samples], :>, 0, stats.inspect
+    assert_equal 0, stats[:dropped], stats.inspect
+  end
+
   def test_report_shows_top_functions_and_the_thread_table
     out = File.join(@dir, "r.pb.gz")
     truth = File.join(@dir, "r.json")

@@ -24,6 +24,17 @@ module Fathom
     # How often the drain thread moves samples out of the signal ring when
     # no postponed job did (Ruby < 3.3 with every thread asleep).
     DRAIN_INTERVAL = 0.05
+    # Ruby 3.3+: the longest the drain thread sleeps. There the handler has
+    # the drain job run from any thread once the ring is 1/8 full, so the
+    # thread only matters when no thread runs Ruby code while others burn
+    # CPU in C (CPU mode: Zlib without the GVL), and every wake-up of a
+    # sleeping Ruby thread costs a round trip through 3.3's timer thread:
+    # at 50 ms the drain thread and the timer thread took ~9 ms of CPU per
+    # second of an allocation loop (0.9%; /proc/<tid>/schedstat, issue 29),
+    # against 0.3 ms with no drain thread. So it sleeps for the time one
+    # thread sampled every interval takes to fill a quarter of the ring,
+    # between DRAIN_INTERVAL and this (docs/internals/cpu.md, "Signal safety").
+    DRAIN_INTERVAL_ANY_THREAD_MAX = 0.5
 
     attr_reader :mode, :interval_ns, :max_depth, :format, :native
 
@@ -72,7 +83,14 @@ module Fathom
     # register one that runs soon, and when every thread sleeps nobody
     # does. The thread is not sampled (InternalThread).
     def background_work
-      ["fathom-cpu-drain", DRAIN_INTERVAL, :drain]
+      ["fathom-cpu-drain", drain_interval, :drain]
+    end
+
+    def drain_interval
+      stats = @collector.stats
+      return DRAIN_INTERVAL if stats[:drain_job_from_any_thread].to_i.zero?
+
+      (stats[:ring_capacity] * @interval_ns / 4e9).clamp(DRAIN_INTERVAL, DRAIN_INTERVAL_ANY_THREAD_MAX)
     end
   end
 end

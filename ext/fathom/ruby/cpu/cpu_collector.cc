@@ -275,6 +275,11 @@ VALUE CollectorStats(VALUE self) {
     set("samples", static_cast<long long>(c->ring->written()));
     set("dropped", static_cast<long long>(c->ring->dropped()));
     set("pending", static_cast<long long>(c->ring->pending()));
+    // For the drain thread's period (lib/fathom/profilers/cpu_profiler.rb):
+    // how many samples the ring holds, and whether the handler can have the
+    // drain job run from any thread (3.3+) or only from a GVL holder.
+    set("ring_capacity", static_cast<long long>(c->ring->capacity()));
+    set("drain_job_from_any_thread", g_drain_job.TriggersFromAnyThread() ? 1 : 0);
     set("signals", static_cast<long long>(s.signals));
     set("ignored_signals", static_cast<long long>(s.foreign_signals));
     set("timer_errors", static_cast<long long>(s.timer_errors));
