@@ -1,6 +1,7 @@
 #include "heap/stack_table.h"
 
 #include <cassert>
+#include <cstring>
 
 #include "base/hash_util.h"
 
@@ -20,13 +21,42 @@ uint64_t StackTable::HashStack(const uint64_t* handles, const int32_t* lines, si
 
 bool StackTable::Matches(const Stack& s, const uint64_t* handles, const int32_t* lines, size_t depth,
                          bool truncated) const {
-  if (s.frames.size() != depth || s.truncated != truncated) return false;
-  for (size_t i = 0; i < depth; i++)
-    if (s.lines[i] != lines[i] || frames_[s.frames[i]].handle != handles[i]) return false;
-  return true;
+  // The stack keeps its own copy of its handles, so this is two memcmps
+  // rather than a lookup through the frame table per frame.
+  return s.handles.size() == depth && s.truncated == truncated &&
+         std::memcmp(s.lines.data(), lines, depth * sizeof(int32_t)) == 0 &&
+         std::memcmp(s.handles.data(), handles, depth * sizeof(uint64_t)) == 0;
+}
+
+uint32_t StackTable::CacheSlot(const uint64_t* handles, const int32_t* lines, size_t depth, bool truncated) {
+  // Only a key: which slot to look in. Correctness rests on SameStack.
+  uint64_t h = depth * 2 + (truncated ? 1 : 0);
+  size_t n = depth < kCacheKeyFrames ? depth : kCacheKeyFrames;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ handles[i] ^ (static_cast<uint64_t>(static_cast<uint32_t>(lines[i])) << 40)) * 0x9e3779b97f4a7c15ULL;
+  return static_cast<uint32_t>(Mix64(h) & (kCacheSlots - 1));
+}
+
+bool StackTable::SameStack(const Stack& s, const uint64_t* handles, const int32_t* lines, size_t depth,
+                           bool truncated) const {
+  // Every frame and every line is compared: equal stacks, not likely ones.
+  return s.refcount > 0 && Matches(s, handles, lines, depth, truncated);
 }
 
 uint32_t StackTable::Intern(const uint64_t* handles, const int32_t* lines, size_t depth, bool truncated) {
+  uint32_t slot = CacheSlot(handles, lines, depth, truncated);
+  uint32_t cached = cache_[slot];
+  if (cached != kNone && SameStack(stacks_[cached], handles, lines, depth, truncated)) {
+    stacks_[cached].refcount++;
+    cache_hits_++;
+    return cached;
+  }
+  uint32_t id = InternUncached(handles, lines, depth, truncated);
+  cache_[slot] = id;
+  return id;
+}
+
+uint32_t StackTable::InternUncached(const uint64_t* handles, const int32_t* lines, size_t depth, bool truncated) {
   uint64_t h = HashStack(handles, lines, depth, truncated);
   for (uint32_t id = buckets_[h & (buckets_.size() - 1)]; id != kNone; id = stacks_[id].next_in_bucket) {
     Stack& s = stacks_[id];
@@ -47,6 +77,7 @@ uint32_t StackTable::Intern(const uint64_t* handles, const int32_t* lines, size_
   Stack& s = stacks_[id];
   s.frames.resize(depth);
   s.lines.assign(lines, lines + depth);
+  s.handles.assign(handles, handles + depth);
   for (size_t i = 0; i < depth; i++) s.frames[i] = AcquireFrame(handles[i]);
   s.hash = h;
   s.refcount = 1;
@@ -69,9 +100,12 @@ void StackTable::Release(uint32_t stack_id) {
   Stack& s = stacks_[stack_id];
   assert(s.refcount > 0);
   if (--s.refcount > 0) return;
+  uint32_t& slot = cache_[CacheSlot(s.handles.data(), s.lines.data(), s.handles.size(), s.truncated)];
+  if (slot == stack_id) slot = kNone;
   UnlinkFromBucket(stack_id);
   for (uint32_t f : s.frames) ReleaseFrame(f);
   s.frames.clear();
+  s.handles.clear();
   s.lines.clear();
   free_stacks_.push_back(stack_id);
   live_stacks_--;
@@ -118,6 +152,7 @@ void StackTable::UnlinkFromBucket(uint32_t stack_id) {
 }
 
 void StackTable::RebuildIndexes() {
+  ClearCache();  // the slots were keyed by the old handles
   frame_index_.Clear();
   for (uint32_t i = 0; i < frames_.size(); i++)
     if (frames_[i].refcount > 0) frame_index_.Insert(frames_[i].handle, i);
@@ -125,9 +160,8 @@ void StackTable::RebuildIndexes() {
   for (uint32_t i = 0; i < stacks_.size(); i++) {
     Stack& s = stacks_[i];
     if (s.refcount == 0) continue;
-    std::vector<uint64_t> handles(s.frames.size());
-    for (size_t j = 0; j < s.frames.size(); j++) handles[j] = frames_[s.frames[j]].handle;
-    s.hash = HashStack(handles.data(), s.lines.data(), handles.size(), s.truncated);
+    for (size_t j = 0; j < s.frames.size(); j++) s.handles[j] = frames_[s.frames[j]].handle;
+    s.hash = HashStack(s.handles.data(), s.lines.data(), s.handles.size(), s.truncated);
     LinkIntoBucket(i);
   }
 }
@@ -140,6 +174,7 @@ void StackTable::Clear() {
   free_stacks_.clear();
   live_stacks_ = 0;
   buckets_.assign(1024, kNone);
+  ClearCache();
 }
 
 }  // namespace fathom

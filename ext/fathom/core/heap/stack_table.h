@@ -14,8 +14,21 @@
 // The Ruby layer marks exactly the live frame handles once per GC
 // (ForEachFrameHandle), however many samples share them — marking per sample
 // is an order of magnitude slower on big profiles.
+//
+// Interning runs in exact mode's NEWOBJ hook for every allocation, and a
+// Rails stack is 100-200 frames deep, so its cost per frame matters. A
+// full intern hashes every frame (a serial multiply chain, ~5 cycles a
+// frame) and compares every frame of the candidate through the frame table.
+// In front of it sits a small direct-mapped cache of recently interned
+// stacks, keyed by the depth and the innermost frames only (cheap, fixed
+// cost), where a hit is *proven* by comparing the whole stack with memcmp
+// against the stack's own copy of its handles and lines: a wide, branch-free
+// compare that costs a fraction of the hash. Nothing is assumed about the
+// outer frames: a stack whose outer frames changed fails the memcmp and
+// takes the full path. (docs/internals/heap-lifecycle.md, "Stacks at depth")
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -73,6 +86,9 @@ class StackTable {
 
   void Clear();
 
+  // Interns that the recent-stack cache answered (for tests and stats).
+  uint64_t cache_hits() const { return cache_hits_; }
+
  private:
   struct Frame {
     uint64_t handle = 0;
@@ -81,6 +97,7 @@ class StackTable {
   };
   struct Stack {
     std::vector<uint32_t> frames;
+    std::vector<uint64_t> handles;  // frames' handles, in order: the cache's memcmp
     std::vector<int32_t> lines;
     uint64_t hash = 0;
     uint32_t refcount = 0;
@@ -90,11 +107,14 @@ class StackTable {
 
   uint64_t HashStack(const uint64_t* handles, const int32_t* lines, size_t depth, bool truncated) const;
   bool Matches(const Stack& s, const uint64_t* handles, const int32_t* lines, size_t depth, bool truncated) const;
+  uint32_t InternUncached(const uint64_t* handles, const int32_t* lines, size_t depth, bool truncated);
   uint32_t AcquireFrame(uint64_t handle);
   void ReleaseFrame(uint32_t frame_index);
   void LinkIntoBucket(uint32_t stack_id);
   void UnlinkFromBucket(uint32_t stack_id);
   void RebuildIndexes();
+  static uint32_t CacheSlot(const uint64_t* handles, const int32_t* lines, size_t depth, bool truncated);
+  bool SameStack(const Stack& s, const uint64_t* handles, const int32_t* lines, size_t depth, bool truncated) const;
 
   std::vector<Frame> frames_;
   std::vector<uint32_t> free_frames_;
@@ -105,6 +125,18 @@ class StackTable {
   size_t live_stacks_ = 0;
   // Hash buckets (power-of-two sized) holding the head of a chain of stack ids.
   std::vector<uint32_t> buckets_ = std::vector<uint32_t>(1024, kNone);
+
+  // The recent-stack cache: slot -> stack id (kNone: empty). An entry is
+  // cleared when its stack is dropped, and the whole cache when handles
+  // are remapped, so a slot never names a dead or reused stack.
+  static constexpr size_t kCacheSlots = 64;
+  static constexpr size_t kCacheKeyFrames = 4;  // innermost frames in the key
+  uint32_t cache_[kCacheSlots];
+  uint64_t cache_hits_ = 0;
+  void ClearCache() { std::fill(cache_, cache_ + kCacheSlots, kNone); }
+
+ public:
+  StackTable() { ClearCache(); }
 };
 
 }  // namespace fathom

@@ -78,6 +78,77 @@ TEST(StackTableTest, RemapFrameHandlesAfterCompaction) {
   EXPECT_NE(t.Intern(h, l, 2, false), s);
 }
 
+// The recent-stack cache (keyed by the innermost frames) must prove a hit
+// on the whole stack: deep stacks that agree on their innermost frames but
+// differ at any outer frame or line are different stacks.
+TEST(StackTableTest, DeepStacksDifferingOnlyFarFromTheLeafAreDistinct) {
+  StackTable t;
+  constexpr size_t kDepth = 150;
+  std::vector<uint64_t> h(kDepth);
+  std::vector<int32_t> l(kDepth);
+  for (size_t i = 0; i < kDepth; i++) {
+    h[i] = 0x10000 + i * 0x40;
+    l[i] = static_cast<int32_t>(i + 1);
+  }
+  uint32_t a = t.Intern(h.data(), l.data(), kDepth, false);
+  EXPECT_EQ(t.Intern(h.data(), l.data(), kDepth, false), a);
+  EXPECT_EQ(t.cache_hits(), 1u);
+  for (size_t pos : {size_t{4}, size_t{75}, kDepth - 1}) {
+    std::vector<uint64_t> h2 = h;
+    h2[pos] ^= 0x40;  // another frame at one outer position
+    uint32_t b = t.Intern(h2.data(), l.data(), kDepth, false);
+    EXPECT_NE(b, a) << pos;
+    std::vector<int32_t> l2 = l;
+    l2[pos] += 1;  // the same frames, another line at one outer position
+    uint32_t c = t.Intern(h.data(), l2.data(), kDepth, false);
+    EXPECT_NE(c, a) << pos;
+    EXPECT_NE(c, b) << pos;
+    // Alternating with the original still finds each one.
+    EXPECT_EQ(t.Intern(h.data(), l.data(), kDepth, false), a);
+    EXPECT_EQ(t.Intern(h2.data(), l.data(), kDepth, false), b);
+    EXPECT_EQ(t.Intern(h.data(), l2.data(), kDepth, false), c);
+  }
+  EXPECT_NE(t.Intern(h.data(), l.data(), kDepth, true), a);       // truncated differs
+  EXPECT_NE(t.Intern(h.data(), l.data(), kDepth - 1, false), a);  // prefix
+  EXPECT_EQ(t.frames(a).size(), kDepth);
+  for (size_t i = 0; i < kDepth; i++) {
+    EXPECT_EQ(t.frame_handle(t.frames(a)[i]), h[i]);
+    EXPECT_EQ(t.lines(a)[i], l[i]);
+  }
+}
+
+// A cached stack that is dropped must not be answered again, even when its
+// id is recycled for another stack with the same innermost frames.
+TEST(StackTableTest, CacheForgetsDroppedStacks) {
+  StackTable t;
+  uint64_t h1[] = {0x100, 0x200, 0x300, 0x400, 0x500, 0x600};
+  uint64_t h2[] = {0x100, 0x200, 0x300, 0x400, 0x500, 0x700};
+  int32_t l[] = {1, 2, 3, 4, 5, 6};
+  uint32_t s1 = t.Intern(h1, l, 6, false);
+  t.Release(s1);
+  EXPECT_EQ(t.stack_count(), 0u);
+  uint32_t s2 = t.Intern(h2, l, 6, false);  // likely reuses s1's id and cache slot
+  EXPECT_EQ(t.frame_handle(t.frames(s2)[5]), 0x700u);
+  uint32_t again = t.Intern(h1, l, 6, false);
+  EXPECT_NE(again, s2);
+  EXPECT_EQ(t.frame_handle(t.frames(again)[5]), 0x600u);
+  EXPECT_EQ(t.stack_count(), 2u);
+}
+
+// After compaction the cache must not match the old addresses.
+TEST(StackTableTest, CacheFollowsRemappedHandles) {
+  StackTable t;
+  uint64_t h[] = {0x100, 0x200};
+  int32_t l[] = {1, 2};
+  uint32_t s = t.Intern(h, l, 2, false);
+  EXPECT_EQ(t.Intern(h, l, 2, false), s);  // cached
+  t.RemapFrameHandles([](uint64_t x) { return x == 0x200 ? 0x5200 : x; });
+  uint64_t moved[] = {0x100, 0x5200};
+  EXPECT_EQ(t.Intern(moved, l, 2, false), s);
+  EXPECT_EQ(t.Intern(moved, l, 2, false), s);
+  EXPECT_NE(t.Intern(h, l, 2, false), s);
+}
+
 TEST(StackTableTest, ManyStacksGrowBuckets) {
   StackTable t;
   std::vector<uint32_t> ids;

@@ -6,6 +6,8 @@
 #include <ruby.h>
 #include <ruby/debug.h>
 
+#include <type_traits>
+
 #include "ruby/runtime/boundary.h"
 #include "ruby/heap/heap_collector.h"
 #include "ruby/runtime/ractor_guard.h"
@@ -55,6 +57,21 @@ uint32_t BurstSkip(HeapCollector* c) { return static_cast<uint32_t>(c->rng() % (
 
 bool IsOwnAllocation(HeapCollector* c, VALUE thread) { return c->busy_depth > 0 && thread == c->busy_thread; }
 
+// Captures up to max_depth + 1 frames into c->handles and c->lines. Where
+// VALUE is uint64_t (64-bit Linux), Ruby writes the handles straight into
+// the buffer the stack table reads: no copy per frame. (A template so that
+// the branch not taken is not compiled where the types differ.)
+template <typename Handle = uint64_t>
+int CaptureFrames(HeapCollector* c) {
+  if constexpr (std::is_same_v<VALUE, Handle>) {
+    return rb_profile_frames(0, c->max_depth + 1, c->handles.data(), c->lines.data());
+  } else {
+    int depth = rb_profile_frames(0, c->max_depth + 1, c->frames.data(), c->lines.data());
+    for (int i = 0; i < depth; i++) c->handles[i] = static_cast<Handle>(c->frames[i]);
+    return depth;
+  }
+}
+
 void TakeSample(HeapCollector* c, VALUE obj, VALUE thread) {
   uint64_t weight = 1;
   if (!c->exact) {
@@ -66,10 +83,9 @@ void TakeSample(HeapCollector* c, VALUE obj, VALUE thread) {
     c->last_total_allocated = total;
   }
 
-  int depth = rb_profile_frames(0, c->max_depth + 1, c->frames.data(), c->lines.data());
+  int depth = CaptureFrames(c);
   bool truncated = depth > c->max_depth;
   if (truncated) depth = c->max_depth;
-  for (int i = 0; i < depth; i++) c->handles[i] = static_cast<uint64_t>(c->frames[i]);
 
   FATHOM_FAULT_POINT("newobj_hook");  // where interning and AddPending may run out of memory
   SampleRecord record;
