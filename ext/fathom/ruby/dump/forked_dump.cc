@@ -282,10 +282,9 @@ bool RunForked(int out_fd, bool values, int gzip_level, int64_t timeout_ns, uint
 }
 
 // heap_dump_forked(fd, values, gzip_level, timeout_seconds, memory_bytes)
-// -> Hash of counts and times, or false when fork() failed (nothing was
-// written). fd: an open, empty file the child writes (the caller renames
+// -> Hash of counts and times. fd: an open, empty file the child writes (the caller renames
 // it). Raises Fathom::Error when the child failed or ran past the timeout
-// (it is killed and reaped), NotImplementedError where Ruby lacks the
+// (it is killed and reaped) or fork() failed, NotImplementedError where Ruby lacks the
 // walk's functions.
 VALUE NativeHeapDumpForked(VALUE, VALUE fd, VALUE values, VALUE gzip_level, VALUE timeout, VALUE memory) {
   return RubyMethod([&] {
@@ -316,7 +315,9 @@ VALUE NativeHeapDumpForked(VALUE, VALUE fd, VALUE values, VALUE gzip_level, VALU
       throw;
     }
     g_dump_in_progress = false;
-    if (!forked) return Qfalse;
+    if (!forked)
+      ThrowFathomError("fathom: fork() failed (%s): no heap dump written (ObjectSpace.dump_all writes one in-process)",
+                       strerror(fork_errno));
     if (r.report.outcome != retention::ChildReport::kOk)
       ThrowFathomError("fathom: the forked heap dump failed: %s", r.report.error.c_str());
     if (r.report.bytes.size() != kStatCount * sizeof(int64_t))
