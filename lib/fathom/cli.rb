@@ -23,7 +23,9 @@ module Fathom
   #   0  success
   #   1  the command ran and failed: a file that cannot be read or is not a
   #      usable profile (empty, truncated, corrupt, too large), two profiles
-  #      that cannot be compared. One line on stderr: "fathom CMD: FILE: why".
+  #      that cannot be compared; for `dump`, a fetch the server refused or
+  #      that failed. One line on stderr: "fathom CMD: FILE: why" (the URL
+  #      for `dump`).
   #   2  bad usage: the command line is wrong (unknown command or option, a
   #      missing or extra argument, a value out of range, a --sample-index
   #      the profile does not have, an output path that may not be written).
