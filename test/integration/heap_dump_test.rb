@@ -85,8 +85,14 @@ class HeapDumpTest < Minitest::Test
 
     # fathom analyze reads both the same way: the same top retainers, the
     # same retained bytes within 1% (the few objects made between the dumps).
-    a = top_retainers(Fathom.analyze_dump(File.join(@dir, "dump_all.json"), progress: nil), 6)
-    b = top_retainers(Fathom.analyze_dump(File.join(@dir, "fathom.json"), progress: nil), 6)
+    # Fathom's own frames are left out: the main fiber's stack holds other
+    # temporaries of Fathom's code in each dump (every object both dumps
+    # have agrees in size and references but the fiber's and those
+    # temporaries'), which moves ~120 kB in or out from under "vm → Fathom"
+    # on 3.3; the fixture's retainers do not depend on it.
+    program = ->(path) { top_retainers(Fathom.analyze_dump(path, progress: nil), 30).reject { |f, _| f.include?("Fathom") }.first(6) }
+    a = program.(File.join(@dir, "dump_all.json"))
+    b = program.(File.join(@dir, "fathom.json"))
     assert_equal a.map(&:first), b.map(&:first)
     a.to_h.each { |frame, bytes| assert_in_delta bytes, b.to_h.fetch(frame), bytes * 0.01, frame }
     assert(a.map(&:first).any? { |f| f.include?("LeakFixture::Registry") }, a.inspect)

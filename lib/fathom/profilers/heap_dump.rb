@@ -86,14 +86,16 @@ module Fathom
       Stdlib.mkdir_p(dir)
       AtomicFile.remove_stale_temps(dir)
       tmp = File.join(dir, AtomicFile.temp_name(File.basename(target)))
+      installed = false
       begin
         stats = File.open(tmp, File::WRONLY | File::CREAT | File::EXCL, 0o600, binmode: true) do |f|
           Native.heap_dump_forked(f.fileno, values, gzip ? GZIP_LEVEL : -1, timeout, CHILD_MEMORY)
         end
-        AtomicFile.install(tmp, target, force)
-      rescue Exception # rubocop:disable Lint/RescueException -- also on Interrupt: never leave the temp file behind
-        File.unlink(tmp) if File.exist?(tmp)
-        raise
+        installed = AtomicFile.install(tmp, target, force)
+      ensure
+        # ensure, not rescue: a Thread#kill raises nothing, and its thread
+        # must not leave a part of a heap dump behind either.
+        File.unlink(tmp) if !installed && File.exist?(tmp)
       end
       AtomicFile.fsync_dir(dir)
       stats

@@ -18,9 +18,13 @@ module Fathom
       # The Rack triple for a fresh dump, gzipped, without string values.
       def self.reply(heap_dump)
         path = File.join(Dir.tmpdir, "fathom-dump-#{Process.pid}-#{Random.urandom(6).unpack1("H*")}.json.gz")
-        stats = heap_dump.dump(path, values: false, gzip: true)
-        file = File.open(path, "rb")
-        File.unlink(path)
+        begin
+          stats = heap_dump.dump(path, values: false, gzip: true)
+          file = File.open(path, "rb")
+        ensure
+          # Never leave a dump of the heap in /tmp, also after a Thread#kill.
+          File.unlink(path) if File.exist?(path)
+        end
         size = file.size
         headers = Response.base_headers.merge("content-type" => "application/octet-stream",
                                               "content-disposition" => %(attachment; filename="dump.json.gz"),
@@ -29,9 +33,8 @@ module Fathom
                                               "x-fathom-objects" => stats[:objects].to_s,
                                               "x-fathom-fork-ns" => stats[:fork_ns].to_s)
         [200, headers, new(file)]
-      rescue Exception # rubocop:disable Lint/RescueException -- never leave a dump of the heap in /tmp
+      rescue Exception # rubocop:disable Lint/RescueException -- the descriptor too, on Interrupt
         file&.close
-        File.unlink(path) if path && File.exist?(path)
         raise
       end
 

@@ -27,6 +27,8 @@
 #include <cstring>
 #include <string>
 
+#include <ruby/version.h>
+
 #include "base/clock.h"
 #include "dump/dump_writer.h"
 #include "io/child_process.h"
@@ -48,6 +50,12 @@ size_t rb_obj_memsize_of(VALUE) { return 0; }
 #endif
 
 bool g_dump_in_progress = false;
+
+#if RUBY_API_VERSION_MAJOR * 100 + RUBY_API_VERSION_MINOR >= 303
+constexpr bool kImemoHasNoClass = true;
+#else
+constexpr bool kImemoHasNoClass = false;
+#endif
 
 // The counts the child sends back, in this order.
 constexpr int kStatCount = 6;
@@ -157,7 +165,12 @@ void DumpObject(DumpState* d, VALUE obj) {
     w.EndObject();
     return;
   }
-  d->klass = RBASIC_CLASS(obj);
+  // An imemo's class slot holds other data (a method entry's owner, a
+  // cref's flags). dump_all of Ruby 3.3 writes no class for it and keeps
+  // all its references; 3.1's wrote the slot as "class" and left that
+  // reference out (both seen). Each Ruby's own dump_all is followed, so a
+  // dump and dump_all of one heap give the same graph.
+  d->klass = kImemoHasNoClass && type == RUBY_T_IMEMO ? 0 : RBASIC_CLASS(obj);
   if (d->klass) w.Address("class", static_cast<uint64_t>(d->klass));
   if (RB_OBJ_FROZEN_RAW(obj)) w.True("frozen");
   TypeFields(d, obj, type);
@@ -255,10 +268,11 @@ bool RunForked(int out_fd, bool values, int gzip_level, int64_t timeout_ns, uint
     close(fds[0]);
     return false;
   }
-  FATHOM_FAULT_POINT("dump_fork_wait");
   std::atomic<bool> cancel{false};
   bool collected = false;
   try {
+    // Inside the try: a failure here must still end and reap the child.
+    FATHOM_FAULT_POINT("dump_fork_wait");
     // As the forked snapshot's wait (forked_snapshot.cc): an interrupt
     // stops the wait, runs here with the GVL, and either raises (the
     // child is killed and reaped below) or lets the wait resume.
