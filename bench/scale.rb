@@ -13,8 +13,10 @@
 #     copy-on-write growth (pages it wrote and so copied while the child
 #     lived), the child's Private_Dirty at its peak what the child itself used.
 # Operations: heap profiler flush (census on, off), retention snapshot
-# (in-process, forked), ObjectSpace.dump_all, and `fathom analyze` of that
-# dump (its own process: wall time only). `fathom dump` is not built yet.
+# (in-process, forked), ObjectSpace.dump_all, `fathom dump` (Fathom.heap_dump,
+# forked; plain JSON like dump_all and gzipped like the Rack endpoint), and
+# `fathom analyze` of the dump_all file and of the gzipped fathom dump
+# (their own process: wall time only).
 #
 #   ruby -Ilib bench/scale.rb [--big] [--sizes 1000000,5000000] [--cpu N] [--runs 3]
 #
@@ -198,7 +200,21 @@ results = Array.new(runs) do
   measure { File.open(dump, "w") { |f| ObjectSpace.dump_all(output: f) } }
 end
 report("ObjectSpace.dump_all", results, "(#{mb(File.size(dump) / 1024)})")
-puts "  fathom dump (forked)                       not built yet"
+dump_stats = { false => [], true => [] }
+[false, true].each do |gzip|
+  ours = File.join(dir, gzip ? "fathom.json.gz" : "fathom.json")
+  results = Array.new(runs) do
+    FileUtils.rm_f(ours)
+    r = nil
+    m = measure(forked: true) { r = Fathom.heap_dump(ours) }
+    dump_stats[gzip] << r
+    m
+  end
+  s = dump_stats[gzip]
+  report("fathom dump (forked#{", gzip" if gzip})", results,
+         "(fork #{ms(median(s.map { |x| x[:fork_ns] / 1e9 }))}, child #{ms(median(s.map { |x| x[:child_ns] / 1e9 }))}, " \
+         "#{mb(File.size(ours) / 1024)}, #{s.last[:objects]} objects)")
+end
 $mutate = false
 results = Array.new(runs) do
   t0 = now
@@ -211,6 +227,13 @@ end
 wall = median(results.map(&:first))
 puts format("  %-42s wall %-9s (its own process; %.0f MB/s)", "fathom analyze of that dump", ms(wall),
             File.size(dump) / 1e6 / wall)
+gz = File.join(dir, "fathom.json.gz")
+t0 = now
+ok = system(RbConfig.ruby, "-I#{ROOT}/lib", File.join(ROOT, "exe/fathom"), "analyze", gz,
+            "-o", File.join(dir, "retained2.pb.gz"), out: File::NULL, err: File::NULL)
+raise "fathom analyze of the fathom dump failed" unless ok
+
+puts format("  %-42s wall %-9s (its own process, one run)", "fathom analyze of the gzipped fathom dump", ms(now - t0))
 FileUtils.rm_rf(dir)
 ticker.kill
 mutator.kill

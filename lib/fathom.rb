@@ -24,6 +24,7 @@ require_relative "fathom/profilers/cpu_profiler"
 require_relative "fathom/profilers/retention"
 require_relative "fathom/profilers/retention_profiler"
 require_relative "fathom/profilers/dump_analysis"
+require_relative "fathom/profilers/heap_dump"
 require_relative "fathom/always_on/periodic_flusher"
 require_relative "fathom/session"
 

@@ -12,6 +12,8 @@ require_relative "files/output_paths"
 require_relative "modes"
 require_relative "files/atomic_file"
 require_relative "cli/analyze"
+require_relative "cli/dump"
+require_relative "files/stdlib"
 
 module Fathom
   # The `fathom` command. Deliberately does not load the native extension:
@@ -21,7 +23,9 @@ module Fathom
   #   0  success
   #   1  the command ran and failed: a file that cannot be read or is not a
   #      usable profile (empty, truncated, corrupt, too large), two profiles
-  #      that cannot be compared. One line on stderr: "fathom CMD: FILE: why".
+  #      that cannot be compared; for `dump`, a fetch the server refused or
+  #      that failed. One line on stderr: "fathom CMD: FILE: why" (the URL
+  #      for `dump`).
   #   2  bad usage: the command line is wrong (unknown command or option, a
   #      missing or extra argument, a value out of range, a --sample-index
   #      the profile does not have, an output path that may not be written).
@@ -49,6 +53,7 @@ module Fathom
         report  print a profile's report (no Go needed)
         diff    what grew between two profiles, per path (find a leak from two snapshots)
         analyze an ObjectSpace.dump_all file: retention report, sites; --diff A B [C]
+        dump    fetch a heap dump (dump_all format) from a server's /debug/fathom/dump
 
       Options:
         -h, --help     show this help (`fathom COMMAND --help` for a command's)
@@ -56,7 +61,8 @@ module Fathom
 
       Exit status:
         0  success
-        1  a file cannot be read or is not a usable profile, or profiles cannot be compared
+        1  a file cannot be read or is not a usable profile, or profiles cannot be compared;
+           fathom dump: the server refused or the fetch failed
         2  bad usage: unknown option, missing argument, value out of range
         fathom run exits with the status of the program it runs.
 
@@ -68,6 +74,7 @@ module Fathom
         fathom run --mode wall,gc -o run -- ruby script.rb   # every thread's time, with GC
         fathom diff before.pb.gz after.pb.gz
         fathom analyze heap.json -o retained.pb.gz
+        fathom dump http://127.0.0.1:3000/debug/fathom -o heap.json.gz && fathom analyze heap.json.gz
         go tool pprof -http=: heap.pb.gz
     TEXT
 
@@ -97,7 +104,8 @@ module Fathom
       when "report" then report_command(argv)
       when "diff" then diff_command(argv)
       when "analyze" then analyze_command(argv)
-      else usage_error(nil, "unknown command #{command.inspect} (commands: run, report, diff, analyze)")
+      when "dump" then dump_command(argv)
+      else usage_error(nil, "unknown command #{command.inspect} (commands: run, report, diff, analyze, dump)")
       end
     rescue UsageError => e
       usage_error(command, e.message)
@@ -112,13 +120,14 @@ module Fathom
       when "report" then @stdout.puts report_parser({})
       when "diff" then @stdout.puts diff_parser({})
       when "analyze" then @stdout.puts analyze_parser({})
-      else return usage_error(nil, "unknown command #{command.inspect} (commands: run, report, diff, analyze)")
+      when "dump" then @stdout.puts dump_parser({})
+      else return usage_error(nil, "unknown command #{command.inspect} (commands: run, report, diff, analyze, dump)")
       end
       0
     end
 
     def usage_error(command, message)
-      where = command && %w[run report diff analyze].include?(command) ? "fathom #{command}" : "fathom"
+      where = command && %w[run report diff analyze dump].include?(command) ? "fathom #{command}" : "fathom"
       @stderr.puts "#{where}: #{Options.clean(message, 500)}"
       @stderr.puts "Run `#{where} --help` for usage."
       2

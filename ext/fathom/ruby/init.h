@@ -45,6 +45,8 @@ void InitThreadLabels(VALUE mNative);
 // dump/: Fathom::Native.analyze_dump / diff_dumps (dump/dump_methods.cc,
 // over core/dump/dump_analysis.h). Only built with simdjson (extconf.rb).
 void InitDumpAnalysis(VALUE mNative);
+// Fathom::Native.heap_dump_forked (dump/forked_dump.cc), called by InitDumpAnalysis.
+void InitForkedDump(VALUE mNative);
 #endif
 
 }  // namespace fathom

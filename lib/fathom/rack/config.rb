@@ -25,6 +25,10 @@ module Fathom
     #   retention_max_objects: a retention snapshot stops the world for ~0.6 s
     #                per million objects; above this many live objects it is
     #                refused (413) unless the request says ?force=1 (2_000_000).
+    #   dump_max_objects: /dump pauses the app for fork() only, but its reply
+    #                grows with the heap (~25-30 bytes gzipped per object);
+    #                above this many live objects it is refused (413) unless
+    #                the request says ?force=1 (5_000_000).
     #   heap:, gc:   the running profilers the heap/allocs endpoints read
     #                (default: those started by fathom/setup, if any). A
     #                Proc is called at each request.
@@ -43,12 +47,12 @@ module Fathom
       SECONDS_RANGE = (1..3600).freeze
       OBJECTS_RANGE = (1..(1 << 31)).freeze
 
-      attr_reader :prefix, :token, :hosts, :max_seconds, :default_seconds, :retention_max_objects, :dir,
+      attr_reader :prefix, :token, :hosts, :max_seconds, :default_seconds, :retention_max_objects, :dump_max_objects, :dir,
                   :keep_files, :keep_mb
 
       def initialize(enabled: ENV["FATHOM_RACK"] == "1", prefix: DEFAULT_PREFIX, token: ENV["FATHOM_RACK_TOKEN"],
                      hosts: ENV["FATHOM_RACK_HOSTS"],
-                     max_seconds: 60, default_seconds: 30, retention_max_objects: 2_000_000,
+                     max_seconds: 60, default_seconds: 30, retention_max_objects: 2_000_000, dump_max_objects: 5_000_000,
                      heap: nil, gc: nil, always_on: nil, dir: nil, keep_files: self.class.env_integer("FATHOM_KEEP", 50),
                      keep_mb: self.class.env_integer("FATHOM_KEEP_MB", 100))
         @enabled = Options.boolean("enabled", enabled)
@@ -58,6 +62,7 @@ module Fathom
         @max_seconds = Options.integer("max_seconds", max_seconds, SECONDS_RANGE)
         @default_seconds = [Options.integer("default_seconds", default_seconds, SECONDS_RANGE), @max_seconds].min
         @retention_max_objects = Options.integer("retention_max_objects", retention_max_objects, OBJECTS_RANGE)
+        @dump_max_objects = Options.integer("dump_max_objects", dump_max_objects, OBJECTS_RANGE)
         @heap = heap
         @gc = gc
         @always_on = always_on
@@ -91,7 +96,8 @@ module Fathom
       # Never shows the token (inspect ends up in logs and error pages).
       def inspect
         "#<#{self.class} enabled=#{@enabled} prefix=#{@prefix.inspect} token=#{@token ? "[set]" : "none"} hosts=#{@hosts.inspect} " \
-          "max_seconds=#{@max_seconds} retention_max_objects=#{@retention_max_objects}>"
+          "max_seconds=#{@max_seconds} retention_max_objects=#{@retention_max_objects} " \
+          "dump_max_objects=#{@dump_max_objects}>"
       end
 
       # FATHOM_KEEP / FATHOM_KEEP_MB as always-on reads them, else the default.

@@ -5,6 +5,7 @@ require_relative "../always_on/process_comments"
 require_relative "../process/own_threads"
 require_relative "../modes"
 require_relative "index"
+require_relative "dump_body"
 
 module Fathom
   module Rack
@@ -16,12 +17,15 @@ module Fathom
     #   allocs      the same, alloc_space as default sample type
     #   gc          a GC profile recorded for ?seconds=N
     #   retention   a retention snapshot (why objects are alive)
+    #   dump        a heap dump (ObjectSpace.dump_all's JSON lines, gzipped)
     #   profile     CPU/wall for ?seconds=N (Fathom::CpuProfiler)
     class Endpoints
-      NAMES = %w[heap allocs gc retention profile].freeze
+      NAMES = %w[heap allocs gc retention dump profile].freeze
       TIMED = %w[gc profile].freeze # they run for ?seconds=N (Retry-After)
       # Which Guard lock each takes (Guard::KINDS).
-      KIND = { "heap" => :heap, "allocs" => :heap, "gc" => :gc, "retention" => :retention, "profile" => :cpu }.freeze
+      KIND = { "heap" => :heap, "allocs" => :heap, "gc" => :gc, "retention" => :retention,
+               # A dump forks as a snapshot does: one child at a time.
+               "dump" => :retention, "profile" => :cpu }.freeze
       ENABLE_HEAP = "no heap profiler is running in this process. Start one at boot: " \
                     "RUBYOPT=-rfathom/setup FATHOM_MODE=heap (or Fathom::HeapProfiler.new.start, " \
                     "passed to Fathom::Rack::App.new(heap: profiler))"
@@ -97,6 +101,23 @@ module Fathom
                                  "#{(objects * 0.6e-6).round(1)}s. Add ?force=1 to take it anyway")
         end
         work { reply(Fathom.retention_snapshot(progress: nil, stamp: stamp(params)), params, "retention", gc: true) }
+      end
+
+      # A heap dump (HeapDump) written by a forked child into a temp file,
+      # streamed back and removed: the app pauses for fork() only. Never
+      # with string contents (a dump fetched over HTTP leaves the host).
+      # ?debug=1 has no text form: the dump is for fathom analyze.
+      def dump(params)
+        raise Refusal.new(400, "dump has no text form (?debug=1): fetch it and run fathom analyze") if params.debug?
+
+        params.one_of("format", %i[json], :json)
+        objects = GC.stat(:heap_live_slots)
+        if objects > @config.dump_max_objects && !params.flag("force")
+          raise Refusal.new(413, "the heap holds #{objects} objects, above dump_max_objects " \
+                                 "(#{@config.dump_max_objects}); the dump would be about " \
+                                 "#{(objects * 28 / 1e6).round} MB gzipped. Add ?force=1 to take it anyway")
+        end
+        work { DumpBody.reply(Fathom::HeapDump) }
       end
 
       # While always-on profiling runs this mode, a window of it (as gc:

@@ -17,6 +17,7 @@ module Fathom
         ["allocs", "the same profile, alloc_space by default", "", true],
         ["gc", "GC profile for ?seconds=N (?format=firefox)", "?seconds=10", false],
         ["retention", "reference chains keeping memory alive (stops the world)", "", true],
+        ["dump", "heap dump in ObjectSpace.dump_all's format, gzipped, for fathom analyze (no string contents)", "", false],
         ["profile", "CPU for ?seconds=N (?mode=wall for wall time)", "?seconds=10", false],
       ].freeze
       ESCAPES = { "&" => "&amp;", "<" => "&lt;", ">" => "&gt;", '"' => "&quot;", "'" => "&#39;" }.freeze
@@ -63,6 +64,7 @@ module Fathom
       private
 
       def describe(name, what)
+        return "#{what}; ?force=1 above #{@config.dump_max_objects} objects" if name == "dump"
         return what unless name == "retention"
 
         "#{what}; ?force=1 above #{@config.retention_max_objects} objects"

@@ -13,7 +13,8 @@ module Fathom
     #   debug=1      the text report instead of the profile (as Go's ?debug=1)
     #   format=pprof|firefox
     #   gc=1         heap/allocs: run a full GC first (as Go's ?gc=1)
-    #   force=1      retention: snapshot even above retention_max_objects
+    #   force=1      retention: snapshot even above retention_max_objects;
+    #                dump: dump even above dump_max_objects
     #   mode=cpu|wall  profile: what the CPU profiler samples
     #   interval=1ms   ?fathom=cpu (middleware) and profile: mean sampling interval
     class Params

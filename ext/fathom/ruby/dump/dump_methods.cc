@@ -157,6 +157,7 @@ VALUE NativeDiffDumps(VALUE, VALUE paths, VALUE top, VALUE progress_fd, VALUE st
 void InitDumpAnalysis(VALUE mNative) {
   rb_define_module_function(mNative, "analyze_dump", RUBY_METHOD_FUNC(NativeAnalyzeDump), 6);
   rb_define_module_function(mNative, "diff_dumps", RUBY_METHOD_FUNC(NativeDiffDumps), 4);
+  InitForkedDump(mNative);
 }
 
 }  // namespace fathom
