@@ -42,6 +42,7 @@ MALLOC_STATS_DIR = +""
 SETTLE = +""
 PUMA_ENV = {} # rubocop:disable Style/MutableConstant -- --puma-env fills it
 PIN = +"" # --pin
+FETCH = { threads: 2, pause: 0.2 } # rubocop:disable Style/MutableConstant -- --fetchers, --fetch-pause
 pairs = 1
 ALWAYS_ON_SET = +""
 OptionParser.new do |o|
@@ -49,6 +50,8 @@ OptionParser.new do |o|
   o.on("--push-down", "with --always-on-set: push to a port nothing listens on (the backend is down)") { ALWAYS_ON_SET.replace("down") }
   o.on("--seconds N", Integer) { |v| seconds = v }
   o.on("--ballast N", Integer, "puma holds N more live strings (a bigger heap for /retention; both runs)") { |v| PUMA_ENV["FATHOM_BENCH_BALLAST"] = v.to_s }
+  o.on("--fetchers N", Integer, "fetching threads (default 2)") { |v| FETCH[:threads] = v }
+  o.on("--fetch-pause S", Float, "each fetcher's pause between fetches (default 0.2 s)") { |v| FETCH[:pause] = v }
   o.on("--pin", "puma on CPU 1, wrk on CPU 0 (a forked snapshot's child then shares puma's CPU)") { PIN.replace("1") }
   o.on("--connections N", Integer) { |v| connections = v }
   o.on("--malloc-stats DIR", "before stopping puma, save glibc's malloc_stats (gdb) and smaps there") { |v| MALLOC_STATS_DIR.replace(v) }
@@ -147,7 +150,7 @@ def run(label, seconds, connections, fetch:, env: {}, pin: false)
   end
   statuses = Hash.new(0)
   heap_ms = []
-  fetchers = fetch && !PATHS.empty? ? 2.times.map do |k|
+  fetchers = fetch && !PATHS.empty? ? FETCH[:threads].times.map do |k|
     Thread.new do
       paths = PATHS.rotate(k * 2)
       i = 0
@@ -164,7 +167,7 @@ def run(label, seconds, connections, fetch:, env: {}, pin: false)
         lock.synchronize { heap_in_flight -= 1 } if heap
         lock.synchronize { retention_in_flight -= 1 } if retention
         lock.synchronize { statuses["#{path[/\A\w+/]} #{code}"] += 1 }
-        sleep 0.2
+        sleep FETCH[:pause]
       end
     end
   end : []

@@ -64,7 +64,7 @@ class RackProductionTest < Minitest::Test
         assert_match(/cpu and wall cannot be profiled together \(one sampler per process\)/, error.message, modes)
       end
       error = assert_raises(ArgumentError) { Fathom::AlwaysOn.new(modes: "retention", dir: dir) }
-      assert_match(/a retention snapshot stops the world\); modes: heap, gc, cpu, wall\z/, error.message)
+      assert_match(/too heavy to repeat on a schedule\); modes: heap, gc, cpu, wall\z/, error.message)
     end
   end
 

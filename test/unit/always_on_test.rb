@@ -90,7 +90,7 @@ class AlwaysOnTest < Minitest::Test
     e = assert_raises(ArgumentError) { Fathom::AlwaysOn.new(modes: "cpu,wall", dir: @dir) }
     assert_match(/modes cpu and wall cannot be profiled together/, e.message)
     e = assert_raises(ArgumentError) { Fathom::AlwaysOn.new(modes: "retention", dir: @dir) }
-    assert_match(/retention snapshot stops the world.*modes: heap, gc, cpu, wall/, e.message)
+    assert_match(/retention snapshot walks the whole heap.*modes: heap, gc, cpu, wall/, e.message)
     e = assert_raises(ArgumentError) { Fathom::AlwaysOn.new(modes: "cpu") }
     assert_match(/dir must name a directory for the profiles, or sinks: must be given/, e.message)
     e = assert_raises(TypeError) { Fathom::AlwaysOn.new(modes: "cpu", sinks: [Object.new]) }

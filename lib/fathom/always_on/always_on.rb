@@ -26,7 +26,7 @@ module Fathom
   # one native collector per process, with one clock).
   class AlwaysOn
     MODES = %i[heap gc cpu wall].freeze
-    WHY_NOT = { retention: "a retention snapshot stops the world" }.freeze
+    WHY_NOT = { retention: "a retention snapshot walks the whole heap (in a forked child): too heavy to repeat on a schedule" }.freeze
     KEEP_MB_RANGE = Rotation::MB_RANGE
 
     # What a PeriodicFlusher flushes: the profiler's profile with the

@@ -22,9 +22,11 @@ module Fathom
     #   max_seconds: the cap on ?seconds= (60); longer requests are capped
     #                and say so (X-Fathom-Seconds-Capped).
     #   default_seconds: ?seconds= when absent (30, as Go).
-    #   retention_max_objects: a retention snapshot stops the world for ~0.6 s
-    #                per million objects; above this many live objects it is
-    #                refused (413) unless the request says ?force=1 (2_000_000).
+    #   retention_max_objects: a retention snapshot pauses the app for fork()
+    #                only, but its child needs ~110 MB and ~1 s of CPU per
+    #                million objects (plus the parent's copy-on-write growth);
+    #                above this many live objects it is refused (413) unless
+    #                the request says ?force=1 (2_000_000).
     #   dump_max_objects: /dump pauses the app for fork() only, but its reply
     #                grows with the heap (~25-30 bytes gzipped per object);
     #                above this many live objects it is refused (413) unless

@@ -97,8 +97,9 @@ module Fathom
         objects = GC.stat(:heap_live_slots)
         if objects > @config.retention_max_objects && !force
           raise Refusal.new(413, "the heap holds #{objects} objects, above retention_max_objects " \
-                                 "(#{@config.retention_max_objects}); a snapshot stops the world for about " \
-                                 "#{(objects * 0.6e-6).round(1)}s. Add ?force=1 to take it anyway")
+                                 "(#{@config.retention_max_objects}); the snapshot's forked child would need about " \
+                                 "#{(objects * 110e-6).round} MB and #{(objects * 1e-6).round(1)} s of CPU or more. " \
+                                 "Add ?force=1 to take it anyway")
         end
         work { reply(Fathom.retention_snapshot(progress: nil, stamp: stamp(params)), params, "retention", gc: true) }
       end

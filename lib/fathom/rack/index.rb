@@ -16,7 +16,7 @@ module Fathom
         ["heap", "live memory by allocation site (?gc=1 runs a GC first)", "", true],
         ["allocs", "the same profile, alloc_space by default", "", true],
         ["gc", "GC profile for ?seconds=N (?format=firefox)", "?seconds=10", false],
-        ["retention", "reference chains keeping memory alive (stops the world)", "", true],
+        ["retention", "reference chains keeping memory alive (walked in a forked child)", "", true],
         ["dump", "heap dump in ObjectSpace.dump_all's format, gzipped, for fathom analyze (no string contents)", "", false],
         ["profile", "CPU for ?seconds=N (?mode=wall for wall time)", "?seconds=10", false],
       ].freeze

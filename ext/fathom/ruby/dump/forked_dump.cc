@@ -194,6 +194,7 @@ int PageCallback(void* start, void* end, size_t stride, void* data) {
 // The child's whole life. Never returns.
 [[noreturn]] void ChildMain(int result_fd, int out_fd, bool values, int gzip_level, uint64_t memory_bytes) {
   retention::BlockAllSignals();
+  retention::LowerPriority();
   retention::LimitAddressSpace(memory_bytes);
   int code = 0;
   try {

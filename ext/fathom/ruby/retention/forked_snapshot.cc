@@ -166,11 +166,12 @@ bool TakeForked(Snapshot* s, const RetentionProfileOptions& options, int64_t tim
     close(fds[0]);
     return false;
   }
-  FATHOM_FAULT_POINT("retention_fork_wait");
   std::atomic<bool> cancel{false};
   ChildReport report;
   bool collected = false;
   try {
+    // Inside the try: an injected failure here must still end the child.
+    FATHOM_FAULT_POINT("retention_fork_wait");
     // Interrupts are checked on the way in and out: a Thread#raise may
     // arrive before the wait ran (then the child is still ours to end).
     // Ruby calls the unblocking function for any interrupt of this thread,
