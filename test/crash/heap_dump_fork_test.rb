@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "support/forked_work"
 require "json"
 require "zlib"
 require "support/fault_injection"
@@ -13,6 +14,8 @@ require "support/fault_injection"
 # dumps: fathom dump"). Runs in the normal and the ASan/UBSan builds (rake
 # test:asan), on each Ruby.
 class HeapDumpForkCrashTest < Minitest::Test
+  include ForkedWork
+
   def setup
     require_native!
     skip "no heap dumps in this build" unless Fathom::Native.respond_to?(:heap_dump_forked)
@@ -21,40 +24,6 @@ class HeapDumpForkCrashTest < Minitest::Test
 
   def teardown
     FileUtils.rm_rf(@dir)
-  end
-
-  def asan?
-    ENV["FATHOM_ASAN"] == "1"
-  end
-
-  def children
-    Dir["/proc/#{Process.pid}/task/*/children"].flat_map { |f| File.read(f).split }
-  rescue Errno::ENOENT
-    []
-  end
-
-  def busy_threads(stop)
-    8.times.map do |i|
-      Thread.new do
-        kept = []
-        reader, writer = IO.pipe
-        data = Random.new(i).bytes(64 * 1024)
-        until stop[0]
-          case i % 4
-          when 0 then kept << Array.new(200) { |j| { "k#{j}" => "a#{j}" * 3 } } # allocation, GC
-          when 1 then Zlib::Deflate.deflate(data) # C, GVL released inside zlib
-          when 2 then sleep 0.0005 # GVL released, timer thread
-          when 3
-            writer.write("x" * 4096)
-            reader.read(4096)
-          end
-          kept.shift while kept.size > 50
-        end
-      ensure
-        reader&.close
-        writer&.close
-      end
-    end
   end
 
   # The file is whole: as many lines and bytes as the child said, ROOT

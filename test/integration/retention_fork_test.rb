@@ -3,6 +3,7 @@
 require "test_helper"
 require "zlib"
 require "support/profile_helpers"
+require "support/forked_work"
 require "support/pprof_raw"
 require "open3"
 require "tmpdir"
@@ -12,6 +13,7 @@ require "tmpdir"
 # (docs/internals/retention.md, "Forked snapshots").
 class RetentionForkTest < Minitest::Test
   include ProfileHelpers
+  include ForkedWork
 
   module ForkFixture
     # Hashes of strings and arrays under a constant, as bench/scale.rb
@@ -30,12 +32,6 @@ class RetentionForkTest < Minitest::Test
       ForkFixture::TABLE["k#{i}"] = { name: "item #{i}", tags: ["t#{i % 7}", "x" * (i % 50)] }
     end
     300.times { |i| ForkFixture::SESSIONS << ForkFixture::Session.new("user#{i}", Array.new(3) { |j| "r#{j}" }) }
-  end
-
-  def children
-    Dir["/proc/#{Process.pid}/task/*/children"].flat_map { |f| File.read(f).split }
-  rescue Errno::ENOENT
-    []
   end
 
   # flat retained_space per retaining object, largest first.

@@ -68,7 +68,10 @@ class BoundaryRuleTest < Minitest::Test
     # The combined Firefox document (Fathom::Native::FirefoxParts) each
     # collector's flush_into adds its window to, and the stamp (who wrote
     # the profile) each flush reads (io/output_stamp_arg.h).
-    "heap" => %w[io labels], "cpu" => %w[io labels], "gc" => %w[io], "retention" => %w[io],
+    "heap" => %w[io labels], "cpu" => %w[io labels], "gc" => %w[io], "retention" => %w[io fork],
+    # fork/: the forked child and the parent's wait, shared by the forked
+    # retention snapshot and the forked heap dump (fork/forked_child.h).
+    "dump" => %w[fork],
     # labels/: the request labels current on the sampled thread, read by the
     # SIGPROF handler (cpu) and the NEWOBJ hook of a sampled allocation (heap)
     # on that thread (labels/thread_labels.h).

@@ -32,6 +32,7 @@
 #include "base/clock.h"
 #include "dump/dump_writer.h"
 #include "io/child_process.h"
+#include "ruby/fork/forked_child.h"
 #include "ruby/init.h"
 #include "ruby/runtime/boundary.h"
 #include "ruby/runtime/ruby_private_api.h"
@@ -241,57 +242,19 @@ struct ForkedDump {
 // false: fork() itself failed (errno in *fork_errno), nothing ran.
 bool RunForked(int out_fd, bool values, int gzip_level, int64_t timeout_ns, uint64_t memory_bytes, ForkedDump* r,
                int* fork_errno) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) {
-    *fork_errno = errno;
-    return false;
-  }
   // rb_gc_disable finishes a lazy sweep first (free functions run here,
   // in the parent); the child inherits GC off and never turns it on.
   bool gc_was_disabled = RTEST(rb_gc_disable());
-  // Every signal blocked across fork: no handler runs in the child, even
-  // before ChildMain blocks them for good.
-  sigset_t all, saved;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &saved);
-  int64_t t0 = MonotonicNs();
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    ChildMain(fds[1], out_fd, values, gzip_level, memory_bytes);
-  }
-  r->fork_ns = MonotonicNs() - t0;
-  pthread_sigmask(SIG_SETMASK, &saved, nullptr);
-  if (!gc_was_disabled) rb_gc_enable();
-  close(fds[1]);
-  if (pid < 0) {
-    *fork_errno = errno;
-    close(fds[0]);
-    return false;
-  }
-  std::atomic<bool> cancel{false};
-  bool collected = false;
-  try {
-    // Inside the try: a failure here must still end and reap the child.
-    FATHOM_FAULT_POINT("dump_fork_wait");
-    // As the forked snapshot's wait (forked_snapshot.cc): an interrupt
-    // stops the wait, runs here with the GVL, and either raises (the
-    // child is killed and reaped below) or lets the wait resume.
-    Protect([&] {
-      for (;;) {
-        cancel = false;
-        WithoutGvlCancellable(&cancel, [&] {
-          retention::CollectChild(pid, fds[0], t0 + timeout_ns, &cancel, &r->report);
-          collected = r->report.outcome != retention::ChildReport::kCancelled;
-        });
-        if (collected) break;
-        rb_thread_check_ints();
-      }
-    });
-  } catch (...) {
-    if (!collected) retention::KillAndReap(pid, fds[0]);
-    throw;
-  }
+  ForkedChild child;
+  bool forked = ForkAndCollect(
+      "dump_fork_wait", timeout_ns, [&](int fd) { ChildMain(fd, out_fd, values, gzip_level, memory_bytes); },
+      [&] {
+        if (!gc_was_disabled) rb_gc_enable();
+      },
+      &child, fork_errno);
+  r->fork_ns = child.fork_ns;
+  if (!forked) return false;
+  r->report = std::move(child.report);
   r->wait_ns = r->report.wait_ns;
   return true;
 }

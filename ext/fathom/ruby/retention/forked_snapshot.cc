@@ -23,6 +23,7 @@
 
 #include "base/clock.h"
 #include "io/child_process.h"
+#include "ruby/fork/forked_child.h"
 #include "ruby/retention/retention_snapshot.h"
 #include "ruby/runtime/boundary.h"
 
@@ -140,62 +141,14 @@ void ChildWork(Snapshot* s, RetentionProfileOptions* options, std::string* out) 
 
 bool TakeForked(Snapshot* s, const RetentionProfileOptions& options, int64_t timeout_ns, uint64_t memory_bytes,
                 int* fork_errno) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) {
-    *fork_errno = errno;
-    return false;
-  }
-  // Every signal blocked across fork: the child starts with all of them
-  // blocked, so no handler (Ruby's, Fathom's SIGPROF) can run there even
-  // before ChildMain; the parent's are delivered when its mask is restored.
-  sigset_t all, saved;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &saved);
-  int64_t t0 = MonotonicNs();
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    ChildMain(s, fds[1], options, memory_bytes);
-  }
-  s->fork_ns = MonotonicNs() - t0;
-  pthread_sigmask(SIG_SETMASK, &saved, nullptr);
-  EnableGcAgain(s);  // the parent runs on with GC as it was
-  close(fds[1]);
-  if (pid < 0) {
-    *fork_errno = errno;
-    close(fds[0]);
-    return false;
-  }
-  std::atomic<bool> cancel{false};
-  ChildReport report;
-  bool collected = false;
-  try {
-    // Inside the try: an injected failure here must still end the child.
-    FATHOM_FAULT_POINT("retention_fork_wait");
-    // Interrupts are checked on the way in and out: a Thread#raise may
-    // arrive before the wait ran (then the child is still ours to end).
-    // Ruby calls the unblocking function for any interrupt of this thread,
-    // also one that raises nothing (seen on 3.3 during a 40 s child): the
-    // wait stops, the interrupts run here with the GVL (rb_thread_check_ints
-    // raises for a kill or Thread#raise: the catch below ends the child),
-    // and the wait resumes.
-    Protect([&] {
-      for (;;) {
-        cancel = false;
-        WithoutGvlCancellable(&cancel, [&] {
-          CollectChild(pid, fds[0], t0 + timeout_ns, &cancel, &report);
-          // Reaped and closed unless cancelled: an interrupt raising on the
-          // way out must not kill or close them again (a reused pid or fd).
-          collected = report.outcome != ChildReport::kCancelled;
-        });
-        if (collected) break;
-        rb_thread_check_ints();
-      }
-    });
-  } catch (...) {
-    if (!collected) KillAndReap(pid, fds[0]);
-    throw;
-  }
+  ForkedChild child;
+  bool forked = ForkAndCollect(
+      "retention_fork_wait", timeout_ns, [&](int fd) { ChildMain(s, fd, options, memory_bytes); },
+      [&] { EnableGcAgain(s); },  // the parent runs on with GC as it was
+      &child, fork_errno);
+  s->fork_ns = child.fork_ns;
+  if (!forked) return false;
+  const ChildReport& report = child.report;
   s->wait_ns = report.wait_ns;
   if (report.outcome != ChildReport::kOk)
     ThrowFathomError("fathom: the forked retention snapshot failed: %s (pass fork: false to walk in-process)",

@@ -1,0 +1,48 @@
+# frozen_string_literal: true
+
+require "zlib"
+
+# For the tests of Fathom's forked children (retention snapshots, heap
+# dumps): the threads a busy app has at fork time, and the children this
+# process has not reaped.
+module ForkedWork
+  def asan?
+    ENV["FATHOM_ASAN"] == "1"
+  end
+
+  # This process's children (any thread's), from /proc: a forked child
+  # left running or unreaped (a zombie) is listed.
+  def children
+    Dir["/proc/#{Process.pid}/task/*/children"].flat_map { |f| File.read(f).split }
+  rescue Errno::ENOENT
+    []
+  end
+
+  # 8 threads that, until stop[0], allocate (and so trigger GC), deflate
+  # with zlib (C code without the GVL), sleep (the timer thread), and write
+  # and read a pipe (IO, malloc through String growth): at fork time one of
+  # them may hold a malloc arena lock, be inside zlib, or wait for the GVL.
+  def busy_threads(stop)
+    8.times.map do |i|
+      Thread.new do
+        kept = []
+        reader, writer = IO.pipe
+        data = Random.new(i).bytes(64 * 1024)
+        until stop[0]
+          case i % 4
+          when 0 then kept << Array.new(200) { |j| { "k#{j}" => "a#{j}" * 3 } }
+          when 1 then Zlib::Deflate.deflate(data)
+          when 2 then sleep 0.0005
+          when 3
+            writer.write("x" * 4096)
+            reader.read(4096)
+          end
+          kept.shift while kept.size > 50
+        end
+      ensure
+        reader&.close
+        writer&.close
+      end
+    end
+  end
+end
