@@ -61,10 +61,10 @@ module Fathom
 
       Exit status:
         0  success
-        1  a file cannot be read or is not a usable profile, or profiles cannot be compared;
-           fathom dump: the server refused or the fetch failed
+        1  a file cannot be read or is not a usable profile, or profiles cannot be compared
         2  bad usage: unknown option, missing argument, value out of range
-        fathom run exits with the status of the program it runs.
+        fathom run exits with the status of the program it runs; fathom dump exits 1 when
+        the server refuses the dump or the fetch fails.
 
       Examples:
         fathom run --mode heap -o heap.pb.gz -- ruby script.rb

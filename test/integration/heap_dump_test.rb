@@ -120,9 +120,13 @@ class HeapDumpTest < Minitest::Test
   end
 
   def test_rack_endpoint_serves_a_gzipped_dump_without_values
-    app = Fathom::Rack::App.new(enabled: true)
+    # The suite's process can hold over the default 5M live slots by the
+    # time this runs (other tests' big heaps, not yet swept): the limit is
+    # not what this test is about (the 413 below is), so it sits above them.
+    GC.start
+    app = Fathom::Rack::App.new(enabled: true, dump_max_objects: [GC.stat(:heap_live_slots) * 2, 5_000_000].max)
     status, headers, body = app.call(rack_env("/debug/fathom/dump"))
-    assert_equal 200, status
+    assert_equal 200, status, body.respond_to?(:join) ? body.join : status
     data = +"".b
     body.each { |chunk| data << chunk }
     body.close
