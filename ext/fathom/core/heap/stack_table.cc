@@ -23,8 +23,12 @@ bool StackTable::Matches(const Stack& s, const uint64_t* handles, const int32_t*
                          bool truncated) const {
   // The stack keeps its own copy of its handles, so this is two memcmps
   // rather than a lookup through the frame table per frame.
-  return s.handles.size() == depth && s.truncated == truncated &&
-         std::memcmp(s.lines.data(), lines, depth * sizeof(int32_t)) == 0 &&
+  // An empty stack (an allocation with no Ruby frame: a thread's start,
+  // a C extension's own thread) has null data pointers, which memcmp must
+  // not be given even with length 0 (UBSan).
+  if (s.handles.size() != depth || s.truncated != truncated) return false;
+  if (depth == 0) return true;
+  return std::memcmp(s.lines.data(), lines, depth * sizeof(int32_t)) == 0 &&
          std::memcmp(s.handles.data(), handles, depth * sizeof(uint64_t)) == 0;
 }
 

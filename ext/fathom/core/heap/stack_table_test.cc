@@ -25,6 +25,19 @@ TEST(StackTableTest, InternsIdenticalStacksOnce) {
   EXPECT_EQ(t.frame_count(), 3u);  // frames shared
 }
 
+// An allocation with no Ruby frame (a thread's first objects): depth 0,
+// no buffers. Interned once, and compared without handing memcmp a null
+// pointer (UBSan's check in the ASan build of the suite).
+TEST(StackTableTest, EmptyStackInternsOnce) {
+  StackTable t;
+  uint32_t a = t.Intern(nullptr, nullptr, 0, false);
+  EXPECT_EQ(a, t.Intern(nullptr, nullptr, 0, false));
+  uint64_t h[] = {1};
+  int32_t l[] = {1};
+  EXPECT_NE(a, t.Intern(h, l, 1, false));
+  EXPECT_EQ(a, t.Intern(nullptr, nullptr, 0, false));
+}
+
 TEST(StackTableTest, RefcountsDropStacksAndFrames) {
   StackTable t;
   uint64_t h1[] = {0x100, 0x200};
