@@ -176,6 +176,23 @@ class AtomicFileTest < Minitest::Test
     assert_equal "old", File.read(path), "destination changed by a failed write"
   end
 
+  # Thread#kill raises nothing in the killed thread: only an ensure runs.
+  # The write blocks in data.to_s with its temp file open; once the file is
+  # there, the thread is killed (deterministic: the kill comes after the
+  # temp file exists and before anything is renamed).
+  def test_removes_temp_file_when_the_writer_is_killed
+    data = Object.new
+    def data.to_s
+      sleep
+    end
+    path = File.join(@dir, "p")
+    writer = Thread.new { Fathom::AtomicFile.write(path, data) }
+    Thread.pass until Dir.children(@dir).any? { |n| n.end_with?(Fathom::AtomicFile::TMP_SUFFIX) } || !writer.alive?
+    sleep 0.01 until writer.status == "sleep" || !writer.alive?
+    writer.kill.join
+    assert_equal [], Dir.children(@dir), "temp file left behind by a killed writer"
+  end
+
   # (A directory as the target used to make the rename fail; it is now
   # refused before anything is written, so the failure is simulated.)
   def test_removes_temp_file_when_the_rename_fails

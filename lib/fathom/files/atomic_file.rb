@@ -56,9 +56,12 @@ module Fathom
           f.fsync
         end
         return nil unless install(tmp, path, overwrite, replace)
-      rescue Exception # rubocop:disable Lint/RescueException -- also on Interrupt: never leave the temp file behind
+      ensure
+        # ensure, not rescue: Thread#kill unwinds through here without
+        # raising, and a killed writer must not leave its temp file either.
+        # After a successful install the temp name is gone (renamed or
+        # linked and unlinked).
         File.unlink(tmp) if File.exist?(tmp)
-        raise
       end
       fsync_dir(dir)
       path
