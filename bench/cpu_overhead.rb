@@ -9,7 +9,7 @@
 #   ruby -Ilib bench/cpu_overhead.rb [--rounds 7] [--workload single,threads4,alloc_mixed,deep_alloc]
 #                                    [--modes baseline,cpu,wall,cpu_1ms,wall_1ms,stackprof_cpu_1ms,stackprof_wall_1ms,
 #                                             vernier_wall_1ms,cpu_native,wall_native,cpu_native_1ms]
-#                                    [--cpu N | --no-pin] [--scale K]
+#                                    [--cpu N | --no-pin] [--scale K] [--every S]
 #
 # Children are pinned to one CPU by default (taskset; the last CPU unless
 # --cpu N; --no-pin turns it off), and the output says which: one vCPU of
@@ -18,6 +18,10 @@
 # --scale K multiplies each workload's work (default 1: ~0.9 s and ~0.5 s);
 # a longer run shrinks the weight of start/stop (one timer per thread, the
 # drain thread) and of the machine's noise against the per-sample cost.
+#
+# --every S: the always_on_* modes flush every S seconds (default 60, as
+# FATHOM_EVERY's default). --every 1 puts a flush in each second of the
+# run, 60 times the default's rate: a stress of the flush, not the default.
 #
 # single:   one thread, CPU-bound (method calls, small allocations)
 # threads4: the acceptance program's shape: 2 CPU-bound threads, one asleep,
@@ -33,6 +37,7 @@
 require "etc"
 require "optparse"
 require "rbconfig"
+require_relative "workloads"
 
 def fib(n) = n < 2 ? n : fib(n - 1) + fib(n - 2)
 
@@ -54,26 +59,8 @@ WORKLOADS = {
     reader.join
     sleeper.kill.join
   end,
-  "alloc_mixed" => lambda do
-    kept = []
-    i = 0
-    while i < 2_000_000 * SCALE
-      s = "item #{i}"
-      h = { id: i, name: s, tags: [s, "t"] }
-      kept << h if i % 100 == 0
-      i += 1
-    end
-    kept.size
-  end,
-  "deep_alloc" => lambda do
-    deep = Object.new
-    def deep.down(depth, n)
-      return Array.new(n) { |k| "s#{k}" }.size if depth.zero?
-
-      down(depth - 1, n)
-    end
-    (300 * SCALE).times { deep.down(150, 10_000) }
-  end,
+  "alloc_mixed" => -> { BenchWorkloads.alloc_mixed(SCALE) },
+  "deep_alloc" => -> { BenchWorkloads.deep_alloc(SCALE) },
 }.freeze
 
 PROFILERS = {
@@ -87,8 +74,11 @@ PROFILERS = {
   "wall_native" => -> { Fathom::CpuProfiler.new(mode: :wall, native: true) },
   "cpu_native_1ms" => -> { Fathom::CpuProfiler.new(mode: :cpu, interval: "1ms", native: true) },
   # Always-on CPU as FATHOM_MODE=cpu runs it (default 10 ms interval), with
-  # a flush every second handed to a sink (what FATHOM_PUSH's client gets;
-  # the sending itself is another thread's and a socket's, not measured).
+  # a flush every --every seconds (default 60, as FATHOM_EVERY's) handed to
+  # a sink (what FATHOM_PUSH's client gets; the sending itself is another
+  # thread's and a socket's, not measured). The run's stop flushes once
+  # more, inside the timed region: one flush per run, where the default
+  # makes one a minute.
   "always_on_cpu" => -> { AlwaysOnRun.new(:cpu) },
   "stackprof_cpu_1ms" => -> { StackprofRun.new(:cpu) },
   "stackprof_wall_1ms" => -> { StackprofRun.new(:wall) },
@@ -107,7 +97,7 @@ class AlwaysOnRun
   def initialize(mode)
     require "fathom/always_on/always_on"
     @sink = Sink.new(0)
-    @always_on = Fathom::AlwaysOn.new(modes: [mode], sinks: [@sink], every: 1)
+    @always_on = Fathom::AlwaysOn.new(modes: [mode], sinks: [@sink], every: Integer(ENV.fetch("FATHOM_BENCH_EVERY", "60")))
   end
 
   def start = @always_on.start
@@ -132,7 +122,7 @@ class VernierRun
   def initialize = require("vernier")
   def start = Vernier.start_profile(mode: :wall, interval: 1000)
   def stop = (@result = Vernier.stop_profile)
-  def flush = { samples: @result.respond_to?(:samples) ? @result.samples.size : 0 }
+  def flush = { samples: @result.total_samples }
 end
 
 def child(mode, workload)
@@ -172,6 +162,9 @@ OptionParser.new do |o|
   o.on("--cpu N", Integer, "pin the children to this CPU (taskset; default the last CPU)") { |n| pin_cpu = n }
   o.on("--no-pin", "do not pin the children") { pin_cpu = nil }
   o.on("--scale K", Integer, "multiply each workload's work by K") { |k| ENV["FATHOM_BENCH_SCALE"] = k.to_s }
+  o.on("--every S", Integer, "always_on_* modes: flush every S seconds (default 60, FATHOM_EVERY's default)") do |s|
+    ENV["FATHOM_BENCH_EVERY"] = s.to_s
+  end
 end.parse!
 modes.unshift("baseline") unless modes.include?("baseline")
 unknown = modes - PROFILERS.keys
@@ -186,7 +179,8 @@ end
 def median(xs) = xs.sort[xs.size / 2]
 
 puts "Fathom CPU/wall overhead (Ruby #{RUBY_VERSION}, #{rounds} interleaved rounds, fresh process per run, " \
-     "#{pin_cpu ? "pinned to CPU #{pin_cpu} with taskset" : "NOT pinned"})"
+     "#{pin_cpu ? "pinned to CPU #{pin_cpu} with taskset" : "NOT pinned"}" \
+     "#{", always-on flushes every #{ENV.fetch("FATHOM_BENCH_EVERY", "60")} s" if modes.any? { |m| m.start_with?("always_on") }})"
 workloads.each do |workload|
   times = Hash.new { |h, k| h[k] = [] }
   cpu = Hash.new { |h, k| h[k] = [] }

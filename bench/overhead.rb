@@ -47,23 +47,10 @@
 require "etc"
 require "optparse"
 require "rbconfig"
+require_relative "workloads"
 
 WORKLOADS = {
-  # Issue 29's loop: 2M iterations each making a Hash, two Strings and an
-  # Array (~5 objects, a few of them malloc'd), 1% kept to the end, so GC
-  # runs often and promotes: what an allocation-heavy request looks like
-  # rather than the bare Object.new loop below.
-  "alloc_mixed" => lambda do
-    kept = []
-    i = 0
-    while i < 2_000_000
-      s = "item #{i}"
-      h = { id: i, name: s, tags: [s, "t"] }
-      kept << h if i % 100 == 0
-      i += 1
-    end
-    kept.size
-  end,
+  "alloc_mixed" => -> { BenchWorkloads.alloc_mixed },  # bench/workloads.rb
   # ~18M allocations/s on Debian's Ruby 3.1: the worst case for any hook.
   "alloc_loop" => lambda do
     i = 0
@@ -93,18 +80,7 @@ WORKLOADS = {
     200.times { recurse.call(60, 1_000) }
     retained.size
   end,
-  # A Rails-deep stack (~150 method frames) allocating small strings, none
-  # kept, for about a second: what a sample's stack capture costs when
-  # stacks are deep (each capture walks every frame).
-  "deep_alloc" => lambda do
-    deep = Object.new
-    def deep.down(depth, n)
-      return Array.new(n) { |k| "s#{k}" }.size if depth.zero?
-
-      down(depth - 1, n)
-    end
-    300.times { deep.down(150, 10_000) }
-  end,
+  "deep_alloc" => -> { BenchWorkloads.deep_alloc },  # ~150 frames deep (bench/workloads.rb)
   # Two threads handing work to each other through Queues: every hand-off
   # passes the GVL (tens of thousands of handovers a second), each side
   # allocating a little. What the GVL hook costs where it runs most: on 3.2+
