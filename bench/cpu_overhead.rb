@@ -4,12 +4,14 @@
 # in the same invocation. Not a test. Every configuration runs in its own
 # fresh process, rounds are interleaved (forward, then reversed order) and
 # medians compared; the cpu ratio compares the process's CPU time, which a
-# busy neighbour disturbs less than wall time.
+# busy neighbour disturbs less than wall time. The ratios cover start, the
+# work and stop; "steady" covers the work alone (what a profiler left on
+# for hours costs), and "start+stop" the CPU the rest took.
 #
 #   ruby -Ilib bench/cpu_overhead.rb [--rounds 7] [--workload single,threads4,alloc_mixed,deep_alloc]
 #                                    [--modes baseline,cpu,wall,cpu_1ms,wall_1ms,stackprof_cpu_1ms,stackprof_wall_1ms,
 #                                             vernier_wall_1ms,cpu_native,wall_native,cpu_native_1ms]
-#                                    [--cpu N | --no-pin] [--scale K] [--every S]
+#                                    [--cpu N | --no-pin] [--scale K] [--every S] [--in-process]
 #
 # Children are pinned to one CPU by default (taskset; the last CPU unless
 # --cpu N; --no-pin turns it off), and the output says which: one vCPU of
@@ -95,7 +97,6 @@ class AlwaysOnRun
   end
 
   def initialize(mode)
-    require "fathom/always_on/always_on"
     @sink = Sink.new(0)
     @always_on = Fathom::AlwaysOn.new(modes: [mode], sinks: [@sink], every: Integer(ENV.fetch("FATHOM_BENCH_EVERY", "60")))
   end
@@ -125,16 +126,26 @@ class VernierRun
   def flush = { samples: @result.total_samples }
 end
 
-def child(mode, workload)
+# In every mode, baseline included: what is compared is a profiler running
+# or not, with the same code loaded (loading always-on's files alone grows
+# the heap each GC walks, and moved a 1 s run by ~1%).
+def load_fathom
   $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
-  require "fathom" # in every mode, baseline included
+  require "fathom"
+  require "fathom/always_on/always_on"
+end
+
+def child(mode, workload)
+  load_fathom
   work = WORKLOADS.fetch(workload)
   GC.start
   profiler = PROFILERS.fetch(mode)&.call
   t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
   c0 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
   profiler&.start
+  w0 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
   work.call
+  w1 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
   profiler&.stop
   t1 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
   c1 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
@@ -143,11 +154,53 @@ def child(mode, workload)
     result = profiler.flush
     samples = result.respond_to?(:stats) ? result.stats[:samples].to_i : result[:samples].to_i
   end
-  puts format("%.6f %.6f %d", t1 - t0, c1 - c0, samples)
+  puts format("%.6f %.6f %d %.6f", t1 - t0, c1 - c0, samples, w1 - w0)
+end
+
+# --in-process: one process per workload runs every mode in turn, each
+# between two baseline runs (baseline, m1, baseline, m2, ..., baseline),
+# for `rounds` rounds; a mode's figure is the median over the rounds of its
+# CPU time over the mean of its two neighbouring baselines. The work is
+# warmed up once first. What this removes: the ±3-5% by which one fresh
+# process runs faster than the next on these VMs (measured with the same
+# loop in chunks: steady within a process, different between processes),
+# which leaves 1% effects beyond the reach of medians of ~15 processes.
+# What it cannot see: one-time costs (the fresh-process table's start+stop
+# column). Each mode's profiler is new for each run, started before the
+# timed work and stopped after it.
+def child_in_process(modes, workload, rounds)
+  load_fathom
+  work = WORKLOADS.fetch(workload)
+  work.call
+  others = modes - ["baseline"]
+  ratios = Hash.new { |h, k| h[k] = [] }
+  cpu_now = -> { Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID) }
+  timed = lambda do |mode|
+    profiler = PROFILERS.fetch(mode)&.call
+    profiler&.start
+    c0 = cpu_now.call
+    work.call
+    c1 = cpu_now.call
+    profiler&.stop
+    c1 - c0
+  end
+  rounds.times do |r|
+    before = timed.call("baseline")
+    (r.even? ? others : others.reverse).each do |mode|
+      t = timed.call(mode)
+      after = timed.call("baseline")
+      ratios[mode] << t / ((before + after) / 2)
+      before = after
+    end
+  end
+  others.each { |m| puts "#{m} #{ratios[m].join(",")}" }
 end
 
 if ARGV[0] == "--child"
   child(ARGV[1], ARGV[2])
+  exit
+elsif ARGV[0] == "--child-in-process"
+  child_in_process(ARGV[1].split(","), ARGV[2], Integer(ARGV[3]))
   exit
 end
 
@@ -155,6 +208,7 @@ rounds = 7
 workloads = WORKLOADS.keys
 modes = %w[baseline cpu wall cpu_1ms wall_1ms stackprof_cpu_1ms stackprof_wall_1ms vernier_wall_1ms]
 pin_cpu = Etc.nprocessors - 1
+in_process = false
 OptionParser.new do |o|
   o.on("--rounds N", Integer) { |n| rounds = n }
   o.on("--workload LIST", Array) { |l| workloads = l }
@@ -162,6 +216,9 @@ OptionParser.new do |o|
   o.on("--cpu N", Integer, "pin the children to this CPU (taskset; default the last CPU)") { |n| pin_cpu = n }
   o.on("--no-pin", "do not pin the children") { pin_cpu = nil }
   o.on("--scale K", Integer, "multiply each workload's work by K") { |k| ENV["FATHOM_BENCH_SCALE"] = k.to_s }
+  o.on("--in-process", "every mode in one process per workload, between baseline runs (see child_in_process)") do
+    in_process = true
+  end
   o.on("--every S", Integer, "always_on_* modes: flush every S seconds (default 60, FATHOM_EVERY's default)") do |s|
     ENV["FATHOM_BENCH_EVERY"] = s.to_s
   end
@@ -178,21 +235,42 @@ end
 
 def median(xs) = xs.sort[xs.size / 2]
 
+if in_process
+  puts "Fathom CPU/wall overhead in one process (Ruby #{RUBY_VERSION}, #{rounds} rounds, each mode between two baseline " \
+       "runs, #{pin_cpu ? "pinned to CPU #{pin_cpu} with taskset" : "NOT pinned"}" \
+       "#{", always-on flushes every #{ENV.fetch("FATHOM_BENCH_EVERY", "60")} s" if modes.any? { |m| m.start_with?("always_on") }})"
+  pin = pin_cpu ? ["taskset", "-c", pin_cpu.to_s] : []
+  workloads.each do |workload|
+    out = IO.popen([*pin, RbConfig.ruby, __FILE__, "--child-in-process", modes.join(","), workload, rounds.to_s], &:read)
+    abort "in-process child for #{workload} failed" unless $?.success?
+    puts
+    puts "#{workload}: CPU time over the mean of the neighbouring baselines, median (min..max) of the rounds"
+    out.each_line do |line|
+      mode, list = line.split
+      r = list.split(",").map(&:to_f)
+      puts format("  %-19s %.4fx  (%.4f..%.4f)", mode, median(r), r.min, r.max)
+    end
+  end
+  exit
+end
+
 puts "Fathom CPU/wall overhead (Ruby #{RUBY_VERSION}, #{rounds} interleaved rounds, fresh process per run, " \
      "#{pin_cpu ? "pinned to CPU #{pin_cpu} with taskset" : "NOT pinned"}" \
      "#{", always-on flushes every #{ENV.fetch("FATHOM_BENCH_EVERY", "60")} s" if modes.any? { |m| m.start_with?("always_on") }})"
 workloads.each do |workload|
   times = Hash.new { |h, k| h[k] = [] }
   cpu = Hash.new { |h, k| h[k] = [] }
+  work = Hash.new { |h, k| h[k] = [] }
   samples = Hash.new { |h, k| h[k] = [] }
   rounds.times do |r|
     (r.even? ? modes : modes.reverse).each do |mode|
       pin = pin_cpu ? ["taskset", "-c", pin_cpu.to_s] : []
       out = IO.popen([*pin, RbConfig.ruby, __FILE__, "--child", mode, workload], &:read)
       raise "child #{mode}/#{workload} failed" unless $?.success?
-      run_s, cpu_s, n = out.split
+      run_s, cpu_s, n, work_s = out.split
       times[mode] << run_s.to_f
       cpu[mode] << cpu_s.to_f
+      work[mode] << work_s.to_f
       samples[mode] << n.to_i
     end
   end
@@ -208,8 +286,15 @@ workloads.each do |workload|
     # baseline (adjacent runs): steadier when the vCPU's speed drifts
     # between rounds, which moves both medians.
     paired = median(cpu[mode].zip(cpu["baseline"]).map { |c, b| c / b })
-    puts format("  %-19s median %7.3fs ratio %.3fx | cpu ratio %.3fx | paired cpu ratio %.3fx | min ratio %.3fx | samples %6d  (runs: %s)",
+    # steady: the CPU of the work alone, between start and stop, paired
+    # like the above; start+stop is the rest of the mode's CPU (one-time
+    # costs a long-running process pays once: timers, threads, the first
+    # flush's lazy requires), as the median of (cpu - work) over the runs.
+    steady = median(work[mode].zip(work["baseline"]).map { |c, b| c / b })
+    fixed_ms = median(cpu[mode].zip(work[mode]).map { |c, w| (c - w) * 1e3 })
+    puts format("  %-19s median %7.3fs ratio %.3fx | cpu ratio %.3fx | paired cpu ratio %.3fx | min ratio %.3fx | " \
+                "steady paired %.3fx, start+stop %5.1f ms | samples %6d  (runs: %s)",
                 mode, m, m / base, median(cpu[mode]) / base_cpu, paired, cpu[mode].min / cpu["baseline"].min,
-                median(samples[mode]), times[mode].map { |t| format("%.3f", t) }.join(" "))
+                steady, fixed_ms, median(samples[mode]), times[mode].map { |t| format("%.3f", t) }.join(" "))
   end
 end
