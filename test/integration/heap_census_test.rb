@@ -88,6 +88,61 @@ class HeapCensusTest < Minitest::Test
     kept.size
   end
 
+  # The census walks the heap in slices of bounded GVL time, yielding
+  # between them (docs/internals/heap.md, "A census in slices"). A budget of
+  # 1 ns makes every slice walk exactly one page (a slice checks its budget
+  # before each page but the first, and walks only the pages there were as
+  # the census began): slices == pages, whatever the other thread allocates
+  # meanwhile. The calibration holds as for a census in one go.
+  def test_a_census_in_slices_yields_between_pages_and_still_calibrates
+    kept = []
+    stop = false
+    GC.start
+    profiler = Fathom::HeapProfiler.new(interval: "1ms")
+    profiler.instance_variable_get(:@collector).census_slice_ns = 1
+    profiler.start
+    8000.times do |i|
+      s = Sites.big
+      kept << s if i % 100 == 0
+      20.times { Sites.small }
+    end
+    profiler.stop
+    # Another thread, so the census yields between slices; it allocates
+    # other objects than the ones measured (Arrays of small strings).
+    beside = Thread.new { Array.new(100) { "y" * 10 } until stop }
+    profile = profiler.flush(gc: true)
+    stop = true
+    beside.join
+    stats = profile.stats
+    assert_equal "on", stats[:census], stats.inspect
+    assert_operator stats[:census_pages], :>, 1, stats.inspect
+    assert_equal stats[:census_pages], stats[:census_slices], "one page a slice: #{stats.inspect}"
+    assert_operator stats[:gvl_yields], :>=, stats[:census_pages] - 1, "the census yielded between its slices"
+    truth = kept.sum { |s| ObjectSpace.memsize_of(s) }
+    space, = inuse_of(profile, "Sites.big")
+    not_sampled, = inuse_of(profile, "[not sampled] String 48 KB")
+    # As in test_a_rare_big_survivor_gets_its_exact_live_bytes (10%: the
+    # odd survivor in an ambiguous slot keeps its plain estimate).
+    assert_in_delta truth, space + not_sampled, truth * 0.1, "census bytes of the class: #{stats.inspect}"
+    kept.size
+  ensure
+    stop = true
+    beside&.join
+  end
+
+  def test_a_census_alone_is_one_slice
+    skip "another Ruby thread is alive: the census would yield to it" unless Thread.list.size == 1
+    profiler = Fathom::HeapProfiler.new(interval: "1ms")
+    profiler.instance_variable_get(:@collector).census_slice_ns = 1
+    profiler.start
+    1000.times { Sites.small }
+    profiler.stop
+    stats = profiler.flush.stats
+    assert_equal "on", stats[:census], stats.inspect
+    assert_equal 1, stats[:census_slices], "no other thread to yield to: one slice (#{Thread.list.size} threads)"
+    assert_raises(ArgumentError) { profiler.instance_variable_get(:@collector).census_slice_ns = -1 }
+  end
+
   def test_live_bytes_no_sample_reached_get_a_row_of_their_own
     kept = []
     # An interval no tick reaches: nothing is sampled, the census sees all.

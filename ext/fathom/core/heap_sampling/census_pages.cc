@@ -8,6 +8,7 @@ namespace fathom {
 void CensusPages::Clear() {
   pages_.clear();
   walked_.clear();
+  expected_.clear();
   sorted_ = true;
 }
 

@@ -26,6 +26,15 @@ namespace fathom {
 class CensusPages {
  public:
   void Clear();
+  // A page that exists as the census begins: the census walks these only.
+  // A page Ruby adds later (other threads allocate between slices, GC is
+  // off) holds only objects allocated after the census began, which no
+  // record compared with it can be of (none has a stamp), so leaving it
+  // out keeps both sides equal, and lets the census end however fast the
+  // heap grows.
+  void Expect(uint64_t begin) { expected_.insert(begin); }
+  bool Expected(uint64_t begin) const { return expected_.count(begin) != 0; }
+  size_t expected() const { return expected_.size(); }
   // Has a page starting at `begin` been walked in this census?
   bool Walked(uint64_t begin) const { return walked_.count(begin) != 0; }
   // The page [begin, end) was walked in the slice that began at `stamp`.
@@ -43,7 +52,7 @@ class CensusPages {
     int64_t stamp;
   };
   std::vector<Page> pages_;
-  std::unordered_set<uint64_t> walked_;
+  std::unordered_set<uint64_t> walked_, expected_;
   bool sorted_ = true;
 };
 

@@ -49,12 +49,23 @@ TEST(CensusPagesTest, APageSeenTwiceKeepsItsFirstStamp) {
   EXPECT_EQ(stamp, 1);
 }
 
+TEST(CensusPagesTest, OnlyPagesExpectedAtTheStartAreCensusPages) {
+  CensusPages p;
+  p.Expect(0x10000);
+  p.Expect(0x20000);
+  EXPECT_EQ(p.expected(), 2u);
+  EXPECT_TRUE(p.Expected(0x20000));
+  EXPECT_FALSE(p.Expected(0x30000));  // added by Ruby after the census began
+}
+
 TEST(CensusPagesTest, ClearForgetsEverything) {
   CensusPages p;
+  p.Expect(0x10000);
   p.Add(0x10000, 0x10000 + 400, 1);
   p.Finish();
   p.Clear();
   EXPECT_FALSE(p.Walked(0x10000));
+  EXPECT_FALSE(p.Expected(0x10000));
   int64_t stamp = 0;
   EXPECT_FALSE(p.StampAt(0x10000, &stamp));
 }

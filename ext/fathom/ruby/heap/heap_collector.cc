@@ -336,6 +336,18 @@ VALUE CollectorAfterForkChild(VALUE self) {
   });
 }
 
+// The longest a census slice holds the GVL, in ns (0: no limit). Not a
+// user option: tests set it to walk one page a slice.
+VALUE CollectorSetCensusSliceNs(VALUE self, VALUE ns) {
+  HeapCollector* c = Unwrap(self);
+  return RubyMethod([&] {
+    long long v = NUM2LL(ns);
+    if (v < 0) ThrowArgumentError("fathom: census_slice_ns must be >= 0, got %lld", v);
+    c->census.slice_ns = v;
+    return ns;
+  });
+}
+
 VALUE CollectorSetCensus(VALUE self, VALUE on) {
   HeapCollector* c = Unwrap(self);
   return RubyMethod([&] {
@@ -408,6 +420,7 @@ void InitHeapCollector(VALUE mNative) {
   rb_define_method(klass, "after_fork_child", RUBY_METHOD_FUNC(CollectorAfterForkChild), 0);
   rb_define_method(klass, "stats", RUBY_METHOD_FUNC(CollectorStats), 0);
   rb_define_method(klass, "census=", RUBY_METHOD_FUNC(CollectorSetCensus), 1);
+  rb_define_method(klass, "census_slice_ns=", RUBY_METHOD_FUNC(CollectorSetCensusSliceNs), 1);
   rb_define_method(klass, "live_objects", RUBY_METHOD_FUNC(CollectorLiveObjects), 1);
 }
 

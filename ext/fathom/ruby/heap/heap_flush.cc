@@ -51,7 +51,7 @@ struct FlushState {
   // what it counted, how long it took.
   const char* census_off = nullptr;
   LiveStrata strata;
-  SlotOccupancy occupied_now;  // slots holding an object at the census
+  CensusProgress census;  // the census in slices; its strata move to `strata`
   std::unordered_map<uint64_t, std::string> class_names;  // of the census's classes
   uint64_t stratified = 0;      // live records whose object was certainly new
   uint64_t dead_by_census = 0;  // records found dead by the census's slots
@@ -78,24 +78,40 @@ void MaybeYield(FlushState* f) {
 }
 
 // Sampled mode: a record's object if it is still alive, else Qundef.
-// After a census, two shortcuts for records committed before it (later
-// ones are for objects it may not have seen): a slot the census found free
-// holds no object, so ours is dead; and while no GC has run since, the
-// object in an occupied slot is ours iff its id is our token (object_id
-// tokens: LookupAt, which raises nothing, where a dead _id2ref lookup
-// raises an exception the walk would leave behind as garbage).
-VALUE FindSampledObject(FlushState* f, uint32_t i) {
+// in_census: the record was committed before the census walked its page
+// (census_pages.h), so its object, if alive and certainly new, is one the
+// census counted: only those are calibrated. A record committed after is
+// in no census (other threads allocated while the census yielded) and
+// keeps its plain estimate.
+// For records committed before their page's walk, two shortcuts: a slot
+// the census found free holds no object, so ours is dead; and while no GC
+// has run since, the object in an occupied slot is ours iff its id is our
+// token (object_id tokens: LookupAt, which raises nothing, where a dead
+// _id2ref lookup raises an exception the walk would leave behind as
+// garbage). A record committed before the census began whose address is
+// on no walked page is dead: GC is off from the census on, so every page
+// that held a live object then was walked.
+VALUE FindSampledObject(FlushState* f, uint32_t i, bool* in_census) {
   HeapCollector* c = f->c;
   const SampleRecord& r = c->store.at(i);
-  if (!f->occupied_now.empty() && r.alloc_time_ns < f->census_started_ns) {
-    if (!f->occupied_now.WasOccupied(r.object)) {
+  *in_census = false;
+  if (!f->census.occupied_now.empty()) {
+    int64_t stamp = 0;
+    bool walked = f->census.pages.StampAt(r.object, &stamp);
+    if (walked && r.alloc_time_ns < stamp) {
+      *in_census = true;
+      if (!f->census.occupied_now.WasOccupied(r.object)) {
+        f->dead_by_census++;
+        return Qundef;
+      }
+      if (c->tokens.kind() == TokenKind::kObjectId && rb_gc_count() == f->census_gc_count) {
+        VALUE obj = SlotHoldsSampleableObject(r.object) ? c->tokens.LookupAt(r.liveness_token, r.object) : Qundef;
+        if (obj == Qundef) f->dead_by_census++;
+        return obj;
+      }
+    } else if (!walked && r.alloc_time_ns < f->census_started_ns) {
       f->dead_by_census++;
       return Qundef;
-    }
-    if (c->tokens.kind() == TokenKind::kObjectId && rb_gc_count() == f->census_gc_count) {
-      VALUE obj = SlotHoldsSampleableObject(r.object) ? c->tokens.LookupAt(r.liveness_token, r.object) : Qundef;
-      if (obj == Qundef) f->dead_by_census++;
-      return obj;
     }
   }
   return c->tokens.Lookup(r.liveness_token);
@@ -122,11 +138,12 @@ void WalkRecords(FlushState* f) {
         alive = true;
         inuse_size = MemsizeOf(static_cast<VALUE>(store.at(i).object));
       } else {
-        VALUE obj = FindSampledObject(f, i);
+        bool in_census = false;
+        VALUE obj = FindSampledObject(f, i, &in_census);
         if (obj != Qundef) {
           alive = true;
           inuse_size = MemsizeOf(obj);
-          if (!f->census_off) stratum = LiveStratum(c->census, obj, inuse_size);
+          if (!f->census_off && in_census) stratum = LiveStratum(c->census, obj, inuse_size);
         }
       }
     }
@@ -145,25 +162,54 @@ void WalkRecords(FlushState* f) {
 // its message and backtrace each), and those objects, new and never
 // sampled, would be counted as live bytes no sample reached.
 //
-// GC stays off from the census to the end of the walk (unless the flush ran
-// its own full GC first, after which a GC during the walk is harmless, see
-// CalibrateToCensus): the walk yields the GVL, and under load the other
-// threads' allocations ran a GC in that window often enough that 2 of 6
-// flushes of a Rails app under wrk were left uncalibrated ("a GC ran during
-// the flush's walk"). The cost: what the other threads allocate during the
-// walk (a few ms per 100k records) waits for the next GC. An explicit
-// GC.start still runs (Ruby ignores GC.disable for it) and still leaves
-// that flush uncalibrated. A GC already disabled by the app stays disabled.
+// In slices of at most census.slice_ns of GVL, yielding between them when
+// another thread waits (docs/internals/heap.md, "A census in slices"): the
+// walk of a heap of millions of objects takes tens of ms, which held in
+// one go was the app's pause at every flush. Each slice first commits what
+// was sampled while we yielded, so that every record committed before a
+// slice's stamp was sampled before it. Alone (no other thread) or on a
+// small heap it is one slice.
+//
+// GC stays off from the census to the end of the walk, also after
+// flush(gc: true) (whose GC ran just before): the walk yields the GVL, and
+// under load the other threads' allocations ran a GC in that window often
+// enough that 2 of 6 flushes of a Rails app under wrk were left
+// uncalibrated ("a GC ran during the flush's walk"); between census slices
+// a GC would also free what the census counted, and pages with it. The
+// cost: what the other threads allocate during the census and the walk
+// (a few ms per 100k records, plus ~1 ms per 100k live objects of census)
+// waits for the next GC. An explicit GC.start still runs (Ruby ignores
+// GC.disable for it) and still leaves that flush uncalibrated unless it
+// was flush(gc: true). A GC already disabled by the app stays disabled.
 void TakeCensusBeforeWalk(FlushState* f) {
-  f->census_off = CensusOffReason(f->c->census, f->c->exact, f->c->running);
+  HeapCollector* c = f->c;
+  f->census_off = CensusOffReason(c->census, c->exact, c->running);
   if (f->census_off) return;
-  if (!f->gc) f->enable_gc_after_walk = !RTEST(rb_gc_disable());
+  f->enable_gc_after_walk = !RTEST(rb_gc_disable());
   int64_t t0 = MonotonicNs();
   f->census_started_ns = t0;
-  if (!TakeCensus(f->c->census, &f->strata, &f->occupied_now)) f->census_off = "GC.compact moved objects";
-  if (!f->census_off) f->class_names = CensusClassNames(f->strata);
-  f->census_ns = MonotonicNs() - t0;
   f->census_gc_count = rb_gc_count();
+  BeginCensus(&c->census, &f->census);
+  for (;;) {
+    EndBurst(c);  // records sampled while we yielded get their final weights
+    CommitPending(c);  // and their commit time, before this slice's stamp
+    int64_t budget = rb_thread_alone() ? 0 : c->census.slice_ns;
+    if (CensusSlice(c->census, &f->census, MonotonicNs(), budget)) break;
+    // Another thread waits for the GVL (or will soon): let it run.
+    EndHold(f);
+    rb_thread_schedule();  // may run interrupts, and raise: we are under Protect
+    f->yields++;
+    f->hold_started_ns = MonotonicNs();
+  }
+  if (!EndCensus(&c->census, &f->census)) f->census_off = "GC.compact moved objects";
+  // An explicit GC.start between slices (GC.disable does not stop it) freed
+  // what earlier slices counted, maybe whole pages.
+  if (!f->census_off && rb_gc_count() != f->census_gc_count) f->census_off = "a GC ran during the census";
+  if (!f->census_off) {
+    f->strata = std::move(f->census.strata);
+    f->class_names = CensusClassNames(f->strata);
+  }
+  f->census_ns = MonotonicNs() - t0;
 }
 
 // Calibrates the walked records' inuse_* to the census: every stratified
@@ -243,6 +289,9 @@ VALUE StatsHash(const FlushState& f, VALUE bytes) {
     if (!f.census_off) {
       LiveStrata::Totals all = f.strata.Census(), unsampled = f.strata.Unsampled();
       set("census_ns", f.census_ns);
+      set("census_slices", static_cast<long long>(f.census.slices));
+      set("census_pages", static_cast<long long>(f.census.pages.pages()));
+      set("census_max_slice_ns", f.census.max_slice_ns);
       set("census_objects", static_cast<long long>(all.objects));
       set("census_bytes", static_cast<long long>(all.bytes));
       set("census_strata", static_cast<long long>(all.strata));
@@ -376,6 +425,7 @@ class FlushScope {
   explicit FlushScope(HeapCollector* c) : c_(c) { c_->flushing = true; }
   ~FlushScope() {
     c_->flushing = false;
+    c_->census.census_in_progress = false;  // an exception between census slices
     if (!completed_) c_->committing = false;  // in case it unwound through CommitPending
     if (c_->busy_depth > 0) {
       c_->busy_depth = 0;

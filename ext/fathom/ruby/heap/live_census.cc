@@ -59,16 +59,39 @@ int ClearFreedSlots(void* start, void* end, size_t stride, void* data) {
   return 0;
 }
 
+int ListPages(void* start, void*, size_t, void* data) {
+  static_cast<CensusPages*>(data)->Expect(reinterpret_cast<uintptr_t>(start));
+  return 0;
+}
+
 struct CensusWalk {
   const SlotOccupancy* start_slots;
-  LiveStrata* strata;
-  SlotOccupancy* occupied_now;
+  CensusProgress* progress;
+  int64_t stamp;
+  SliceBudget budget;
+  bool stopped;     // the budget ran out: pages may be left
+  bool walked_any;  // a page in this slice
 };
 
+// Only the pages of the census's start are walked; one walked in an
+// earlier slice is skipped: Ruby's iteration cannot
+// resume where a slice stopped (census_pages.h). On 3.2+ returning nonzero
+// ends only the current size pool's pages, so once stopped every further
+// page is skipped here too.
 int CountNewObjects(void* start, void* end, size_t stride, void* data) {
   auto* walk = static_cast<CensusWalk*>(data);
   auto begin = reinterpret_cast<uintptr_t>(start), stop = reinterpret_cast<uintptr_t>(end);
-  size_t page = walk->occupied_now->AddPage(begin, stop, stride);
+  CensusProgress* p = walk->progress;
+  if (walk->stopped) return 1;
+  if (!p->pages.Expected(begin) || p->pages.Walked(begin)) return 0;
+  // At least one page a slice, so every slice makes progress.
+  if (walk->walked_any && walk->budget.Expired(MonotonicNs())) {
+    walk->stopped = true;
+    return 1;
+  }
+  walk->walked_any = true;
+  p->pages.Add(begin, stop, walk->stamp);
+  size_t page = p->occupied_now.AddPage(begin, stop, stride);
   // The same page at the start (one lookup per page, not per object), or
   // none: a page added since holds only new objects.
   size_t start_page = walk->start_slots->FindPage(begin, stop, stride);
@@ -76,13 +99,13 @@ int CountNewObjects(void* start, void* end, size_t stride, void* data) {
   for (uintptr_t v = begin; v < stop; v += stride, slot++) {
     VALUE obj = static_cast<VALUE>(v);
     if (RBASIC(obj)->flags == 0) continue;  // free
-    walk->occupied_now->MarkOccupied(page, v);
+    p->occupied_now.MarkOccupied(page, v);
     if (rb_objspace_internal_object_p(obj)) continue;  // never shown (never sampled either)
     if (start_page != SlotOccupancy::kNoPage ? walk->start_slots->SlotWasOccupied(start_page, slot)
                                               : walk->start_slots->WasOccupied(v))
       continue;
     uint64_t size = MemsizeOf(obj);
-    walk->strata->AddCensus(StratumFor(obj, size), size);
+    p->strata.AddCensus(StratumFor(obj, size), size);
   }
   return 0;
 }
@@ -126,7 +149,7 @@ void NoteStartSlots(CensusState* census) {
 void MaybeRefreshStartSlots(CensusState* census) {
 #ifdef FATHOM_HAVE_SLOT_WALK
   CensusState& s = *census;
-  if (!s.valid || s.start_slots.occupied() == 0) return;
+  if (!s.valid || s.census_in_progress || s.start_slots.occupied() == 0) return;
   size_t gcs = rb_gc_count();
   if (gcs == s.last_refresh_gc || ObjectsMoved(s)) return;  // nothing freed since the last look
   // The 1st, 2nd, 4th, 8th... GC, or whenever the walks have taken under
@@ -189,25 +212,50 @@ Stratum LiveStratum(const CensusState& s, VALUE obj, uint64_t size) {
   return StratumFor(obj, size);
 }
 
-bool TakeCensus(const CensusState& s, LiveStrata* strata, SlotOccupancy* occupied_now) {
+void BeginCensus(CensusState* s, CensusProgress* p) {
+  p->strata = LiveStrata();
+  p->occupied_now.Clear();
+  p->pages.Clear();
+  p->complete = false;
+  p->slices = 0;
+  p->max_slice_ns = 0;
+  s->census_in_progress = true;
 #ifdef FATHOM_HAVE_SLOT_WALK
-  LiveStrata counted;
-  occupied_now->Clear();
-  CensusWalk walk{&s.start_slots, &counted, occupied_now};
+  // The pages to walk: those of now (census_pages.h, Expect). Ruby
+  // finishes any lazy sweep here.
+  rb_objspace_each_objects(ListPages, &p->pages);
+#endif
+}
+
+bool CensusSlice(const CensusState& s, CensusProgress* p, int64_t stamp_ns, int64_t budget_ns) {
+#ifdef FATHOM_HAVE_SLOT_WALK
+  int64_t t0 = MonotonicNs();
+  CensusWalk walk{&s.start_slots, p, stamp_ns, SliceBudget(t0, budget_ns), false, false};
   rb_objspace_each_objects(CountNewObjects, &walk);
-  occupied_now->Finish();
-  if (ObjectsMoved(s)) {  // moved while we counted
-    occupied_now->Clear();
-    return false;
-  }
-  *strata = std::move(counted);
-  return true;
+  p->slices++;
+  p->max_slice_ns = std::max(p->max_slice_ns, MonotonicNs() - t0);
+  p->complete = !walk.stopped;
+  return p->complete;
 #else
   (void)s;
-  (void)strata;
-  (void)occupied_now;
-  return false;
+  (void)stamp_ns;
+  (void)budget_ns;
+  p->complete = true;
+  return true;
 #endif
+}
+
+bool EndCensus(CensusState* s, CensusProgress* p) {
+  s->census_in_progress = false;
+  p->occupied_now.Finish();
+  p->pages.Finish();
+#ifdef FATHOM_HAVE_SLOT_WALK
+  if (p->complete && !ObjectsMoved(*s)) return true;
+#endif
+  p->strata = LiveStrata();
+  p->occupied_now.Clear();
+  p->pages.Clear();
+  return false;
 }
 
 }  // namespace fathom

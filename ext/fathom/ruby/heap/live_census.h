@@ -20,6 +20,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "heap_sampling/census_pages.h"
 #include "heap_sampling/live_strata.h"
 #include "heap_sampling/slot_occupancy.h"
 
@@ -36,6 +37,10 @@ size_t MemsizeOf(VALUE obj);
 // The census's state, a member of HeapCollector (heap_collector.h). The
 // functions below take it rather than the collector, so that this file
 // needs nothing from heap_collector.h, which includes it.
+
+// A census slice's default budget: with the yields between slices and the
+// rest of the flush's 2 ms holds, a 1 ms ticker sees gaps of a few ms.
+constexpr int64_t kCensusSliceNs = 2000000;
 
 struct CensusState {
   bool enabled = true;  // HeapProfiler.new(census: false) turns it off
@@ -54,7 +59,14 @@ struct CensusState {
   int64_t last_refresh_ns = 0, last_refresh_duration_ns = 1;
   uint32_t refreshes = 0;
   int64_t refresh_ns = 0;
+  // A flush's census is in progress (between its slices other threads
+  // run their arm jobs): no refresh may change the start map under it.
+  bool census_in_progress = false;
+  // The longest a census slice holds the GVL before the flush yields it
+  // (0: no limit); the collector's census_slice_ns= sets it (tests).
+  int64_t slice_ns = kCensusSliceNs;
 };
+
 
 // A new window starts (start with no records left, a fork's child): note
 // the occupied slots. Sampled mode only.
@@ -88,13 +100,31 @@ Stratum LiveStratum(const CensusState& s, VALUE obj, uint64_t size);
 bool SlotHoldsSampleableObject(uint64_t address);
 // Did Ruby compact (move objects) since the start slots were noted?
 bool ObjectsMoved(const CensusState& s);
-// Counts the live objects certainly allocated in the window into strata,
-// and notes every slot that holds an object now (occupied_now): a sampled
-// object whose slot is free is dead, which the flush then knows without a
-// liveness lookup (on Ruby < 3.2.3 a failed object_id lookup raises, three
-// objects and ~3 us each). Returns false (strata and occupied_now
-// untouched or empty) if objects moved since the start.
-bool TakeCensus(const CensusState& s, LiveStrata* strata, SlotOccupancy* occupied_now);
+// A census taken in slices (docs/internals/heap.md, "A census in slices"):
+// it counts the live objects certainly allocated in the window into
+// strata, and notes every slot that holds an object when its page is
+// walked (occupied_now): a sampled object committed before its page was
+// walked whose slot was then free is dead, which the flush then knows
+// without a liveness lookup (on Ruby < 3.2.3 a failed object_id lookup
+// raises, three objects and ~3 us each). `pages` says which page was
+// walked when.
+struct CensusProgress {
+  LiveStrata strata;
+  SlotOccupancy occupied_now;
+  CensusPages pages;
+  bool complete = false;
+  uint32_t slices = 0;
+  int64_t max_slice_ns = 0;
+};
+void BeginCensus(CensusState* s, CensusProgress* p);
+// BeginCensus lists the heap's pages: the census walks those only.
+// One slice: walks the pages not walked yet, stamping them `stamp_ns`,
+// until budget_ns (0: no limit) has passed. Returns true when the census
+// is complete: this slice walked every page left.
+bool CensusSlice(const CensusState& s, CensusProgress* p, int64_t stamp_ns, int64_t budget_ns);
+// After the last slice: sorts the maps for lookups. Returns false
+// (strata and occupied_now emptied) if objects moved since the start.
+bool EndCensus(CensusState* s, CensusProgress* p);
 
 // The names of the census's classes (runtime/symbols.h: allocates nothing),
 // for "[not sampled]" rows. Right after the census: an anonymous class
