@@ -19,6 +19,7 @@
 # (their own process: wall time only).
 #
 #   ruby -Ilib bench/scale.rb [--big] [--sizes 1000000,5000000] [--cpu N] [--runs 3]
+#                             [--ops flush,retention,dump_all,dump,analyze]
 #
 # Pinned with taskset to --cpu N (default: the last CPU); prints the Ruby.
 # Medians of --runs runs of each operation; the ticker's figure is the
@@ -34,19 +35,26 @@ sizes = [1_000_000, 5_000_000]
 cpu = nil
 runs = 3
 child = nil
+ALL_OPS = %w[flush retention dump_all dump analyze].freeze
+ops = ALL_OPS
 OptionParser.new do |o|
   o.on("--big") { sizes << 10_000_000 }
   o.on("--sizes LIST") { |l| sizes = l.split(",").map { |s| Integer(s) } }
   o.on("--cpu N", Integer) { |n| cpu = n }
   o.on("--runs N", Integer) { |n| runs = n }
   o.on("--child N", Integer) { |n| child = n }
+  o.on("--ops LIST", Array, "only these operations (#{ALL_OPS.join(",")}; analyze needs dump_all and dump)") do |l|
+    abort "bench/scale.rb: unknown operation(s) #{(l - ALL_OPS).join(", ")}" unless (l - ALL_OPS).empty?
+    ops = l
+  end
 end.parse!
 
 unless child
   cpu ||= Integer(`nproc`) - 1
   puts "bench/scale.rb: Ruby #{RUBY_VERSION} (#{RbConfig.ruby}), pinned to CPU #{cpu} with taskset, medians of #{runs} runs"
   sizes.each do |n|
-    ok = system("taskset", "-c", cpu.to_s, RbConfig.ruby, "-I#{ROOT}/lib", __FILE__, "--child", n.to_s, "--runs", runs.to_s)
+    ok = system("taskset", "-c", cpu.to_s, RbConfig.ruby, "-I#{ROOT}/lib", __FILE__, "--child", n.to_s, "--runs", runs.to_s,
+                "--ops", ops.join(","))
     abort "bench/scale.rb: the #{n}-object run failed" unless ok
   end
   exit
@@ -169,71 +177,83 @@ end
 puts "#{objects} objects asked, #{live} live slots, RSS #{mb(rollup(Process.pid)[:rss])} (Ruby #{RUBY_VERSION})"
 
 [true, false].each do |census|
+  next unless ops.include?("flush")
+
   profiler = Fathom::HeapProfiler.new(census: census)
   profiler.start
   results = Array.new(runs) do
     Array.new(2000) { |i| "alloc #{i}" }
-    measure { profiler.flush }
+    flushed = nil
+    measure { flushed = profiler.flush } << flushed.stats
   end
   profiler.stop
-  report("heap profiler flush, census #{census ? "on" : "off"}", results)
+  report("heap profiler flush, census #{census ? "on" : "off"}", results,
+         census ? "(census #{results.last[3][:census]}, #{results.last[3][:census_slices]} slices, longest " \
+                  "#{ms(results.last[3][:census_max_slice_ns].to_i / 1e9)})" : nil)
 end
 
-fork_stats = []
-results = Array.new(runs) do
-  measure { Fathom.retention_snapshot(fork: false, gc: false, progress: nil) }
-end
-report("retention snapshot, in-process", results)
-results = Array.new(runs) do
-  r = nil
-  m = measure(forked: true) { r = Fathom.retention_snapshot(progress: nil) }
-  fork_stats << r.stats
-  m
-end
-report("retention snapshot, forked", results,
-       "(fork #{ms(median(fork_stats.map { |s| s[:fork_ns] / 1e9 }))}, " \
-       "child #{ms(median(fork_stats.map { |s| s[:child_ns] / 1e9 }))})")
-
-dir = Dir.mktmpdir("fathom-scale")
-dump = File.join(dir, "heap.json")
-results = Array.new(runs) do
-  measure { File.open(dump, "w") { |f| ObjectSpace.dump_all(output: f) } }
-end
-report("ObjectSpace.dump_all", results, "(#{mb(File.size(dump) / 1024)})")
-dump_stats = { false => [], true => [] }
-[false, true].each do |gzip|
-  ours = File.join(dir, gzip ? "fathom.json.gz" : "fathom.json")
+if ops.include?("retention")
+  fork_stats = []
   results = Array.new(runs) do
-    FileUtils.rm_f(ours)
+    measure { Fathom.retention_snapshot(fork: false, gc: false, progress: nil) }
+  end
+  report("retention snapshot, in-process", results)
+  results = Array.new(runs) do
     r = nil
-    m = measure(forked: true) { r = Fathom.heap_dump(ours) }
-    dump_stats[gzip] << r
+    m = measure(forked: true) { r = Fathom.retention_snapshot(progress: nil) }
+    fork_stats << r.stats
     m
   end
-  s = dump_stats[gzip]
-  report("fathom dump (forked#{", gzip" if gzip})", results,
-         "(fork #{ms(median(s.map { |x| x[:fork_ns] / 1e9 }))}, child #{ms(median(s.map { |x| x[:child_ns] / 1e9 }))}, " \
-         "#{mb(File.size(ours) / 1024)}, #{s.last[:objects]} objects)")
+  report("retention snapshot, forked", results,
+         "(fork #{ms(median(fork_stats.map { |s| s[:fork_ns] / 1e9 }))}, " \
+         "child #{ms(median(fork_stats.map { |s| s[:child_ns] / 1e9 }))})")
+end
+dir = Dir.mktmpdir("fathom-scale")
+dump = File.join(dir, "heap.json")
+gz = File.join(dir, "fathom.json.gz")
+if ops.include?("dump_all")
+  results = Array.new(runs) do
+    measure { File.open(dump, "w") { |f| ObjectSpace.dump_all(output: f) } }
+  end
+  report("ObjectSpace.dump_all", results, "(#{mb(File.size(dump) / 1024)})")
+end
+if ops.include?("dump")
+  dump_stats = { false => [], true => [] }
+  [false, true].each do |gzip|
+    ours = File.join(dir, gzip ? "fathom.json.gz" : "fathom.json")
+    results = Array.new(runs) do
+      FileUtils.rm_f(ours)
+      r = nil
+      m = measure(forked: true) { r = Fathom.heap_dump(ours) }
+      dump_stats[gzip] << r
+      m
+    end
+    s = dump_stats[gzip]
+    report("fathom dump (forked#{", gzip" if gzip})", results,
+           "(fork #{ms(median(s.map { |x| x[:fork_ns] / 1e9 }))}, child #{ms(median(s.map { |x| x[:child_ns] / 1e9 }))}, " \
+           "#{mb(File.size(ours) / 1024)}, #{s.last[:objects]} objects)")
+  end
 end
 $mutate = false
-results = Array.new(runs) do
+if ops.include?("analyze") && File.exist?(dump) && File.exist?(gz)
+  results = Array.new(runs) do
+    t0 = now
+    ok = system(RbConfig.ruby, "-I#{ROOT}/lib", File.join(ROOT, "exe/fathom"), "analyze", dump,
+                "-o", File.join(dir, "retained.pb.gz"), out: File::NULL, err: File::NULL)
+    raise "fathom analyze failed" unless ok
+
+    [now - t0, 0.0, nil]
+  end
+  wall = median(results.map(&:first))
+  puts format("  %-42s wall %-9s (its own process; %.0f MB/s)", "fathom analyze of that dump", ms(wall),
+              File.size(dump) / 1e6 / wall)
   t0 = now
-  ok = system(RbConfig.ruby, "-I#{ROOT}/lib", File.join(ROOT, "exe/fathom"), "analyze", dump,
-              "-o", File.join(dir, "retained.pb.gz"), out: File::NULL, err: File::NULL)
-  raise "fathom analyze failed" unless ok
+  ok = system(RbConfig.ruby, "-I#{ROOT}/lib", File.join(ROOT, "exe/fathom"), "analyze", gz,
+              "-o", File.join(dir, "retained2.pb.gz"), out: File::NULL, err: File::NULL)
+  raise "fathom analyze of the fathom dump failed" unless ok
 
-  [now - t0, 0.0, nil]
+  puts format("  %-42s wall %-9s (its own process, one run)", "fathom analyze of the gzipped fathom dump", ms(now - t0))
 end
-wall = median(results.map(&:first))
-puts format("  %-42s wall %-9s (its own process; %.0f MB/s)", "fathom analyze of that dump", ms(wall),
-            File.size(dump) / 1e6 / wall)
-gz = File.join(dir, "fathom.json.gz")
-t0 = now
-ok = system(RbConfig.ruby, "-I#{ROOT}/lib", File.join(ROOT, "exe/fathom"), "analyze", gz,
-            "-o", File.join(dir, "retained2.pb.gz"), out: File::NULL, err: File::NULL)
-raise "fathom analyze of the fathom dump failed" unless ok
-
-puts format("  %-42s wall %-9s (its own process, one run)", "fathom analyze of the gzipped fathom dump", ms(now - t0))
 FileUtils.rm_rf(dir)
 ticker.kill
 mutator.kill

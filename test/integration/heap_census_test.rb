@@ -108,8 +108,17 @@ class HeapCensusTest < Minitest::Test
     end
     profiler.stop
     # Another thread, so the census yields between slices; it allocates
-    # other objects than the ones measured (Arrays of small strings).
-    beside = Thread.new { Array.new(100) { "y" * 10 } until stop }
+    # other objects than the ones measured (Arrays of small strings), and
+    # sleeps between them: a thread that never sleeps keeps the GVL for
+    # Ruby's whole time slice (100 ms) after each yield, and one page a
+    # slice would take minutes (the wall-time bound's test is below).
+    beside = Thread.new do
+      until stop
+        Array.new(100) { "y" * 10 }
+        sleep 0.0002
+      end
+    end
+    profiler.instance_variable_get(:@collector).census_max_wall_ns = 60 * 1_000_000_000
     profile = profiler.flush(gc: true)
     stop = true
     beside.join
@@ -124,6 +133,40 @@ class HeapCensusTest < Minitest::Test
     # As in test_a_rare_big_survivor_gets_its_exact_live_bytes (10%: the
     # odd survivor in an ambiguous slot keeps its plain estimate).
     assert_in_delta truth, space + not_sampled, truth * 0.1, "census bytes of the class: #{stats.inspect}"
+    kept.size
+  ensure
+    stop = true
+    beside&.join
+  end
+
+  # A census that other threads stretch past its wall-time bound (the
+  # flush yields the GVL between slices, and a busy thread keeps it for a
+  # time slice each time) walks the rest in one slice: it still
+  # calibrates, and GC is off no longer. A bound of 1 ns is past before
+  # the first slice: one slice, though a thread waits for the GVL all
+  # along. Deterministic.
+  def test_a_census_past_its_wall_time_bound_ends_in_one_slice
+    stop = false
+    GC.start
+    profiler = Fathom::HeapProfiler.new(interval: "1ms")
+    collector = profiler.instance_variable_get(:@collector)
+    collector.census_slice_ns = 1
+    collector.census_max_wall_ns = 1
+    profiler.start
+    kept = Array.new(2000) { Sites.small }
+    profiler.stop
+    beside = Thread.new { Array.new(100) { "y" * 10 } until stop }
+    profile = profiler.flush
+    stop = true
+    beside.join
+    stats = profile.stats
+    assert_equal "on", stats[:census], stats.inspect
+    assert_equal 1, stats[:census_rushed], stats.inspect
+    assert_equal 1, stats[:census_slices], stats.inspect
+    assert_operator stats[:census_pages], :>, 1, stats.inspect
+    refute GC.disable, "GC left disabled after the flush"
+    GC.enable
+    assert_raises(ArgumentError) { collector.census_max_wall_ns = 0 }
     kept.size
   ensure
     stop = true

@@ -348,6 +348,18 @@ VALUE CollectorSetCensusSliceNs(VALUE self, VALUE ns) {
   });
 }
 
+// How long a flush's census may take in wall time before it walks the rest
+// in one slice, in ns (kCensusMaxWallNs). Not a user option: tests set it.
+VALUE CollectorSetCensusMaxWallNs(VALUE self, VALUE ns) {
+  HeapCollector* c = Unwrap(self);
+  return RubyMethod([&] {
+    long long v = NUM2LL(ns);
+    if (v <= 0) ThrowArgumentError("fathom: census_max_wall_ns must be > 0, got %lld", v);
+    c->census.max_wall_ns = v;
+    return ns;
+  });
+}
+
 VALUE CollectorSetCensus(VALUE self, VALUE on) {
   HeapCollector* c = Unwrap(self);
   return RubyMethod([&] {
@@ -421,6 +433,7 @@ void InitHeapCollector(VALUE mNative) {
   rb_define_method(klass, "stats", RUBY_METHOD_FUNC(CollectorStats), 0);
   rb_define_method(klass, "census=", RUBY_METHOD_FUNC(CollectorSetCensus), 1);
   rb_define_method(klass, "census_slice_ns=", RUBY_METHOD_FUNC(CollectorSetCensusSliceNs), 1);
+  rb_define_method(klass, "census_max_wall_ns=", RUBY_METHOD_FUNC(CollectorSetCensusMaxWallNs), 1);
   rb_define_method(klass, "live_objects", RUBY_METHOD_FUNC(CollectorLiveObjects), 1);
 }
 

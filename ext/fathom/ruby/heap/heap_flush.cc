@@ -59,6 +59,8 @@ struct FlushState {
   size_t census_gc_count = 0;
   int64_t census_started_ns = INT64_MAX;
   bool enable_gc_after_walk = false;  // we disabled GC for the census and the walk
+  int64_t census_begin_ns = 0;  // listing the pages (and Ruby finishing a lazy sweep)
+  bool census_rushed = false;  // past its wall-time bound, the census ended in one slice
 };
 
 // Ends a stretch of holding the GVL (for the statistics).
@@ -190,11 +192,26 @@ void TakeCensusBeforeWalk(FlushState* f) {
   f->census_started_ns = t0;
   f->census_gc_count = rb_gc_count();
   BeginCensus(&c->census, &f->census);
+  f->census_begin_ns = MonotonicNs() - t0;
   for (;;) {
     EndBurst(c);  // records sampled while we yielded get their final weights
     CommitPending(c);  // and their commit time, before this slice's stamp
-    int64_t budget = rb_thread_alone() ? 0 : c->census.slice_ns;
-    if (CensusSlice(c->census, &f->census, MonotonicNs(), budget)) break;
+    // Past the wall-time bound (kCensusMaxWallNs: other threads kept the
+    // GVL long after our yields) the rest is one slice: GC stays off no
+    // longer, and the census still calibrates. The pause is then the rest
+    // of the walk, where the threads that stretched the census already
+    // hold the GVL for whole time slices (100 ms) themselves.
+    if (!f->census_rushed && MonotonicNs() - t0 > c->census.max_wall_ns) f->census_rushed = true;
+    // A slice's budget is what is left of the hold's: the GVL has been
+    // held since the last yield (or the flush's start), and listing the
+    // pages (BeginCensus: ~5 ms at 5M objects on 3.1, Ruby finishing a lazy
+    // sweep first) already took more than a slice's worth; then the slice
+    // walks one page and yields.
+    int64_t now = MonotonicNs();
+    int64_t budget = rb_thread_alone() || f->census_rushed
+                         ? 0
+                         : std::max<int64_t>(1, c->census.slice_ns - (now - f->hold_started_ns));
+    if (CensusSlice(c->census, &f->census, now, budget)) break;
     // Another thread waits for the GVL (or will soon): let it run.
     EndHold(f);
     rb_thread_schedule();  // may run interrupts, and raise: we are under Protect
@@ -292,6 +309,8 @@ VALUE StatsHash(const FlushState& f, VALUE bytes) {
       set("census_slices", static_cast<long long>(f.census.slices));
       set("census_pages", static_cast<long long>(f.census.pages.pages()));
       set("census_max_slice_ns", f.census.max_slice_ns);
+      set("census_rushed", f.census_rushed ? 1LL : 0LL);
+      set("census_begin_ns", f.census_begin_ns);
       set("census_objects", static_cast<long long>(all.objects));
       set("census_bytes", static_cast<long long>(all.bytes));
       set("census_strata", static_cast<long long>(all.strata));

@@ -41,6 +41,15 @@ size_t MemsizeOf(VALUE obj);
 // A census slice's default budget: with the yields between slices and the
 // rest of the flush's 2 ms holds, a 1 ms ticker sees gaps of a few ms.
 constexpr int64_t kCensusSliceNs = 2000000;
+// How long a flush's census may take in wall time, yields included, before
+// it walks the rest in one slice. Between slices the flush gives the GVL
+// to a waiting thread, which may keep it for Ruby's whole time slice
+// (100 ms) before the next slice runs: a busy app could stretch a census of
+// N slices to N x 100 ms, with GC off all along (heap_flush.cc,
+// TakeCensusBeforeWalk). 250 ms bounds that, and what the app allocates
+// with GC off meanwhile; a census that only yields to short wake-ups
+// (tickers, I/O threads) ends long before it.
+constexpr int64_t kCensusMaxWallNs = 250000000;
 
 struct CensusState {
   bool enabled = true;  // HeapProfiler.new(census: false) turns it off
@@ -65,6 +74,9 @@ struct CensusState {
   // The longest a census slice holds the GVL before the flush yields it
   // (0: no limit); the collector's census_slice_ns= sets it (tests).
   int64_t slice_ns = kCensusSliceNs;
+  // The census's wall-time bound (kCensusMaxWallNs), after which the
+  // rest is one slice; census_max_wall_ns= sets it (tests).
+  int64_t max_wall_ns = kCensusMaxWallNs;
 };
 
 
