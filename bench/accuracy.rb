@@ -113,12 +113,14 @@ def child(seconds, interval, census)
   # flush, so the census walks in slices and yields to it between them
   # (docs/internals/heap.md, "A census in slices"); alone it is one slice.
   stop_beside = false
-  beside = ARGV.include?("--beside") && Thread.new do
-    until stop_beside
-      Array.new(100) { "y" * 10 }
-      sleep 0.001
-    end
-  end
+  beside = if ARGV.include?("--beside")
+             Thread.new do
+               until stop_beside
+                 Array.new(100) { "y" * 10 }
+                 sleep Float(ENV.fetch("FATHOM_ACCURACY_BESIDE_SLEEP", "0.001"))
+               end
+             end
+           end
   profile = profiler.flush(gc: true)
   stop_beside = true
   beside&.join
@@ -149,6 +151,8 @@ def child(seconds, interval, census)
   end
   puts "stats #{sampler[:samples_taken].to_i} #{sampler[:samples_thinned].to_i} #{sampler[:thin_threshold].to_i} " \
        "#{profile.stats[:census_ns].to_i} #{profile.stats[:census]}" \
+       "#{" (#{profile.stats[:dead_by_census]} dead by census, #{profile.stats[:census_rushed].to_i == 1 ? "rushed, " : ""}" \
+          "#{profile.stats[:census_calibrated_strata]} calibrated strata)" if ENV["FATHOM_ACCURACY_DEBUG"]}" \
        "#{" (#{profile.stats[:census_slices]} slices)" if profile.stats[:census_slices].to_i > 1}"
   keep = kept # the kept objects must stay reachable until here
   keep.size

@@ -444,7 +444,7 @@ class FlushScope {
   explicit FlushScope(HeapCollector* c) : c_(c) { c_->flushing = true; }
   ~FlushScope() {
     c_->flushing = false;
-    c_->census.census_in_progress = false;  // an exception between census slices
+    c_->census.census_in_progress = false;  // refreshes may run again (live_census.h)
     if (!completed_) c_->committing = false;  // in case it unwound through CommitPending
     if (c_->busy_depth > 0) {
       c_->busy_depth = 0;

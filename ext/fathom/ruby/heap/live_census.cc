@@ -246,11 +246,14 @@ bool CensusSlice(const CensusState& s, CensusProgress* p, int64_t stamp_ns, int6
 }
 
 bool EndCensus(CensusState* s, CensusProgress* p) {
-  s->census_in_progress = false;
+  // census_in_progress stays set until the flush ends: the walk uses the
+  // same start map (live_census.h).
   p->occupied_now.Finish();
   p->pages.Finish();
 #ifdef FATHOM_HAVE_SLOT_WALK
   if (p->complete && !ObjectsMoved(*s)) return true;
+#else
+  (void)s;
 #endif
   p->strata = LiveStrata();
   p->occupied_now.Clear();

@@ -68,8 +68,15 @@ struct CensusState {
   int64_t last_refresh_ns = 0, last_refresh_duration_ns = 1;
   uint32_t refreshes = 0;
   int64_t refresh_ns = 0;
-  // A flush's census is in progress (between its slices other threads
-  // run their arm jobs): no refresh may change the start map under it.
+  // A flush's census, or the record walk after it, is in progress (both
+  // yield the GVL, and other threads then run their arm jobs): no refresh
+  // may change the start map under them. The census classifies objects by
+  // the start map, and the walk classifies the sampled records by it
+  // (LiveStratum): a refresh in between would make an object the census
+  // left out as ambiguous (its slot held an object at the start) count as
+  // certainly new in the walk, and the stratum's ratio census / estimate
+  // would be biased low. Set by BeginCensus; cleared when the flush ends
+  // (heap_flush.cc, FlushScope).
   bool census_in_progress = false;
   // The longest a census slice holds the GVL before the flush yields it
   // (0: no limit); the collector's census_slice_ns= sets it (tests).
