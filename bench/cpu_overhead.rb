@@ -40,6 +40,7 @@ require "etc"
 require "optparse"
 require "rbconfig"
 require_relative "workloads"
+require_relative "in_process"
 
 def fib(n) = n < 2 ? n : fib(n - 1) + fib(n - 2)
 
@@ -157,43 +158,11 @@ def child(mode, workload)
   puts format("%.6f %.6f %d %.6f", t1 - t0, c1 - c0, samples, w1 - w0)
 end
 
-# --in-process: one process per workload runs every mode in turn, each
-# between two baseline runs (baseline, m1, baseline, m2, ..., baseline),
-# for `rounds` rounds; a mode's figure is the median over the rounds of its
-# CPU time over the mean of its two neighbouring baselines. The work is
-# warmed up once first. What this removes: the ±3-5% by which one fresh
-# process runs faster than the next on these VMs (measured with the same
-# loop in chunks: steady within a process, different between processes),
-# which leaves 1% effects beyond the reach of medians of ~15 processes.
-# What it cannot see: one-time costs (the fresh-process table's start+stop
-# column). Each mode's profiler is new for each run, started before the
-# timed work and stopped after it.
+# --in-process (bench/in_process.rb): every mode in one process per
+# workload, each between two baseline runs.
 def child_in_process(modes, workload, rounds)
   load_fathom
-  work = WORKLOADS.fetch(workload)
-  work.call
-  others = modes - ["baseline"]
-  ratios = Hash.new { |h, k| h[k] = [] }
-  cpu_now = -> { Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID) }
-  timed = lambda do |mode|
-    profiler = PROFILERS.fetch(mode)&.call
-    profiler&.start
-    c0 = cpu_now.call
-    work.call
-    c1 = cpu_now.call
-    profiler&.stop
-    c1 - c0
-  end
-  rounds.times do |r|
-    before = timed.call("baseline")
-    (r.even? ? others : others.reverse).each do |mode|
-      t = timed.call(mode)
-      after = timed.call("baseline")
-      ratios[mode] << t / ((before + after) / 2)
-      before = after
-    end
-  end
-  others.each { |m| puts "#{m} #{ratios[m].join(",")}" }
+  BenchInProcess.print(BenchInProcess.ratios(PROFILERS, modes, WORKLOADS.fetch(workload), rounds))
 end
 
 if ARGV[0] == "--child"
@@ -236,21 +205,14 @@ end
 def median(xs) = xs.sort[xs.size / 2]
 
 if in_process
-  puts "Fathom CPU/wall overhead in one process (Ruby #{RUBY_VERSION}, #{rounds} rounds, each mode between two baseline " \
-       "runs, #{pin_cpu ? "pinned to CPU #{pin_cpu} with taskset" : "NOT pinned"}" \
-       "#{", always-on flushes every #{ENV.fetch("FATHOM_BENCH_EVERY", "60")} s" if modes.any? { |m| m.start_with?("always_on") }})"
   pin = pin_cpu ? ["taskset", "-c", pin_cpu.to_s] : []
-  workloads.each do |workload|
-    out = IO.popen([*pin, RbConfig.ruby, __FILE__, "--child-in-process", modes.join(","), workload, rounds.to_s], &:read)
-    abort "in-process child for #{workload} failed" unless $?.success?
-    puts
-    puts "#{workload}: CPU time over the mean of the neighbouring baselines, median (min..max) of the rounds"
-    out.each_line do |line|
-      mode, list = line.split
-      r = list.split(",").map(&:to_f)
-      puts format("  %-19s %.4fx  (%.4f..%.4f)", mode, median(r), r.min, r.max)
-    end
-  end
+  BenchInProcess.report(
+    ->(workload) { [*pin, RbConfig.ruby, __FILE__, "--child-in-process", modes.join(","), workload, rounds.to_s] },
+    workloads,
+    "Fathom CPU/wall overhead in one process (Ruby #{RUBY_VERSION}, #{rounds} rounds, each mode between two baseline " \
+    "runs, #{pin_cpu ? "pinned to CPU #{pin_cpu} with taskset" : "NOT pinned"}" \
+    "#{", always-on flushes every #{ENV.fetch("FATHOM_BENCH_EVERY", "60")} s" if modes.any? { |m| m.start_with?("always_on") }})"
+  )
   exit
 end
 

@@ -7,7 +7,7 @@
 # cpu ratio compares the process's CPU time (timer thread included), which
 # a busy neighbour disturbs less than wall time.
 #
-#   ruby -Ilib bench/overhead.rb [--rounds 7] [--workload alloc_mixed,deep_alloc]
+#   ruby -Ilib bench/overhead.rb [--rounds 7] [--workload alloc_mixed,deep_alloc] [--in-process]
 #                                [--modes baseline,sampled,exact,gc,gc_hooks,gc_counters,gc_every,
 #                                         cpu,cpu_1ms,stackprof_cpu_1ms,vernier_wall_1ms]
 #                                [--cpu N | --no-pin] [--perf] [--other-lib DIR]
@@ -48,6 +48,7 @@ require "etc"
 require "optparse"
 require "rbconfig"
 require_relative "workloads"
+require_relative "in_process"
 
 WORKLOADS = {
   "alloc_mixed" => -> { BenchWorkloads.alloc_mixed },  # bench/workloads.rb
@@ -162,8 +163,19 @@ def child(mode, workload, lib)
   puts format("%.6f %.6f %.6f", t1 - t0, flush_s, c1 - c0)
 end
 
+# --in-process (bench/in_process.rb): every mode in one process per
+# workload, each between two baseline runs.
+def child_in_process(modes, workload, lib, rounds)
+  $LOAD_PATH.unshift(lib)
+  require "fathom"
+  BenchInProcess.print(BenchInProcess.ratios(PROFILERS, modes, WORKLOADS.fetch(workload), rounds))
+end
+
 if ARGV[0] == "--child"
   child(ARGV[1], ARGV[2], ARGV[3])
+  exit
+elsif ARGV[0] == "--child-in-process"
+  child_in_process(ARGV[1].split(","), ARGV[2], ARGV[3], Integer(ARGV[4]))
   exit
 end
 
@@ -173,6 +185,7 @@ modes = %w[baseline sampled exact]
 pin_cpu = Etc.nprocessors - 1
 other_lib = nil
 perf = false
+in_process = false
 OptionParser.new do |o|
   o.on("--rounds N", Integer) { |n| rounds = n }
   o.on("--workload LIST", Array) { |l| workloads = l }
@@ -180,6 +193,9 @@ OptionParser.new do |o|
   o.on("--cpu N", Integer, "pin the children to this CPU (taskset; default the last CPU)") { |n| pin_cpu = n }
   o.on("--no-pin", "do not pin the children") { pin_cpu = nil }
   o.on("--perf", "share of perf samples spent on profiling, instead of times") { perf = true }
+  o.on("--in-process", "every mode in one process per workload, between baseline runs (bench/in_process.rb)") do
+    in_process = true
+  end
   o.on("--other-lib DIR", "lib/ of another checkout, for the mode other") { |d| other_lib = File.expand_path(d) }
 end.parse!
 modes.unshift("baseline") unless modes.include?("baseline")
@@ -197,6 +213,18 @@ PERF = perf
 OWN_LIB = File.expand_path("../lib", __dir__)
 
 def median(xs) = xs.sort[xs.size / 2]
+
+if in_process
+  abort "--in-process runs Fathom's own lib only (no --other-lib)" if modes.include?("other")
+  pin = pin_cpu ? ["taskset", "-c", pin_cpu.to_s] : []
+  BenchInProcess.report(
+    ->(workload) { [*pin, RbConfig.ruby, __FILE__, "--child-in-process", modes.join(","), workload, OWN_LIB, rounds.to_s] },
+    workloads,
+    "Fathom overhead in one process (Ruby #{RUBY_VERSION}, #{rounds} rounds, each mode between two baseline runs, " \
+    "#{pin_cpu ? "pinned to CPU #{pin_cpu} with taskset" : "NOT pinned"})"
+  )
+  exit
+end
 
 # libruby functions that run only on Fathom's behalf in these children
 # (stack walks, the census's heap walk, counters read by the hooks, hooks
