@@ -19,7 +19,9 @@
 #    mkmf) installs NEWOBJ + FREEOBJ hooks that do nothing ("empty"), or
 #    that also capture the stack with rb_profile_frames into a static buffer
 #    as Fathom's hook does (max_depth + 1 = 129 frames at most, lines
-#    included: "capture"). Each configuration runs in a fresh process pinned
+#    included: "capture"; the same without lines: "nolines", which shows
+#    what the line numbers cost: rb_profile_frames computes each frame's
+#    line from its pc, about half the capture at 129 frames). Each configuration runs in a fresh process pinned
 #    with taskset (--cpu, default 1), rounds interleaved with the baseline,
 #    medians of process CPU time; ratios are against the baseline at the
 #    same depth.
@@ -41,12 +43,13 @@ FLOOR_C = <<~C
   static int capture;
   static void newobj(VALUE tpval, void *data) {
     (void)tpval; (void)data;
-    if (capture) rb_profile_frames(0, 129, frames, lines);
+    if (capture == 1) rb_profile_frames(0, 129, frames, lines);
+    else if (capture == 2) rb_profile_frames(0, 129, frames, NULL);
   }
   static void freeobj(VALUE tpval, void *data) { (void)tpval; (void)data; }
   static VALUE tps[2];
   static VALUE floor_start(VALUE self, VALUE cap) {
-    capture = RTEST(cap);
+    capture = NUM2INT(cap);
     tps[0] = rb_tracepoint_new(0, RUBY_INTERNAL_EVENT_NEWOBJ, newobj, 0);
     tps[1] = rb_tracepoint_new(0, RUBY_INTERNAL_EVENT_FREEOBJ, freeobj, 0);
     rb_gc_register_address(&tps[0]);
@@ -87,14 +90,15 @@ if ARGV[0] == "--child"
   n = Integer(ARGV[2])
   depth = Integer(ARGV[3] || "0")
   profiler = mode == "exact" ? Fathom::HeapProfiler.new(exact: true) : nil
-  if %w[empty capture].include?(mode)
+  floor = { "empty" => 0, "capture" => 1, "nolines" => 2 }[mode]
+  if floor
     $LOAD_PATH.unshift(ARGV[4])
     require "exact_floor"
   end
   GC.start
   c0 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
   profiler&.start
-  ExactFloor.start(mode == "capture") if %w[empty capture].include?(mode)
+  ExactFloor.start(floor) if floor
   down(depth) do
     i = 0
     while i < n
@@ -102,7 +106,7 @@ if ARGV[0] == "--child"
       i += 1
     end
   end
-  ExactFloor.stop if %w[empty capture].include?(mode)
+  ExactFloor.stop if floor
   profiler&.stop
   c1 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
   puts c1 - c0
@@ -112,13 +116,13 @@ end
 def median(xs) = xs.sort[xs.size / 2]
 
 def floor_table(rounds, cpu, depths, allocations)
-  modes = %w[baseline empty capture exact]
+  modes = %w[baseline empty capture nolines exact]
   Dir.mktmpdir do |dir|
     ext = build_floor_ext(dir)
     pin = ["taskset", "-c", cpu.to_s]
     puts "exact-mode floor, Ruby #{RUBY_VERSION}, #{allocations} Object.new per run, pinned to CPU #{cpu}, " \
          "#{rounds} interleaved rounds, median process CPU time (a shared machine: expect a few % of noise)"
-    puts format("  %-6s %10s %9s %9s %9s", "depth", "baseline", "empty", "capture", "exact")
+    puts format("  %-6s %10s %9s %9s %9s %9s", "depth", "baseline", "empty", "capture", "nolines", "exact")
     depths.each do |depth|
       t = Hash.new { |h, k| h[k] = [] }
       rounds.times do |r|
@@ -130,7 +134,8 @@ def floor_table(rounds, cpu, depths, allocations)
         end
       end
       base = median(t["baseline"])
-      puts format("  %-6d %9.3fs %8.2fx %8.2fx %8.2fx", depth, base, *%w[empty capture exact].map { |m| median(t[m]) / base })
+      puts format("  %-6d %9.3fs %8.2fx %8.2fx %8.2fx %8.2fx", depth, base,
+                  *%w[empty capture nolines exact].map { |m| median(t[m]) / base })
     end
   end
 end
