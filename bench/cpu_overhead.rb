@@ -185,7 +185,7 @@ OptionParser.new do |o|
   o.on("--cpu N", Integer, "pin the children to this CPU (taskset; default the last CPU)") { |n| pin_cpu = n }
   o.on("--no-pin", "do not pin the children") { pin_cpu = nil }
   o.on("--scale K", Integer, "multiply each workload's work by K") { |k| ENV["FATHOM_BENCH_SCALE"] = k.to_s }
-  o.on("--in-process", "every mode in one process per workload, between baseline runs (see child_in_process)") do
+  o.on("--in-process", "every mode in one process per workload, between baseline runs (bench/in_process.rb)") do
     in_process = true
   end
   o.on("--every S", Integer, "always_on_* modes: flush every S seconds (default 60, FATHOM_EVERY's default)") do |s|
@@ -204,6 +204,9 @@ end
 
 def median(xs) = xs.sort[xs.size / 2]
 
+# The headers' word on the always-on modes' flush interval.
+always_on_note = modes.any? { |m| m.start_with?("always_on") } ? ", always-on flushes every #{ENV.fetch("FATHOM_BENCH_EVERY", "60")} s" : ""
+
 if in_process
   pin = pin_cpu ? ["taskset", "-c", pin_cpu.to_s] : []
   BenchInProcess.report(
@@ -211,14 +214,14 @@ if in_process
     workloads,
     "Fathom CPU/wall overhead in one process (Ruby #{RUBY_VERSION}, #{rounds} rounds, each mode between two baseline " \
     "runs, #{pin_cpu ? "pinned to CPU #{pin_cpu} with taskset" : "NOT pinned"}" \
-    "#{", always-on flushes every #{ENV.fetch("FATHOM_BENCH_EVERY", "60")} s" if modes.any? { |m| m.start_with?("always_on") }})"
+    "#{always_on_note})"
   )
   exit
 end
 
 puts "Fathom CPU/wall overhead (Ruby #{RUBY_VERSION}, #{rounds} interleaved rounds, fresh process per run, " \
      "#{pin_cpu ? "pinned to CPU #{pin_cpu} with taskset" : "NOT pinned"}" \
-     "#{", always-on flushes every #{ENV.fetch("FATHOM_BENCH_EVERY", "60")} s" if modes.any? { |m| m.start_with?("always_on") }})"
+     "#{always_on_note})"
 workloads.each do |workload|
   times = Hash.new { |h, k| h[k] = [] }
   cpu = Hash.new { |h, k| h[k] = [] }
