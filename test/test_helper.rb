@@ -22,6 +22,15 @@ module TestHelper
 
   module_function
 
+  # Process.spawn's redirect for a server's stdout and stderr into one log:
+  # the file opened once, in append mode. `out: log, err: log` opens it
+  # twice, each with its own offset, so a line on stderr (fathom's notices)
+  # overwrites one on stdout (puma's "Worker booted") at the same offset; a
+  # test that reads both then misses one of them.
+  def log_file(path)
+    [path, File::WRONLY | File::CREAT | File::TRUNC | File::APPEND, 0o600]
+  end
+
   # CI must run everything: there a missing tool or extension is a failure.
   def ci?
     ENV["CI"] == "true"

@@ -132,7 +132,7 @@ class PushClusterTest < Minitest::Test
     assert_equal ["200"], codes.keys, codes.inspect
     assert_equal 0, @server.stop.exitstatus.to_i
     losses = @server.log_text.scan(/fathom: push to (\S+): (\d+) profiles sent, (\d+) dropped, (\d+) failed \(last error: ([^)]*)\)/)
-    assert_equal workers.size, losses.size, @server.log_text[-3000..]
+    assert_equal workers.size, losses.size, @server.log_text.lines.last(40).join
     losses.each do |url, sent, dropped, failed, error|
       assert url.start_with?("http://127.0.0.1:#{port}/"), url
       assert_equal 0, sent.to_i

@@ -38,7 +38,7 @@ class RackServer
     @log = File.join(Dir.tmpdir, "fathom-puma-#{@port}.log")
     env = TestHelper::PLAIN_ENV.merge("RUBYOPT" => "-I#{LIB} #{env.delete("RUBYOPT")}".strip).merge(env)
     @pid = Process.spawn(env, SYSTEM_RUBY, "-S", "puma", "-b", "tcp://127.0.0.1:#{@port}", "-t", "4:4", "config.ru",
-                         chdir: APP_DIR, out: @log, err: @log, pgroup: true)
+                         chdir: APP_DIR, [:out, :err] => TestHelper.log_file(@log), pgroup: true)
     wait_ready
   end
 

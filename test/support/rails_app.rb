@@ -68,7 +68,7 @@ module RailsApp
       @log = File.join(Dir.tmpdir, "fathom-rails-#{@port}.log")
       app_env = RailsApp.env({ "PORT" => @port.to_s, "SHOP_WORKERS" => workers.to_s }.merge(env))
       @pid = Process.spawn(app_env, RbConfig.ruby, "-S", "bundle", "exec", "puma", "-C", "config/puma.rb",
-                           chdir: DIR, out: @log, err: @log, pgroup: true)
+                           chdir: DIR, [:out, :err] => TestHelper.log_file(@log), pgroup: true)
       wait_ready(workers)
     end
 
