@@ -45,6 +45,10 @@ FLOOR_C = <<~C
     (void)tpval; (void)data;
     if (capture == 1) rb_profile_frames(0, 129, frames, lines);
     else if (capture == 2) rb_profile_frames(0, 129, frames, NULL);
+    else if (capture == 3) {
+      int n = rb_profile_frames(0, 16, frames, lines);
+      if (n == 16) rb_profile_frames(16, 113, frames + 16, NULL);
+    }
   }
   static void freeobj(VALUE tpval, void *data) { (void)tpval; (void)data; }
   static VALUE tps[2];
@@ -90,7 +94,7 @@ if ARGV[0] == "--child"
   n = Integer(ARGV[2])
   depth = Integer(ARGV[3] || "0")
   profiler = mode == "exact" ? Fathom::HeapProfiler.new(exact: true) : nil
-  floor = { "empty" => 0, "capture" => 1, "nolines" => 2 }[mode]
+  floor = { "empty" => 0, "capture" => 1, "nolines" => 2, "lines16" => 3 }[mode]
   if floor
     $LOAD_PATH.unshift(ARGV[4])
     require "exact_floor"
@@ -116,13 +120,13 @@ end
 def median(xs) = xs.sort[xs.size / 2]
 
 def floor_table(rounds, cpu, depths, allocations)
-  modes = %w[baseline empty capture nolines exact]
+  modes = %w[baseline empty capture nolines lines16 exact]
   Dir.mktmpdir do |dir|
     ext = build_floor_ext(dir)
     pin = ["taskset", "-c", cpu.to_s]
     puts "exact-mode floor, Ruby #{RUBY_VERSION}, #{allocations} Object.new per run, pinned to CPU #{cpu}, " \
          "#{rounds} interleaved rounds, median process CPU time (a shared machine: expect a few % of noise)"
-    puts format("  %-6s %10s %9s %9s %9s %9s", "depth", "baseline", "empty", "capture", "nolines", "exact")
+    puts format("  %-6s %10s %9s %9s %9s %9s %9s", "depth", "baseline", "empty", "capture", "nolines", "lines16", "exact")
     depths.each do |depth|
       t = Hash.new { |h, k| h[k] = [] }
       rounds.times do |r|
@@ -134,8 +138,8 @@ def floor_table(rounds, cpu, depths, allocations)
         end
       end
       base = median(t["baseline"])
-      puts format("  %-6d %9.3fs %8.2fx %8.2fx %8.2fx %8.2fx", depth, base,
-                  *%w[empty capture nolines exact].map { |m| median(t[m]) / base })
+      puts format("  %-6d %9.3fs %8.2fx %8.2fx %8.2fx %8.2fx %8.2fx", depth, base,
+                  *%w[empty capture nolines lines16 exact].map { |m| median(t[m]) / base })
     end
   end
 end
