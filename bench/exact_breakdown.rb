@@ -21,7 +21,9 @@
 #    as Fathom's hook does (max_depth + 1 = 129 frames at most, lines
 #    included: "capture"; the same without lines: "nolines", which shows
 #    what the line numbers cost: rb_profile_frames computes each frame's
-#    line from its pc, about half the capture at 129 frames). Each configuration runs in a fresh process pinned
+#    line from its pc, about 40% of the capture at 129 frames; lines for the
+#    16 innermost frames only, then a second call without: "lines16").
+#    Each configuration runs in a fresh process pinned
 #    with taskset (--cpu, default 1), rounds interleaved with the baseline,
 #    medians of process CPU time; ratios are against the baseline at the
 #    same depth.
