@@ -33,8 +33,9 @@
 # "not supported"), so it stands in for instruction counts. It sees only
 # direct costs: an indirect one (a bigger heap, more GC) shows in the times.
 #
-# --other-lib DIR adds the mode `other`: the default heap profiler (as
-# `sampled`) loaded from another checkout's lib/ (built for this Ruby), to
+# --other-lib DIR adds the modes `other` and `other_exact`: the default heap
+# profiler (as `sampled`), or exact mode (as `exact`), loaded from another
+# checkout's lib/ (built for this Ruby), to
 # compare two builds of the sampler in one interleaved invocation, e.g.
 # main's against a branch's: `git archive main | tar -x -C /tmp/main`,
 # build it there, then `--modes baseline,sampled,other --other-lib /tmp/main/lib`.
@@ -104,6 +105,7 @@ PROFILERS = {
   "baseline" => nil,
   "sampled" => -> { Fathom::HeapProfiler.new },
   "other" => -> { Fathom::HeapProfiler.new }, # from --other-lib
+  "other_exact" => -> { Fathom::HeapProfiler.new(exact: true) }, # from --other-lib
   "exact" => -> { Fathom::HeapProfiler.new(exact: true) },
   "gc" => -> { Fathom::GcProfiler.new },
   "gc_hooks" => -> { Fathom::GcProfiler.new(gc_source: :hooks) },
@@ -201,7 +203,7 @@ end.parse!
 modes.unshift("baseline") unless modes.include?("baseline")
 unknown = modes - PROFILERS.keys
 abort "unknown mode(s) #{unknown.join(", ")}; known: #{PROFILERS.keys.join(", ")}" unless unknown.empty?
-abort "the mode other needs --other-lib DIR" if modes.include?("other") && !other_lib
+abort "the modes other and other_exact need --other-lib DIR" if modes.any? { |m| m.start_with?("other") } && !other_lib
 PEERS.each do |mode, gem|
   next if !modes.include?(mode) || system(RbConfig.ruby, "-e", "require '#{gem}'", err: File::NULL)
 
@@ -215,7 +217,7 @@ OWN_LIB = File.expand_path("../lib", __dir__)
 def median(xs) = xs.sort[xs.size / 2]
 
 if in_process
-  abort "--in-process runs Fathom's own lib only (no --other-lib)" if modes.include?("other")
+  abort "--in-process runs Fathom's own lib only (no --other-lib)" if modes.any? { |m| m.start_with?("other") }
   pin = pin_cpu ? ["taskset", "-c", pin_cpu.to_s] : []
   BenchInProcess.report(
     ->(workload) { [*pin, RbConfig.ruby, __FILE__, "--child-in-process", modes.join(","), workload, OWN_LIB, rounds.to_s] },
@@ -266,7 +268,7 @@ if PERF
     rounds.times do |r|
       (r.even? ? MODES : MODES.reverse).each do |mode|
         pin = pin_cpu ? ["taskset", "-c", pin_cpu.to_s] : []
-        lib = mode == "other" ? other_lib : OWN_LIB
+        lib = mode.start_with?("other") ? other_lib : OWN_LIB
         shares[mode] << perf_child([*pin, RbConfig.ruby, __FILE__, "--child", mode, workload, lib], { "FATHOM_BENCH_NO_FLUSH" => "1" })
       end
     end
@@ -292,7 +294,7 @@ workloads.each do |workload|
     order = r.even? ? MODES : MODES.reverse
     order.each do |mode|
       pin = pin_cpu ? ["taskset", "-c", pin_cpu.to_s] : []
-      lib = mode == "other" ? other_lib : OWN_LIB
+      lib = mode.start_with?("other") ? other_lib : OWN_LIB
       out = IO.popen([*pin, RbConfig.ruby, __FILE__, "--child", mode, workload, lib], &:read)
       raise "child #{mode}/#{workload} failed" unless $?.success?
       run_s, _flush_s, cpu_s = out.split.map(&:to_f)
