@@ -203,7 +203,9 @@ end.parse!
 modes.unshift("baseline") unless modes.include?("baseline")
 unknown = modes - PROFILERS.keys
 abort "unknown mode(s) #{unknown.join(", ")}; known: #{PROFILERS.keys.join(", ")}" unless unknown.empty?
-abort "the modes other and other_exact need --other-lib DIR" if modes.any? { |m| m.start_with?("other") } && !other_lib
+# The modes that load Fathom from --other-lib.
+OTHER_MODES = %w[other other_exact].freeze
+abort "the modes other and other_exact need --other-lib DIR" if modes.intersect?(OTHER_MODES) && !other_lib
 PEERS.each do |mode, gem|
   next if !modes.include?(mode) || system(RbConfig.ruby, "-e", "require '#{gem}'", err: File::NULL)
 
@@ -217,7 +219,7 @@ OWN_LIB = File.expand_path("../lib", __dir__)
 def median(xs) = xs.sort[xs.size / 2]
 
 if in_process
-  abort "--in-process runs Fathom's own lib only (no --other-lib)" if modes.any? { |m| m.start_with?("other") }
+  abort "--in-process runs Fathom's own lib only (no --other-lib)" if modes.intersect?(OTHER_MODES)
   pin = pin_cpu ? ["taskset", "-c", pin_cpu.to_s] : []
   BenchInProcess.report(
     ->(workload) { [*pin, RbConfig.ruby, __FILE__, "--child-in-process", modes.join(","), workload, OWN_LIB, rounds.to_s] },
@@ -268,7 +270,7 @@ if PERF
     rounds.times do |r|
       (r.even? ? MODES : MODES.reverse).each do |mode|
         pin = pin_cpu ? ["taskset", "-c", pin_cpu.to_s] : []
-        lib = mode.start_with?("other") ? other_lib : OWN_LIB
+        lib = OTHER_MODES.include?(mode) ? other_lib : OWN_LIB
         shares[mode] << perf_child([*pin, RbConfig.ruby, __FILE__, "--child", mode, workload, lib], { "FATHOM_BENCH_NO_FLUSH" => "1" })
       end
     end
@@ -294,7 +296,7 @@ workloads.each do |workload|
     order = r.even? ? MODES : MODES.reverse
     order.each do |mode|
       pin = pin_cpu ? ["taskset", "-c", pin_cpu.to_s] : []
-      lib = mode.start_with?("other") ? other_lib : OWN_LIB
+      lib = OTHER_MODES.include?(mode) ? other_lib : OWN_LIB
       out = IO.popen([*pin, RbConfig.ruby, __FILE__, "--child", mode, workload, lib], &:read)
       raise "child #{mode}/#{workload} failed" unless $?.success?
       run_s, _flush_s, cpu_s = out.split.map(&:to_f)
