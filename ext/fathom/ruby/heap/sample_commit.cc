@@ -47,9 +47,14 @@ uint32_t ClassLabel(HeapCollector* c, VALUE obj, bool* trackable) {
   return label;
 }
 
+// Ruby methods the labels have called, for CommitPending's clock: during a
+// call Ruby may switch threads.
+uint64_t g_label_ruby_calls = 0;
+
 // thread.method() where an exception (a monkey-patched Thread#name, say)
 // must not escape from a postponed job into the application: nil instead.
 VALUE CallOrNil(VALUE thread, ID method) {
+  g_label_ruby_calls++;
   VALUE result = Qnil;
   if (!TryProtect([&] { result = rb_funcall(thread, method, 0); })) return Qnil;
   return result;
@@ -162,12 +167,13 @@ void CommitPending(HeapCollector* c) {
   // The commit time is read once per run of records that calls no Ruby
   // method, not once per record: a clock read is ~26 ns here (kvm-clock's
   // vDSO), a sixth of what exact mode adds to an allocation, and a run
-  // commits in microseconds. A label lookup that misses the caches may call
-  // Ruby (Thread#name), where another thread can run for a time slice, so
-  // the clock is read again after one. Sampled mode commits a few records a
-  // tick and tracks each (WeakMap#[]=, a Ruby call): it reads it per record.
+  // commits in microseconds. Naming a thread calls Ruby (Thread#name), where
+  // another thread can run for a time slice, so the clock is read again
+  // after such a call. Sampled mode commits a few records a tick and tracks
+  // each (WeakMap#[]=, a Ruby call): it reads it per record.
   const std::vector<uint32_t>& pending = c->store.pending();
   int64_t now_ns = MonotonicNs();
+  uint64_t ruby_calls = g_label_ruby_calls;
   for (size_t k = 0; k < pending.size(); k++) {
     uint32_t index = pending[k];
     if (c->store.at(index).state != RecordState::kPending) continue;
@@ -180,10 +186,12 @@ void CommitPending(HeapCollector* c) {
     // before the liveness token, the cost it exists to save.
     if (!c->exact && !ThinCandidate(c, index, info.alloc_bytes)) continue;
     bool trackable;
-    bool cached = RBASIC_CLASS(obj) == c->last_class && thread == c->last_thread;
     info.class_label = ClassLabel(c, obj, &trackable);
     info.thread_label = ThreadLabel(c, thread);
-    if (!cached || !c->exact) now_ns = MonotonicNs();
+    if (!c->exact || ruby_calls != g_label_ruby_calls) {
+      now_ns = MonotonicNs();
+      ruby_calls = g_label_ruby_calls;
+    }
     info.time_ns = now_ns;
     // Tracking may call Ruby (WeakMap#[]=): the loop above holds no reference.
     if (!c->exact && trackable) info.liveness_token = c->tokens.Track(obj);
