@@ -31,10 +31,11 @@ class PushPyroscopeGemTest < Minitest::Test
       c.basic_auth_username = "alice"
       c.basic_auth_password = "pw"
     end
-    finish = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 1.5
+    finish = Process.clock_gettime(Process::CLOCK_MONOTONIC) + Float(ARGV[1])
     x = 0
     x += 1 while Process.clock_gettime(Process::CLOCK_MONOTONIC) < finish
-    Pyroscope.shutdown # sends what it has sampled
+    Pyroscope.shutdown # hands what it has sampled to its reporting thread
+    sleep 2 # which sends it after shutdown has returned (gem_request)
   RUBY
 
   def gem_installed?
@@ -56,17 +57,23 @@ class PushPyroscopeGemTest < Minitest::Test
   end
 
   # The gem samples with rbspy in a thread of its own and sends from
-  # pyroscope-rs's reporting thread at shutdown. On a loaded machine (CI ran
-  # this beside a load of ~14 once) its sampler can see no sample in the
-  # program's 1.5 s, and then it sends nothing at all: that is the gem's
-  # behaviour, not what this test compares, so the program runs again, up
-  # to three times.
+  # pyroscope-rs's reporting thread. `Pyroscope.shutdown` returns before
+  # that thread has sent the last report, and a process that exits at once
+  # loses it: 4 sends in 10 runs of the program here without the `sleep`
+  # after shutdown, 10 in 10 with 1 s (CI failed on this twice). rbspy may
+  # also see no sample in a short run on a loaded machine (it first reads
+  # the Ruby library's symbols), and then nothing is sent either: that is
+  # the gem's behaviour, not what this test compares. So the program runs
+  # again, longer each time: 1.5, 5 and 12 s, the last past pyroscope-rs's
+  # 10 s report boundary, so that a report goes out during the run too.
+  GEM_RUN_SECONDS = [1.5, 5, 12].freeze
+
   def gem_request
     env = TestHelper::PLAIN_ENV.merge("GEM_PATH" => GEMS, "GEM_HOME" => GEMS)
     outputs = []
-    3.times do
+    GEM_RUN_SECONDS.each do |seconds|
       out, status = Timeout.timeout(120) do
-        Open3.capture2e(env, RbConfig.ruby, "-e", GEM_PROGRAM, "http://127.0.0.1:#{@server.port}")
+        Open3.capture2e(env, RbConfig.ruby, "-e", GEM_PROGRAM, "http://127.0.0.1:#{@server.port}", seconds.to_s)
       end
       assert status.success?, "the pyroscope gem's program failed: #{out}"
       outputs << out
@@ -75,7 +82,7 @@ class PushPyroscopeGemTest < Minitest::Test
       @gem_requests = @server.requests.size
       return @server.requests.first
     end
-    flunk "the pyroscope gem sent nothing in 3 runs; its output: #{outputs.inspect}"
+    flunk "the pyroscope gem sent nothing in runs of #{GEM_RUN_SECONDS.join(", ")} s; its output: #{outputs.inspect}"
   end
 
   def fathom_request
