@@ -8,7 +8,7 @@
 # a busy neighbour disturbs less than wall time.
 #
 #   ruby -Ilib bench/overhead.rb [--rounds 7] [--workload alloc_mixed,deep_alloc] [--in-process]
-#                                [--modes baseline,sampled,exact,gc,gc_hooks,gc_counters,gc_every,
+#                                [--modes baseline,baseline_again,sampled,exact,gc,gc_hooks,gc_counters,gc_every,
 #                                         cpu,cpu_1ms,stackprof_cpu_1ms,vernier_wall_1ms]
 #                                [--cpu N | --no-pin] [--perf] [--other-lib DIR]
 #
@@ -103,6 +103,9 @@ WORKLOADS = {
 
 PROFILERS = {
   "baseline" => nil,
+  # A second baseline (A/A): the ratio it gets is this bench's own noise at
+  # the chosen round count, the resolution any bound below it can be read to.
+  "baseline_again" => nil,
   "sampled" => -> { Fathom::HeapProfiler.new },
   "other" => -> { Fathom::HeapProfiler.new }, # from --other-lib
   "other_exact" => -> { Fathom::HeapProfiler.new(exact: true) }, # from --other-lib
