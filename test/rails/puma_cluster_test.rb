@@ -20,7 +20,17 @@ class PumaClusterTest < Minitest::Test
 
   def start(workers: 2, **env)
     @server = RailsApp::Server.new({ "FATHOM_DIR" => @dir, "FATHOM_MODE" => "heap,gc", "FATHOM_EVERY" => "3600s",
-                                     "FATHOM_RACK" => "1" }.merge(env), workers: workers)
+                                     "FATHOM_RACK" => "1", "SHOP_EXIT_NOTE" => "1" }.merge(env), workers: workers)
+  end
+
+  # The workers that ran their at_exit handlers (test/rails_app/config/puma.rb,
+  # SHOP_EXIT_NOTE). Puma 6.6.1 on Ruby 3.3.8 sometimes hangs a worker's
+  # shutdown and SIGKILLs it (test/rails/push_cluster_test.rb says how that
+  # was found, without Fathom too): such a worker writes no file at exit.
+  def exited_workers(workers)
+    exited = @server.log_text.scan(/^shop: pid (\d+) ran its at_exit handlers/).flatten.map(&:to_i) & workers
+    refute_empty exited, "no worker ran its at_exit handlers: #{@server.log_text.lines.last(40).join}"
+    exited
   end
 
   def comments(bytes)
@@ -121,7 +131,7 @@ class PumaClusterTest < Minitest::Test
     files = Dir.children(@dir).grep(/\.pb\.gz\z/)
     by_pid = files.group_by { |f| f[/\A[a-z]+-(\d+)-/, 1].to_i }
     refute_includes by_pid.keys, master, files.inspect
-    assert_equal workers.sort, by_pid.keys.sort, files.inspect
+    assert_equal exited_workers(workers).sort, by_pid.keys.sort, files.inspect
     by_pid.each_value { |names| assert_equal %w[cpu heap], names.map { |f| f[/\A[a-z]+/] }.uniq.sort }
   end
 end
