@@ -28,7 +28,7 @@ class PumaClusterTest < Minitest::Test
   # shutdown and SIGKILLs it (test/rails/push_cluster_test.rb says how that
   # was found, without Fathom too): such a worker writes no file at exit.
   def exited_workers(workers)
-    exited = @server.log_text.scan(/^shop: pid (\d+) ran its at_exit handlers/).flatten.map(&:to_i) & workers
+    exited = @server.exited_pids & workers
     refute_empty exited, "no worker ran its at_exit handlers: #{@server.log_text.lines.last(40).join}"
     exited
   end

@@ -141,7 +141,7 @@ class PushClusterTest < Minitest::Test
     _burned, codes = load(8, threads: 4)
     assert_equal ["200"], codes.keys, codes.inspect
     assert_equal 0, @server.stop.exitstatus.to_i
-    exited = @server.log_text.scan(/^shop: pid (\d+) ran its at_exit handlers/).flatten & workers
+    exited = @server.exited_pids & workers.map(&:to_i)
     refute_empty exited, "no worker ran its at_exit handlers: #{@server.log_text.lines.last(40).join}"
     losses = @server.log_text.scan(/fathom: push to (\S+): (\d+) profiles sent, (\d+) dropped, (\d+) failed \(last error: ([^)]*)\)/)
     assert_equal exited.size, losses.size, @server.log_text.lines.last(40).join

@@ -82,6 +82,12 @@ module RailsApp
       File.exist?(@log) ? File.read(@log) : ""
     end
 
+    # The pids of the processes that ran their at_exit handlers, started with
+    # SHOP_EXIT_NOTE=1 (test/rails_app/config/puma.rb prints the note).
+    def exited_pids
+      log_text.scan(/^shop: pid (\d+) ran its at_exit handlers/).flatten.map(&:to_i)
+    end
+
     def stop(signal = "TERM", timeout: 30)
       return @status if @status
 
