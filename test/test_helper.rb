@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "minitest/autorun"
+require_relative "support/test_times"
 require "open3"
 require "tmpdir"
 require "fileutils"

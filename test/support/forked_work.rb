@@ -18,7 +18,7 @@ module ForkedWork
     []
   end
 
-  # 8 threads that, until stop[0], allocate (and so trigger GC), deflate
+  # 8 threads that, until state[:stop], allocate (and so trigger GC), deflate
   # with zlib (C code without the GVL), sleep (the timer thread), and write
   # and read a pipe (IO, malloc through String growth): at fork time one of
   # them may hold a malloc arena lock, be inside zlib, or wait for the GVL.
@@ -32,13 +32,16 @@ module ForkedWork
   # fork time can leave the child's allocator locked forever: a hang of
   # ASan's, not the app's, whose glibc malloc fork() does lock. The plain
   # build keeps the random bytes, and with them the arena-lock case.
-  def busy_threads(stop)
+  #
+  # While state[:pause] they sleep: see #while_paused.
+  def busy_threads(state)
     8.times.map do |i|
       Thread.new do
         kept = []
         reader, writer = IO.pipe
         data = asan? ? ("\0" * 64 * 1024) : Random.new(i).bytes(64 * 1024)
-        until stop[0]
+        until state[:stop]
+          sleep 0.005 while state[:pause] && !state[:stop]
           case i % 4
           when 0 then kept << Array.new(200) { |j| { "k#{j}" => "a#{j}" * 3 } }
           when 1 then Zlib::Deflate.deflate(data)
@@ -54,5 +57,19 @@ module ForkedWork
         writer&.close
       end
     end
+  end
+
+  # The test's own checks, with the busy threads asleep. What these tests
+  # are about is the threads' state at fork time; after it they only make
+  # the checks slow: reading a gzipped dump back inflates it in small
+  # chunks, each giving up the GVL, and on Ruby 3.3 taking it back behind
+  # eight busy threads made test/crash/heap_dump_fork_test.rb's four
+  # dumps take 18 minutes (~1 s each for the dump itself), and CI's 90
+  # minutes ran out.
+  def while_paused(state)
+    state[:pause] = true
+    yield
+  ensure
+    state[:pause] = false
   end
 end

@@ -44,6 +44,17 @@ class OptionsTest < Minitest::Test
     end
   end
 
+  # A profiler whose options were refused is never returned, but
+  # ObjectSpace.each_object still finds it until GC: asking it running?
+  # answers false (rack_fork_test asks every profiler).
+  def test_a_refused_profiler_is_not_running
+    assert_raises(ArgumentError) { Fathom::CpuProfiler.new(interval: -1) }
+    assert_raises(ArgumentError) { Fathom::GcProfiler.new(unknown: 1) }
+    refute Fathom::CpuProfiler.allocate.running?
+    refute Fathom::GcProfiler.allocate.running?
+    assert(ObjectSpace.each_object(Fathom::CpuProfiler).none?(&:running?))
+  end
+
   def test_valid_options_reach_the_native_check
     # Valid options pass validation; without the extension the next failure
     # is the LoadError that says how to build it.

@@ -80,8 +80,13 @@ module Fathom
       @stopped_for_ractor == true
     end
 
+    # False for an object whose #initialize raised before it made its
+    # collector (a bad option): nobody holds such an object, but
+    # ObjectSpace.each_object still yields it until GC frees it, and a
+    # caller asking every profiler "are you running?" must get an answer,
+    # not a NoMethodError on nil (seen in rack_fork_test).
     def running?
-      @collector.running?
+      !@collector.nil? && @collector.running?
     end
 
     def stats
