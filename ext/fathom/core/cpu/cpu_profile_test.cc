@@ -164,6 +164,14 @@ TEST(CpuAggregateTest, BlockedSampleWithCpuIsSplitIntoRunningWithoutGvlAndBlocke
   EXPECT_EQ(parts[1].samples, 0);
   EXPECT_EQ(TimelineState(h, CpuMode::kWall), ThreadState::kNoGvl);
   EXPECT_STREQ(ThreadStateName(ThreadState::kNoGvl), "running");
+  // 3 of 10 on a CPU (a thread in C without the GVL beside a CPU hog): pprof
+  // counts the sample blocked, the timeline shows it running without the
+  // GVL, the graph's height being its CPU delta.
+  h.cpu_delta_ns = 3;
+  ASSERT_EQ(AccountedParts(h, CpuMode::kWall, parts), 2);
+  EXPECT_EQ(parts[0].samples, 0);
+  EXPECT_EQ(parts[1].samples, 1);
+  EXPECT_EQ(TimelineState(h, CpuMode::kWall), ThreadState::kNoGvl);
   // A sleeper's crumbs (its own wake-ups, our handler) stay blocked in wall mode...
   h.cpu_delta_ns = 0;
   h.wall_delta_ns = 10000;
@@ -171,6 +179,7 @@ TEST(CpuAggregateTest, BlockedSampleWithCpuIsSplitIntoRunningWithoutGvlAndBlocke
   ASSERT_EQ(AccountedParts(h, CpuMode::kWall, parts), 1);
   EXPECT_EQ(parts[0].state, ThreadState::kBlocked);
   EXPECT_EQ(parts[0].cpu_ns, 30);
+  EXPECT_EQ(TimelineState(h, CpuMode::kWall), ThreadState::kBlocked);
   // ...but in CPU mode the timer fired because the thread was on a CPU.
   h.cpu_delta_ns = 10;
   h.wall_delta_ns = 150;

@@ -34,8 +34,8 @@ int AccountedParts(const SampleHeader& h, CpuMode mode, AccountedPart parts[2]) 
 
 ThreadState TimelineState(const SampleHeader& h, CpuMode mode) {
   AccountedPart parts[2];
-  int n = AccountedParts(h, mode, parts);
-  return n == 2 && parts[1].samples == 1 ? parts[1].state : parts[0].state;
+  AccountedParts(h, mode, parts);
+  return parts[0].state;
 }
 
 namespace {

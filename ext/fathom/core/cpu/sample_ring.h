@@ -85,7 +85,16 @@ struct AccountedPart {
 // One or two parts (the larger one carries the sample count); returns how
 // many were written to parts.
 int AccountedParts(const SampleHeader& h, CpuMode mode, AccountedPart parts[2]);
-// The state a timeline shows for the sample: the part that carries the sample.
+// The state a timeline shows for the sample: running without the GVL when
+// the thread was on a CPU for it at all (the first part), whichever part is
+// larger. A timeline draws each sample's CPU delta as the height of its
+// activity graph in the sample's category colour (Firefox, as Gecko does
+// for its own threads: the category says what the thread was doing, the
+// height how much of a CPU it got). Counted by majority, a thread in
+// Zlib::Deflate.deflate that got 29% of a CPU beside a CPU hog was
+// "Blocked / sleeping" in every sample, a category Firefox draws
+// transparent: 434 ms of its CPU vanished from the graph. pprof keeps the
+// exact split (AccountedParts).
 ThreadState TimelineState(const SampleHeader& h, CpuMode mode);
 
 class SampleRing {
