@@ -139,7 +139,27 @@ class CpuSamplingTest < Minitest::Test
       [sleeper, reader, parked, nogvl, burner].compact.each { |t| t.kill.join(1) }
     end
 
+    # With threads that nap, deflate without the GVL and end meanwhile: their
+    # samples taken during GCs are held for a later stack, probed at their
+    # RESUMED (3.2+), kept across flushes and forgotten when they end.
     define_method("test_gc_compact_and_stress_while_sampling_#{mode}") do
+      require "zlib"
+      done = false
+      # Little allocation of their own: under GC.stress each one is a GC.
+      napper = Thread.new do
+        x = 0
+        until done
+          2000.times { x += 1 }
+          sleep 0.001
+        end
+      end
+      data = Random.new(3).bytes(1 << 16)
+      deflater = Thread.new do
+        until done
+          Zlib::Deflate.deflate(data)
+          sleep 0.002
+        end
+      end
       profiler = Fathom::CpuProfiler.new(mode: mode, interval: "100us").start
       kept = []
       5.times do
@@ -147,6 +167,7 @@ class CpuSamplingTest < Minitest::Test
         kept << "x" * 10 while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
         GC.compact
         profiler.flush
+        Thread.new { sleep 0.002 }.join # a thread ends (its id may be the next one's on 3.1)
       end
       begin
         GC.stress = true
@@ -154,6 +175,8 @@ class CpuSamplingTest < Minitest::Test
       ensure
         GC.stress = false
       end
+      done = true
+      [napper, deflater].each(&:join)
       profiler.stop
       profile = profiler.flush
       assert_kind_of String, profile.report(top: 3)

@@ -67,9 +67,18 @@ class CpuAggregate {
   const std::vector<CpuTimelineSample>& timeline() const { return timeline_; }
 
   // One drained sample (frames leaf first, header.depth of them), accounted
-  // as AccountedParts says; a sample with stack_from_previous gets its
-  // thread's previous stack in this window (none: the empty stack).
+  // as AccountedParts says. A sample with stack_from_previous gets its
+  // thread's previous stack (kept across windows); with none yet, it is held
+  // for the thread's next stack (pending_).
   void Add(const SampleHeader& header, const uint64_t* frames, const int32_t* lines);
+  // Held samples whose thread has had no stack since are accounted with the
+  // empty stack ("stack not read"): before a window is read.
+  void SettlePending();
+  // A thread ended (Ruby 3.1 gives its native thread id to the next Ruby
+  // thread): its held samples settle, its previous stack is forgotten.
+  void ForgetThread(int32_t thread_id);
+  // Every thread's, when sampling (re)starts.
+  void ForgetThreads();
 
   StackTable& stacks() { return stacks_; }
   const StackTable& stacks() const { return stacks_; }
@@ -86,7 +95,8 @@ class CpuAggregate {
   // The native PCs of a key (innermost first); id 0 is the empty stack.
   const std::vector<uintptr_t>& native(uint32_t id) const { return natives_[id]; }
 
-  // Forgets everything (the next window starts empty).
+  // Forgets the window (the next one starts empty); each thread's previous
+  // stack stays, for a thread that goes on sleeping into the next window.
   void Clear();
 
  private:
@@ -97,12 +107,34 @@ class CpuAggregate {
   struct KeyHash {
     size_t operator()(const CpuKey& k) const;
   };
+  // A sample taken while a GC ran, of a thread the GC did not stop (asleep,
+  // blocked, in C without the GVL), with no previous stack that is surely
+  // still its own: none read yet (Ruby 3.1 samples such threads from the
+  // start), or one from before it took the GVL again (3.2+: a wall-mode
+  // thread woken during a GC). Its stack is the one it had then, which is
+  // the next one read if it ran no Ruby code in between (on 3.2+ a probe at
+  // its RESUMED reads it); until then it waits here (its header, without
+  // the ring's native PCs, which are interned already).
+  struct Pending {
+    SampleHeader header;
+    uint32_t native_id;
+  };
+  static constexpr uint32_t kNoStack = UINT32_MAX;
+  static constexpr size_t kMaxHeld = 4096;  // per thread (~40 s of 10 ms samples)
+  static bool RanNoRubySince(const SampleHeader& header);
+  uint32_t InternNative(const SampleHeader& header);
+  // Adds the sample's parts under `stack`; takes its own references.
+  void Account(const SampleHeader& header, uint32_t stack, uint32_t native_id);
+  // Accounts them under `stack` (kNoStack: the empty stack) and empties it.
+  void SettleHeld(std::vector<Pending>* held, uint32_t stack);
   StackTable stacks_;
   std::vector<Entry> entries_;
   std::unordered_map<CpuKey, size_t, KeyHash> index_;
   std::map<int32_t, ThreadTotals> threads_;
-  // Each thread's latest stack in this window (one reference held each).
+  // Each thread's latest stack (one reference held each), across windows
+  // until the thread ends or sampling restarts.
   std::unordered_map<int32_t, uint32_t> last_stack_;
+  std::unordered_map<int32_t, std::vector<Pending>> pending_;
   bool keep_timeline_ = false;
   CpuMode mode_ = CpuMode::kCpu;
   std::vector<CpuTimelineSample> timeline_;

@@ -43,6 +43,8 @@ enum class ThreadState : uint8_t {
 const char* ThreadStateName(ThreadState state);
 constexpr int kThreadStateCount = 6;
 
+enum class GvlSincePrevious : uint8_t { kUnknown = 0, kNotTaken, kTaken };
+
 struct SampleHeader {
   int64_t time_ns = 0;        // CLOCK_MONOTONIC when the sample was taken
   int64_t cpu_delta_ns = 0;   // the thread's CPU clock since its previous sample
@@ -53,8 +55,17 @@ struct SampleHeader {
   bool truncated = false;     // the stack had more than max_depth frames
   // No walk (a GC was running) and the thread was not stopped by it: it was
   // outside Ruby code (asleep, blocked, in C without the GVL), so its stack
-  // is the one of its previous sample (CpuAggregate::Add fills it in).
+  // is the one of its previous sample if it ran no Ruby code since
+  // (gvl_since_previous), else the next one read (CpuAggregate::Add).
   bool stack_from_previous = false;
+  // Ruby 3.2+ (GVL events): whether the thread took the GVL since its
+  // previous sample, i.e. could have run Ruby code and moved. Before 3.2
+  // nobody knows (CpuAggregate then judges by its CPU clock).
+  GvlSincePrevious gvl_since_previous = GvlSincePrevious::kUnknown;
+  // Not a sample: the thread's stack, read when it took the GVL back after
+  // a sample taken during a GC (cpu_sampler.cc's TakeStackProbe). No time,
+  // no count; it gives that sample its stack.
+  bool stack_probe = false;
   // Native PCs (CaptureNativePcs, innermost first) when the ring was made
   // with native_max > 0: set by Claim to the cell's own array.
   uintptr_t* native = nullptr;

@@ -67,6 +67,7 @@ void OnThreadEnd(int32_t tid, VALUE thread) {
   CpuCollector* c = g_active_cpu;
   if (c == nullptr) return;
   cpu::Drain(c);
+  c->agg.ForgetThread(tid);  // its native thread id may be the next thread's (3.1)
   c->ended_names[tid] = cpu::NameOf(thread, tid);
 }
 
@@ -170,6 +171,8 @@ VALUE CollectorStart(VALUE self) {
     if (g_active_cpu != nullptr || CpuSampler::running())
       ThrowFathomError("fathom: another CPU or wall profiler is already running in this process");
     if (c->agg.size() == 0) cpu::ResetWindow(c);
+    // Threads may have ended unseen while stopped: no previous stacks.
+    c->agg.ForgetThreads();
     g_active_cpu = c;
     g_active_self = self;
     std::string error;
@@ -229,6 +232,7 @@ VALUE CollectorAfterForkChild(VALUE self) {
     Initialized(c);
     c->ring->Drain([](const SampleHeader&, const uint64_t*, const int32_t*) {});
     c->agg.Clear();
+    c->agg.ForgetThreads();  // the parent's threads
     c->ended_names.clear();
     cpu::ResetWindow(c);
     if (c->running) CpuSampler::AfterForkChild();

@@ -1,4 +1,7 @@
 #include "ruby/cpu/cpu_sampler.h"
+#include "ruby/cpu/masked_threads.h"
+#include "ruby/cpu/mn_threads.h"
+#include "ruby/cpu/thread_slot.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -31,36 +34,6 @@
 namespace fathom {
 namespace {
 
-// How many Ruby threads can be sampled at once. Slots are preallocated so
-// the handler and the GVL hooks never allocate; a thread beyond this is
-// not sampled (counted in stats as threads_seen - sampled).
-constexpr int kMaxThreads = 1024;
-
-struct ThreadSlot {
-  std::atomic<int32_t> tid{0};         // 0: free
-  std::atomic<bool> active{false};     // the handler may sample
-  std::atomic<bool> busy{false};       // the handler is running on this slot
-  std::atomic<uint8_t> state{static_cast<uint8_t>(ThreadState::kRunning)};  // from GVL events
-  // Wall mode, 3.2+: a thread that was outside Ruby code when sampling
-  // started, whose timer is not armed yet: its first GVL event takes its
-  // first sample (covering the wait) and arms it. Signalling it instead
-  // would interrupt its ppoll/read with EINTR, and it would wait for the GVL
-  // to check interrupts before waiting again (as SIGPROF blocking does for
-  // threads that block later: see g_masked).
-  std::atomic<bool> dormant{false};
-  timer_t timer{};
-  bool has_timer = false;              // GVL only
-  // Handler-only once active (set before, with the GVL).
-  int64_t last_cpu_ns = 0;
-  int64_t last_wall_ns = 0;
-  uint64_t rng = 0;
-  // The thread's request labels at its last sample, for the last sample
-  // AccountBlockedThreads takes for it from another thread (whose own
-  // thread-locals are not the sampled thread's). A thread outside Ruby
-  // code since then has not changed them.
-  ThreadLabels last_labels{0, 0};
-};
-
 ThreadSlot g_slots[kMaxThreads];
 std::atomic<int> g_slot_high{0};  // slots [0, high) may be in use
 
@@ -86,65 +59,6 @@ CpuSampler::ThreadEndCallback g_on_end = nullptr;
 bool g_running = false;  // GVL only
 bool g_watching = false;
 size_t g_drain_threshold = 64;
-
-// Wall mode, Ruby 3.2+: a thread that releases the GVL (SUSPENDED) blocks
-// SIGPROF until it wants the GVL back (READY). Otherwise our timer would
-// interrupt its poll/ppoll with EINTR every interval, and Ruby would take
-// the GVL to check interrupts before waiting again: the sampled thread would
-// show as waiting for the GVL (it really would be) and steal GVL turns from
-// busy threads. Blocked, its one-shot timer fires once and the signal stays
-// pending; unblocked at READY, the handler runs at once, still in the
-// blocked state, with the whole blocked time as the sample's wall delta.
-// The native thread ids that have SIGPROF blocked by us: kept apart from
-// the slots, so a thread still blocked when sampling stops is unblocked at
-// its next READY (the GVL event hook stays installed once added).
-std::atomic<int32_t> g_masked[kMaxThreads];
-std::atomic<int> g_masked_count{0};
-std::atomic<int> g_masked_high{0};  // entries [0, high) may be in use
-
-bool MaskedContains(int32_t tid) {
-  int high = g_masked_high.load();
-  for (int i = 0; i < high; i++)
-    if (g_masked[i].load(std::memory_order_relaxed) == tid) return true;
-  return false;
-}
-
-#ifdef HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK
-bool MaskedAdd(int32_t tid) {
-  for (int i = 0; i < kMaxThreads; i++) {
-    int32_t expected = 0;
-    if (g_masked[i].compare_exchange_strong(expected, tid)) {
-      int high = g_masked_high.load();
-      while (high < i + 1 && !g_masked_high.compare_exchange_weak(high, i + 1)) {
-      }
-      g_masked_count.fetch_add(1);
-      return true;
-    }
-  }
-  return false;
-}
-
-bool MaskedRemove(int32_t tid) {
-  int high = g_masked_high.load();
-  for (int i = 0; i < high; i++) {
-    int32_t expected = tid;
-    if (g_masked[i].load(std::memory_order_relaxed) == tid &&
-        g_masked[i].compare_exchange_strong(expected, 0)) {
-      g_masked_count.fetch_sub(1);
-      return true;
-    }
-  }
-  return false;
-}
-
-void SetSigprofBlocked(bool blocked) {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGPROF);
-  pthread_sigmask(blocked ? SIG_BLOCK : SIG_UNBLOCK, &set, nullptr);
-}
-
-#endif
 
 std::atomic<uint64_t> g_signals{0}, g_samples{0}, g_threads_seen{0}, g_timer_errors{0}, g_foreign{0};
 
@@ -226,6 +140,9 @@ void AddThread(pid_t tid, ThreadState initial = ThreadState::kRunning, bool dorm
   s.rng = 0x9e3779b97f4a7c15ULL ^ (static_cast<uint64_t>(tid) * 0xbf58476d1ce4e5b9ULL) ^ static_cast<uint64_t>(s.last_wall_ns);
   if (s.rng == 0) s.rng = 1;
   s.last_labels = ThreadLabels{0, 0};  // not the slot's previous thread's
+  s.resumes_at_sample = s.resumes.load();
+  s.off_gvl_at_sample = initial != ThreadState::kRunning;
+  s.probe_at_resume.store(false);
   s.dormant.store(dormant);
   s.active.store(true);
   if (!dormant) Arm(&s);
@@ -245,16 +162,59 @@ void RemoveSlot(ThreadSlot* s) {
 
 // ------------------------------------------------------------ state
 
+// The calling thread's Ruby frames into the cell (the handler's sample and
+// the probe). Async-signal-safe: rb_profile_frames reads, never allocates.
+void ReadOwnFrames(SampleRing* ring, const SampleRing::Slot& cell) {
+  int max = static_cast<int>(ring->max_depth());
+  int depth = rb_profile_frames(0, max, reinterpret_cast<VALUE*>(cell.frames), cell.lines);
+  cell.header->depth = static_cast<uint16_t>(depth < 0 ? 0 : depth);
+  cell.header->truncated = depth >= max;
+}
+
 #ifdef HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK
 rb_internal_thread_event_hook_t* g_event_hook = nullptr;
 
+// At RESUMED, after a sample taken during a GC read no stack: the thread
+// holds the GVL again (so no GC runs) and has run no Ruby code since it
+// waited, so its frames are the ones it waited in. They go into the ring as
+// a probe, which accounts no time and gives the held sample its stack
+// (CpuAggregate). A wall-mode thread woken during a GC otherwise had its
+// previous sample's stack, from before it blocked: measured on 3.3, a
+// thread alternating work and sleep beside back-to-back GCs showed 255 ms of
+// its sleep under the work. SIGPROF is blocked meanwhile: the handler on
+// this thread would clear `busy` under us.
+void TakeStackProbe(ThreadSlot* s) {
+  sigset_t prof, old;
+  sigemptyset(&prof);
+  sigaddset(&prof, SIGPROF);
+  pthread_sigmask(SIG_BLOCK, &prof, &old);
+  s->busy.store(true);
+  if (g_enabled.load() && s->active.load() && s->tid.load(std::memory_order_relaxed) == CurrentTid() && !rb_during_gc()) {
+    SampleRing* ring = g_ring;
+    SampleRing::Slot cell = ring->Claim();
+    if (cell) {
+      SampleHeader* h = cell.header;
+      *h = SampleHeader();  // no native PCs, no time
+      h->time_ns = MonotonicNs();
+      h->thread_id = s->tid.load(std::memory_order_relaxed);
+      h->stack_probe = true;
+      h->gvl_since_previous = s->GvlSince(ThreadState::kGvlWait, /*update=*/false);
+      ReadOwnFrames(ring, cell);
+      ring->Publish(cell);
+    }
+  }
+  s->busy.store(false);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
 // Runs on the thread that changes state, often without the GVL: finds its
-// slot and stores one byte. No allocation, no Ruby.
+// slot and stores one byte (at RESUMED, after a sample taken during a GC,
+// also takes a probe). No allocation, no Ruby.
 void ThreadEventHook(rb_event_flag_t event, const rb_internal_thread_event_data_t*, void*) {
   bool enabled = g_enabled.load(std::memory_order_relaxed);
-  if (!enabled && g_masked_count.load(std::memory_order_relaxed) == 0) return;
+  if (!enabled && MaskedCount() == 0) return;
   int32_t tid = CurrentTid();
-  if (event != RUBY_INTERNAL_THREAD_EVENT_SUSPENDED && g_masked_count.load(std::memory_order_relaxed) > 0 &&
+  if (event != RUBY_INTERNAL_THREAD_EVENT_SUSPENDED && MaskedCount() > 0 &&
       MaskedRemove(tid)) {
     // The pending sample (if the timer fired) is taken right here, in the
     // blocked state that is still recorded.
@@ -275,6 +235,8 @@ void ThreadEventHook(rb_event_flag_t event, const rb_internal_thread_event_data_
     state = ThreadState::kGvlWait;
   } else if (event == RUBY_INTERNAL_THREAD_EVENT_RESUMED) {
     state = ThreadState::kRunning;
+    if (s->probe_at_resume.exchange(false, std::memory_order_relaxed)) TakeStackProbe(s);
+    s->resumes.fetch_add(1, std::memory_order_relaxed);  // read by this thread's handler only
   } else if (event == RUBY_INTERNAL_THREAD_EVENT_SUSPENDED) {
     state = ThreadState::kBlocked;
   } else {
@@ -398,6 +360,14 @@ void AccountBlockedThreads() {
     h->depth = 0;
     h->truncated = false;
     h->stack_from_previous = true;  // unless its frames are read below: it has run no Ruby code since
+    h->stack_probe = false;
+    // Read from here: the handler and the hook are quiet (stopped, and the
+    // thread is outside Ruby code).
+#ifdef HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK
+    h->gvl_since_previous = s.GvlSince(ThreadState::kBlocked, /*update=*/false);
+#else
+    h->gvl_since_previous = GvlSincePrevious::kUnknown;
+#endif
 #ifdef HAVE_RB_PROFILE_THREAD_FRAMES
     VALUE thread = FindRubyThread(tid);
     if (!NIL_P(thread)) {
@@ -419,6 +389,10 @@ bool CpuSampler::Start(SampleRing* ring, const Config& config, const PostponedJo
                        std::string* error) {
   if (g_running) {
     *error = "another CPU or wall profiler is already running in this process";
+    return false;
+  }
+  if (MnThreadsOn()) {  // mn_threads.h
+    *error = kMnThreadsRefusal;
     return false;
   }
   if (!InstallSigprofHandler(error)) return false;
@@ -525,6 +499,12 @@ void CpuSampler::OnSignal(int index, const void* ucontext) {
     h->span_id = s->last_labels.span_id;
     ThreadState state = CurrentState(s);
     h->stack_from_previous = false;
+    h->stack_probe = false;
+#ifdef HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK
+    h->gvl_since_previous = s->GvlSince(state, /*update=*/true);
+#else
+    h->gvl_since_previous = GvlSincePrevious::kUnknown;
+#endif
     // While a GC runs (on this thread or another) the frames may be moving
     // (compaction) or half-built: no walk. Ruby's GC stops only the threads
     // that hold or want the GVL: those are charged to the GC. A thread that
@@ -536,14 +516,14 @@ void CpuSampler::OnSignal(int index, const void* ucontext) {
         state = ThreadState::kGc;
       } else {
         h->stack_from_previous = true;
+#ifdef HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK
+        s->probe_at_resume.store(true, std::memory_order_relaxed);
+#endif
       }
       h->depth = 0;
       h->truncated = false;
     } else {
-      int max = static_cast<int>(ring->max_depth());
-      int depth = rb_profile_frames(0, max, reinterpret_cast<VALUE*>(cell.frames), cell.lines);
-      h->depth = static_cast<uint16_t>(depth < 0 ? 0 : depth);
-      h->truncated = depth >= max;
+      ReadOwnFrames(ring, cell);
     }
     h->state = state;
     // C frames need no Ruby data: taken during GC too (its own functions
@@ -587,6 +567,7 @@ const char* CpuSampler::state_source() {
 }
 
 void InitCpuSampler() {
+  MnThreadsOn();  // reads the environment now, at load (mn_threads.h)
   SetTimerSignalHandler(CpuSampler::OnSignal);
   rb_set_end_proc(StopAtExit, Qnil);
 }

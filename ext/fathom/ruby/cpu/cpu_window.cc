@@ -68,6 +68,7 @@ void ReclassifyWaits(CpuProfileData* d) {
 
 CpuProfileData TakeData(CpuCollector* c) {
   Drain(c);
+  c->agg.SettlePending();  // samples still waiting for their thread's stack
   CpuProfileData d;
   d.mode = c->config.mode;
   d.interval_ns = c->config.interval_ns;
