@@ -93,6 +93,40 @@ class RubyVersionsTest < Minitest::Test
     assert_profiles_show_the_workers(out)
   end
 
+  # M:N threads move Ruby threads between shared native threads, which the
+  # CPU/wall profiler's per-thread timers cannot follow (before this
+  # refusal: 14 samples for ~450 ms of four workers' CPU). It refuses with
+  # the reason; `fathom run` runs the program unprofiled and says why; "0"
+  # is off, as in Ruby's own reading (atoi > 0).
+  def test_cpu_and_wall_refuse_mn_threads
+    skip "RUBY_MN_THREADS exists from Ruby 3.3" unless RUBY_33
+
+    script = <<~RUBY
+      require "fathom"
+      %i[cpu wall].each do |mode|
+        Fathom::CpuProfiler.new(mode: mode).start.stop
+        puts "\#{mode} started"
+      rescue Fathom::Error => e
+        puts "\#{mode} refused: \#{e.message}"
+      end
+    RUBY
+    { "1" => "refused", "0" => "started" }.each do |value, outcome|
+      out, err, status = Open3.capture3(TestHelper::PLAIN_ENV.merge("RUBY_MN_THREADS" => value), RbConfig.ruby,
+                                        "-I", TestHelper::LIB, "-e", script)
+      assert status.success?, err
+      assert_equal %w[cpu wall], out.lines.map { |l| l.split.first }, out
+      out.lines.each { |line| assert_includes line, outcome, "RUBY_MN_THREADS=#{value}: #{line}" }
+      out.lines.each { |line| assert_match(/M:N threads are on \(RUBY_MN_THREADS\).*heap, GC and retention/, line) } if value == "1"
+    end
+
+    out, err, status = TestHelper.run_fathom("run", "--mode", "cpu", "-o", File.join(@dir, "mn-cpu"), "--",
+                                             RbConfig.ruby, "-e", "puts :ran",
+                                             env: TestHelper::PLAIN_ENV.merge("RUBY_MN_THREADS" => "1"))
+    assert status.success?, err
+    assert_equal "ran\n", out
+    assert_match(/runs unprofiled.*M:N threads are on/, err)
+  end
+
   private
 
   def assert_profiles_show_the_workers(out)

@@ -209,6 +209,15 @@ class RackEndpointsTest < Minitest::Test
     assert_match(/another CPU profiler/, body.join)
   end
 
+  # A start error picks one of two fixed texts; its own message (which
+  # could hold paths) never reaches the client.
+  def test_a_start_refusal_names_mn_threads_and_nothing_else
+    mn = Fathom::Rack::Refusal.could_not_start(Fathom::Error.new("fathom: x (RUBY_MN_THREADS) /secret/path"), "busy")
+    assert_equal [409, Fathom::Rack::Refusal::MN_THREADS], [mn.status, mn.message]
+    other = Fathom::Rack::Refusal.could_not_start(Fathom::Error.new("fathom: /secret/path"), "busy")
+    assert_equal [409, "busy"], [other.status, other.message]
+  end
+
   def test_middleware_refuses_when_always_on_holds_the_heap_hooks
     @profiler = Fathom::HeapProfiler.new.start
     mw = Fathom::Rack::Middleware.new(->(_) { [200, {}, ["page"]] }, enabled: true)

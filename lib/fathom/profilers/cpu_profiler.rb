@@ -10,6 +10,10 @@ module Fathom
   # :wall mode) whose SIGPROF makes the thread record its own stack, its CPU
   # and wall time since its previous sample, and its state (running,
   # gvl-wait, blocked, gc). See docs/internals/cpu.md, "CPU and wall profiling".
+  # #start raises Fathom::Error, saying why, while another CPU/wall profiler
+  # runs, when another profiler owns SIGPROF, or under Ruby 3.3's M:N
+  # threads (RUBY_MN_THREADS=1), whose shared native threads per-thread
+  # timers cannot follow.
   #
   #   profiler = Fathom::CpuProfiler.new(mode: :wall, interval: "5ms").start
   #   ...

@@ -151,15 +151,15 @@ module Fathom
       # The timed endpoints (gc, profile): the block's profiler for
       # `seconds` (#call holds the guard), then its reply. Started in
       # #work, the wait on the server thread. A profiler that cannot
-      # start (another of its kind holds Ruby's hooks or SIGPROF) is a
-      # 409, not a 500.
+      # start is a 409, not a 500: `busy` (another of its kind holds Ruby's
+      # hooks or SIGPROF), or (CPU/wall) Ruby's M:N threads are on.
       def run_for(seconds, params, name, busy)
         profiler = yield
         begin
           work do
             profiler.start
-          rescue Fathom::Error
-            raise Refusal.new(409, busy)
+          rescue Fathom::Error => e
+            raise Refusal.could_not_start(e, busy)
           end
           Guard.stop_in_child(profiler) { sleep(seconds) }
         ensure

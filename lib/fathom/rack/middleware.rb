@@ -123,9 +123,10 @@ module Fathom
 
       def start(profiler)
         profiler.start
-      rescue Fathom::Error
-        # Another profiler of this kind (always-on) holds Ruby's hooks.
-        raise Refusal.new(409, "a #{profiler.class.name.split("::").last} is already running in this process")
+      rescue Fathom::Error => e
+        # Another profiler of this kind (always-on) holds Ruby's hooks, or
+        # (CPU) Ruby's M:N threads are on.
+        raise Refusal.could_not_start(e, "a #{profiler.class.name.split("::").last} is already running in this process")
       end
 
       # The app's response with its body read to the end (and closed). For

@@ -16,6 +16,16 @@ module Fathom
         @status = status
         @headers = headers
       end
+
+      MN_THREADS = "Ruby's M:N threads are on in this process (RUBY_MN_THREADS): the CPU/wall profiler cannot " \
+                   "sample them; heap, GC and retention profiling work"
+
+      # A 409 for a profiler whose #start raised: `busy` (a fixed text), or
+      # the M:N refusal, which no wait will cure. Chosen by the error, never
+      # carrying its message (the rule above).
+      def self.could_not_start(error, busy)
+        new(409, error.message.include?("RUBY_MN_THREADS") ? MN_THREADS : busy)
+      end
     end
 
     # Rack triples ([status, headers, body]); header names are lower case
