@@ -44,20 +44,18 @@ class HeapDumpForkCrashTest < Minitest::Test
   end
 
   def test_forked_dumps_while_threads_allocate_and_call_into_c
-    state = { stop: false, pause: false }
-    threads = busy_threads(state)
     # Timing-free: a fixed number of dumps, each checked whole and reaped;
     # the deadline is generous so that only a real hang trips it.
-    (asan? ? 2 : 4).times do |i|
-      path = File.join(@dir, "dump#{i}.json#{".gz" if i.odd?}")
-      stats = Fathom.heap_dump(path, timeout: asan? ? 600 : 120, values: i == 2)
-      while_paused(state) do
-        assert_empty children, "the child was reaped"
-        check_file(path, stats)
+    with_busy_threads do |state|
+      (asan? ? 2 : 4).times do |i|
+        path = File.join(@dir, "dump#{i}.json#{".gz" if i.odd?}")
+        stats = Fathom.heap_dump(path, timeout: asan? ? 600 : 120, values: i == 2)
+        while_paused(state) do
+          assert_empty children, "the child was reaped"
+          check_file(path, stats)
+        end
       end
     end
-    state[:stop] = true
-    threads.each(&:join)
     assert_empty children
     assert_empty Dir.children(@dir).grep(/fathom-tmp/), "no temp file left"
   end

@@ -19,20 +19,20 @@ class RetentionForkCrashTest < Minitest::Test
   end
 
   def test_forked_snapshots_while_threads_allocate_and_call_into_c
-    state = { stop: false, pause: false }
-    threads = busy_threads(state)
     # Timing-free: a fixed number of snapshots, each asserted forked and
     # reaped; the deadline is generous so that only a real hang trips it.
-    (asan? ? 3 : 6).times do
-      profile = Fathom.retention_snapshot(progress: nil, fork_timeout: asan? ? 600 : 120)
-      while_paused(state) do
-        assert_equal :forked, profile.stats[:walk]
-        assert_operator profile.stats[:objects], :>, 1000
-        assert_empty children, "the child was reaped"
+    # The threads are busy when the child forks and sleep while it walks
+    # (ForkedWork#busy_threads): at nice 19 it would otherwise be starved.
+    with_busy_threads(yield_to_children: true) do |state|
+      (asan? ? 3 : 6).times do
+        profile = Fathom.retention_snapshot(progress: nil, fork_timeout: asan? ? 600 : 120)
+        while_paused(state) do
+          assert_equal :forked, profile.stats[:walk]
+          assert_operator profile.stats[:objects], :>, 1000
+          assert_empty children, "the child was reaped"
+        end
       end
     end
-    state[:stop] = true
-    threads.each(&:join)
     assert_empty children
   end
 

@@ -31,15 +31,18 @@ class AlwaysOnPushTest < Minitest::Test
   end
 
   # Burns CPU and allocates for `seconds`, then exits (at_exit writes, here
-  # sends, the last window of each mode). Prints its pid and how many
-  # flushes each mode made, so the test can count.
+  # sends, the last window of each mode). Prints the CPU time its loop
+  # burned (s), then the client's sent/dropped/failed counts and its pid,
+  # so the test can count.
   PROGRAM = <<~RUBY
     finish = Process.clock_gettime(Process::CLOCK_MONOTONIC) + Float(ARGV[0])
+    cpu0 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
     kept = []
     while Process.clock_gettime(Process::CLOCK_MONOTONIC) < finish
       kept << ("x" * 200) if kept.size < 50_000
       200.times { |i| i.to_s }
     end
+    puts Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID) - cpu0
     GC.start
     always_on = Fathom::Setup.always_on
     Fathom::Setup.stop # the last windows, sent (or given up) within the stop bound
@@ -87,12 +90,15 @@ class AlwaysOnPushTest < Minitest::Test
     end
     cpu = by_name.fetch("process_cpu").map { |s| raw_of(Fathom::Profile.new(s.samples.first.raw_profile)) }
     assert(cpu.all? { |raw| raw.sample_types.include?("cpu") })
-    # The program burned ~3.5 s of CPU on its main thread: the pushed CPU
-    # profiles together hold most of it (a sample per 10 ms of CPU time,
-    # weighted by the measured delta; GC and exit cut little), when no
-    # window was dropped.
+    # The program's loop burned up to 3.5 s of CPU, less beside another
+    # busy process: the pushed CPU profiles together hold most of what it
+    # printed (a sample per 10 ms of CPU time, weighted by the measured
+    # delta; GC and exit cut little), when no window was dropped. Measured
+    # against the program's own clock, not the wall time it ran, so the
+    # bound holds however much CPU the machine gave it.
+    loop_cpu_s = Float(out.lines[-3])
     total_s = cpu.sum { |raw| raw.total("cpu") } / 1e9
-    assert_operator total_s, :>=, 2.0, "pushed CPU #{total_s} s" if dropped.zero?
+    assert_operator total_s, :>=, 0.8 * loop_cpu_s, "pushed CPU #{total_s} s of #{loop_cpu_s} s" if dropped.zero?
     assert_empty Dir.children(@cwd), "no file is written without FATHOM_DIR"
     @receiver.requests.each { |r| assert_equal "Bearer tok-9", r.headers["authorization"] }
   end

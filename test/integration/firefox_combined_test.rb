@@ -37,20 +37,6 @@ class FirefoxCombinedTest < Minitest::Test
     json["threads"].find { |t| t["name"] == name } or flunk("no track #{name}: #{json["threads"].map { |t| t["name"] }}")
   end
 
-  def func_name(t, frame)
-    t["stringArray"][t["funcTable"]["name"][t["frameTable"]["func"][frame]]]
-  end
-
-  # Function names of a stack, leaf first.
-  def stack_names(t, stack)
-    names = []
-    while stack
-      names << func_name(t, t["stackTable"]["frame"][stack])
-      stack = t["stackTable"]["prefix"][stack]
-    end
-    names
-  end
-
   def test_one_file_holds_cpu_tracks_gc_markers_and_allocations
     path, json, truth, err = run_app("--mode", "cpu,gc,heap", "--format", "firefox", "--native")
     assert_equal [File.basename(path)], Dir.children(@dir) - ["truth.json"], "one file, not one per mode"
@@ -98,7 +84,7 @@ class FirefoxCombinedTest < Minitest::Test
       assert_operator allocs["length"], :>, 10
       assert allocs["weight"].all? { |w| w >= 0 }
       assert_includes allocs["className"], "String"
-      stacks = allocs["stack"].compact.map { |s| stack_names(t, s) }
+      stacks = allocs["stack"].compact.map { |s| FirefoxFormat.stack_names(t, s) }
       assert stacks.any? { |names| names.include?("PageRenderer#render") }, "#{name}: no allocation under PageRenderer#render"
       assert stacks.any? { |names| names.include?("Object#serve") }
     end
@@ -112,7 +98,7 @@ class FirefoxCombinedTest < Minitest::Test
     natives = comp["frameTable"]["category"].each_index.select do |f|
       json["meta"]["categories"][comp["frameTable"]["category"][f]]["name"] == "Native (C)"
     end
-    names = natives.map { |f| func_name(comp, f) }
+    names = natives.map { |f| FirefoxFormat.func_name(comp, f) }
     assert names.any? { |n| n.match?(/deflate|adler32|crc32|longest_match/) }, "native frames: #{names.uniq.first(20)}"
     natives.each { |f| refute comp["funcTable"]["isJS"][comp["frameTable"]["func"][f]] }
 

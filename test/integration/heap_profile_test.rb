@@ -24,17 +24,20 @@ class HeapProfileTest < Minitest::Test
     @repeats = 0
     @exact = opts[:exact]
     # Sampled mode: repeat the workload until the sampler has taken enough
-    # samples for the tolerances below (~3 sigma at 400 independent
-    # samples), however loaded the machine is; the proportions stay the
-    # same. A tick takes a burst of 64 candidates within ~130 consecutive
-    # allocations, all from the same Keeper or Dropper round, so it counts
-    # as one draw here: 400 ticks, 25,600 candidates (samples_taken counts
-    # candidates, before thinning at commit).
+    # samples for the tolerances below, however loaded the machine is; the
+    # proportions stay the same. A tick takes a burst of 64 candidates
+    # within ~130 consecutive allocations, all from the same Keeper or
+    # Dropper round, so it counts as one draw here: 1600 ticks, 102,400
+    # candidates (samples_taken counts candidates, before thinning at
+    # commit). Chance: as 1600 coin flips between keep and drop, the log of
+    # the keep/drop ratio has sd 2/sqrt(1600) = 0.05, so +-0.35 is 6 sigma
+    # (~2e-9); measured, the ratio's sd is 0.03 (5 runs: 0.95-1.03). ~19
+    # repeats (0.3 s) on a quiet machine; the cap leaves room for a loaded one.
     profile = Fathom.profile(mode: :heap, out: path, **opts) do |profiler|
       loop do
         KeepAndDrop.run
         @repeats += 1
-        break if opts[:exact] || @repeats >= 60 || profiler.stats[:samples_taken] >= 400 * 64
+        break if opts[:exact] || @repeats >= 240 || profiler.stats[:samples_taken] >= 1600 * 64
       end
     end
     [profile, PprofRaw.read(path)]

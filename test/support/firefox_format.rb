@@ -40,6 +40,21 @@ module FirefoxFormat
   # v48's ThreadCPUDeltaUnit.
   CPU_DELTA_UNITS = ["ns", "\u00b5s", "variable CPU cycles"].freeze
 
+  # The name of a frame's function in thread `t` (a parsed thread Hash).
+  def self.func_name(t, frame)
+    t["stringArray"][t["funcTable"]["name"][t["frameTable"]["func"][frame]]]
+  end
+
+  # The function names of stack index `stack` in thread `t`, leaf first.
+  def self.stack_names(t, stack)
+    names = []
+    while stack
+      names << func_name(t, t["stackTable"]["frame"][stack])
+      stack = t["stackTable"]["prefix"][stack]
+    end
+    names
+  end
+
   def self.check!(profile)
     errors = Checker.new.check(profile)
     raise Invalid, "not a valid Firefox processed profile (v#{VERSION}):\n#{errors.join("\n")}" unless errors.empty?

@@ -4,6 +4,7 @@ require "json"
 require "zlib"
 require "fileutils"
 require_relative "browser_run"
+require_relative "firefox_format"
 
 # Opens a Firefox-format profile in the real Firefox Profiler web app, in
 # headless Chromium, via test/viewers/firefox_view.js, and returns what the
@@ -82,9 +83,22 @@ module FirefoxViewer
     end
 
     def thread_view(name)
-      t = @file_threads.find { |x| x["name"] == name } or flunk("the file holds no thread #{name.inspect}: #{file_names}")
-      @view["threads"][t["index"].to_s] or flunk("no call tree read for #{name}")
+      @view["threads"][file_thread(name)["index"].to_s] or flunk("no call tree read for #{name}")
     end
+
+    def file_thread(name)
+      @file_threads.find { |x| x["name"] == name } or flunk("the file holds no thread #{name.inspect}: #{file_names}")
+    end
+  end
+
+  # The names of the functions on any sampled stack of thread `index` in the
+  # Firefox-format file at `path`: what its expanded call tree must show. A
+  # test asserts on these rather than on a fixed list because a function that
+  # holds 1-3% of a thread's samples (threaded_app's SessionStore.remember)
+  # is absent from some profiles by chance.
+  def sampled_functions(path, index)
+    t = JSON.parse(Zlib.gunzip(File.binread(path)))["threads"].fetch(index)
+    t["samples"]["stack"].compact.uniq.flat_map { |s| FirefoxFormat.stack_names(t, s) }.uniq
   end
 
   # In a test: returns if the viewer can run; skips when the viewer build is

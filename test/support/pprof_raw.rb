@@ -10,7 +10,7 @@ require "tmpdir"
 class PprofRaw
   Sample = Struct.new(:values, :functions, :labels) # functions: leaf first
 
-  attr_reader :sample_types, :samples, :output
+  attr_reader :sample_types, :samples, :output, :default_type
 
   def self.go_available?
     system("go version", out: File::NULL, err: File::NULL)
@@ -53,6 +53,12 @@ class PprofRaw
     @samples.sum { |s| name === s.functions.first ? s.values[i] : 0 }
   end
 
+  # Sum of `type` over the samples with these labels ("thread name" => ...).
+  def sum(type, labels = {})
+    i = index_of(type)
+    @samples.sum { |s| labels.all? { |k, v| v === s.labels[k] } ? s.values[i] : 0 }
+  end
+
   def by_label(type, key)
     i = index_of(type)
     @samples.each_with_object(Hash.new(0)) { |s, h| h[s.labels[key]] += s.values[i] }
@@ -62,12 +68,24 @@ class PprofRaw
     @samples.flat_map(&:functions).uniq
   end
 
+  # The functions whose cumulative share of `type` is above `fraction`:
+  # what pprof's views show at least, since by default they drop nodes at
+  # or below 0.5% (-nodefraction=0.005).
+  def functions_above(fraction, type = default_type)
+    floor = fraction * total(type)
+    function_names.select { |f| cum(type, f) > floor }
+  end
+
   private
 
   def parse(text)
     lines = text.lines.map(&:chomp)
     start = lines.index("Samples:") or raise "no Samples: section in pprof -raw output"
-    @sample_types = lines[start + 1].split.map { |t| t.split("/").first }
+    header = lines[start + 1].split
+    @sample_types = header.map { |t| t.split("/").first }
+    # The type pprof shows unless told otherwise: the one -raw marks "[dflt]"
+    # (Profile.default_sample_type), else the last.
+    @default_type = (header.find { |t| t.end_with?("[dflt]") } || header.last).split("/").first
     locations = {}
     loc_start = lines.index("Locations")
     (loc_start + 1...lines.size).each do |k|

@@ -15,9 +15,10 @@ class FirefoxViewerSmokeTest < Minitest::Test
   OUT = File.join(TestHelper::ROOT, "tmp/viewers/app.json.gz")
   APP = File.join(TestHelper::ROOT, "examples/threaded_app.rb")
   # The threads examples/threaded_app.rb names that burn CPU, so that a CPU
-  # profile holds them; its "sleeper" only sleeps (a CPU profile has no
-  # track for it; test/viewers/firefox_thread_states_test.rb opens a wall
-  # profile with a sleeper).
+  # profile holds them (main for its ~50 ms warm-up: >= 3 ticks of its CPU
+  # clock); its "sleeper" only sleeps (a CPU profile has no track for it;
+  # test/viewers/firefox_thread_states_test.rb opens a wall profile with a
+  # sleeper).
   CPU_THREADS = %w[main web-1 web-2 compressor].freeze
   GC_TRACK = "Garbage Collection"
 
@@ -75,10 +76,24 @@ class FirefoxViewerSmokeTest < Minitest::Test
     @view["screenshots"].each { |png| assert File.size?(png), png }
   end
 
+  # The expanded call tree of each web thread shows every function on the
+  # file's sampled stacks for it (FirefoxViewer.sampled_functions): that is
+  # deterministic. Of fixed names only PageRenderer#render is asserted, in
+  # either web thread: it is on 36-57% of each one's 40-50 samples, so a
+  # profile without it has a chance below 0.64^80 (3e-16), 0.64^40 (2e-8)
+  # with half the CPU. SessionStore.remember is on 1-3% (one sample or
+  # none: a fresh clone's CI once had none), so it is checked only through
+  # the file.
   def test_call_trees_and_sidebar_show_the_work
+    %w[web-1 web-2].each do |name|
+      view = thread_view(name)
+      shown = view["calltree_rows"].map { |r| r["name"] }.uniq
+      wanted = FirefoxViewer.sampled_functions(OUT, file_thread(name)["index"])
+      assert_empty wanted - shown, "#{name}: functions the file's samples hold that the call tree does not show"
+    end
+    assert(%w[web-1 web-2].any? { |name| thread_view(name)["calltree_text"].include?("PageRenderer#render") },
+           "PageRenderer#render in neither web thread's call tree")
     web = thread_view("web-1")
-    assert_includes web["calltree_text"], "PageRenderer#render"
-    assert_includes web["calltree_text"], "SessionStore.remember"
     assert_match(/Ruby \(running\) \d/, web["sidebar_text"])
     assert_operator track("web-1")["activity_pixels"], :>, 0
     comp = thread_view("compressor")
