@@ -22,7 +22,9 @@
 #    included: "capture"; the same without lines: "nolines", which shows
 #    what the line numbers cost: rb_profile_frames computes each frame's
 #    line from its pc, about 40% of the capture at 129 frames; lines for the
-#    16 innermost frames only, then a second call without: "lines16").
+#    16 innermost frames only, then a second call without: "lines16"; the
+#    capture with the NEWOBJ hook alone, no FREEOBJ hook: "nofree", which
+#    shows what FREEOBJ costs in the sweep).
 #    Each configuration runs in a fresh process pinned
 #    with taskset (--cpu, default 1), rounds interleaved with the baseline,
 #    medians of process CPU time; ratios are against the baseline at the
@@ -45,7 +47,7 @@ FLOOR_C = <<~C
   static int capture;
   static void newobj(VALUE tpval, void *data) {
     (void)tpval; (void)data;
-    if (capture == 1) rb_profile_frames(0, 129, frames, lines);
+    if (capture == 1 || capture == 4) rb_profile_frames(0, 129, frames, lines);
     else if (capture == 2) rb_profile_frames(0, 129, frames, NULL);
     else if (capture == 3) {
       int n = rb_profile_frames(0, 16, frames, lines);
@@ -61,7 +63,7 @@ FLOOR_C = <<~C
     rb_gc_register_address(&tps[0]);
     rb_gc_register_address(&tps[1]);
     rb_tracepoint_enable(tps[0]);
-    rb_tracepoint_enable(tps[1]);
+    if (capture != 4) rb_tracepoint_enable(tps[1]);  /* "nofree": NEWOBJ alone */
     return Qnil;
   }
   static VALUE floor_stop(VALUE self) {
@@ -96,7 +98,7 @@ if ARGV[0] == "--child"
   n = Integer(ARGV[2])
   depth = Integer(ARGV[3] || "0")
   profiler = mode == "exact" ? Fathom::HeapProfiler.new(exact: true) : nil
-  floor = { "empty" => 0, "capture" => 1, "nolines" => 2, "lines16" => 3 }[mode]
+  floor = { "empty" => 0, "capture" => 1, "nolines" => 2, "lines16" => 3, "nofree" => 4 }[mode]
   if floor
     $LOAD_PATH.unshift(ARGV[4])
     require "exact_floor"
@@ -122,13 +124,14 @@ end
 def median(xs) = xs.sort[xs.size / 2]
 
 def floor_table(rounds, cpu, depths, allocations)
-  modes = %w[baseline empty capture nolines lines16 exact]
+  modes = %w[baseline empty capture nolines lines16 nofree exact]
   Dir.mktmpdir do |dir|
     ext = build_floor_ext(dir)
     pin = ["taskset", "-c", cpu.to_s]
     puts "exact-mode floor, Ruby #{RUBY_VERSION}, #{allocations} Object.new per run, pinned to CPU #{cpu}, " \
          "#{rounds} interleaved rounds, median process CPU time (a shared machine: expect a few % of noise)"
-    puts format("  %-6s %10s %9s %9s %9s %9s %9s", "depth", "baseline", "empty", "capture", "nolines", "lines16", "exact")
+    puts format("  %-6s %10s %9s %9s %9s %9s %9s %9s", "depth", "baseline", "empty", "capture", "nolines", "lines16",
+                "nofree", "exact")
     depths.each do |depth|
       t = Hash.new { |h, k| h[k] = [] }
       rounds.times do |r|
@@ -140,8 +143,8 @@ def floor_table(rounds, cpu, depths, allocations)
         end
       end
       base = median(t["baseline"])
-      puts format("  %-6d %9.3fs %8.2fx %8.2fx %8.2fx %8.2fx %8.2fx", depth, base,
-                  *%w[empty capture nolines lines16 exact].map { |m| median(t[m]) / base })
+      puts format("  %-6d %9.3fs %8.2fx %8.2fx %8.2fx %8.2fx %8.2fx %8.2fx", depth, base,
+                  *%w[empty capture nolines lines16 nofree exact].map { |m| median(t[m]) / base })
     end
   end
 end

@@ -236,8 +236,12 @@ end
 # libruby functions that run only on Fathom's behalf in these children
 # (stack walks, the census's heap walk, counters read by the hooks, hooks
 # armed and removed, postponed jobs), and the kernel's signal/timer paths.
-PERF_RUBY_FOR_FATHOM = /profile_frames|postponed_job|gc_stat|gc_info_decode|latest_gc_info|objspace_each|each_location|
-                        internal_object_p|event_hook|tracearg|memsize_of|ractor_local/x
+# A stack walk's line numbers and method entries are separate symbols on
+# 3.3 (thread_profile_frames calls rb_iseq_line_no and
+# rb_vm_frame_method_entry; on deep stacks the lines are most of the walk).
+PERF_RUBY_FOR_FATHOM = /profile_frames|iseq_line_no|vm_frame_method_entry|postponed_job|gc_stat|gc_info_decode|
+                        latest_gc_info|objspace_each|each_location|internal_object_p|event_hook|tracearg|memsize_of|
+                        ractor_local/x
 PERF_KERNEL_SIGNALS = /signal|sigreturn|sigcontext|rt_frame|sig_info|sigprocmask|tgkill|timer_settime|posix_cpu|
                        itimer|clock_gettime|send_sig/x
 
