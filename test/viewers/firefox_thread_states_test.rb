@@ -4,6 +4,7 @@ require "test_helper"
 require "json"
 require "zlib"
 require "support/firefox_viewer"
+require "support/nogvl_burn"
 
 # Four threads in four states (test/fixtures/cpu_thread_states.rb: Ruby code,
 # C without the GVL, asleep, blocked on a pipe, the last two since before
@@ -21,7 +22,8 @@ class FirefoxThreadStatesTest < Minitest::Test
     BrowserRun.once(self) do
       FileUtils.rm_f(TRUTH)
       threads, view = FirefoxViewer.profile_and_view(OUT, name: "thread-states") do
-        _o, err, status = Open3.capture3(TestHelper::PLAIN_ENV, RbConfig.ruby, "-I", TestHelper::LIB, FIXTURE,
+        _o, err, status = Open3.capture3(TestHelper::PLAIN_ENV, RbConfig.ruby, "-I", TestHelper::LIB,
+                                         "-I", NoGvlBurn.load_path, FIXTURE,
                                          "wall", "firefox", OUT, TRUTH, "1.5")
         raise "fixture failed: #{err}" unless status.success?
       end
@@ -36,7 +38,7 @@ class FirefoxThreadStatesTest < Minitest::Test
   end
 
   def test_every_thread_has_its_track
-    %w[main burner compressor sleeper reader].each { |name| track(name) }
+    %w[main burner nogvl sleeper reader].each { |name| track(name) }
     assert_empty @view["page_errors"]
     assert_empty @view["console_errors"]
     assert_operator @truth["gc_count"], :>, 0
@@ -49,11 +51,11 @@ class FirefoxThreadStatesTest < Minitest::Test
 
   # C code without the GVL burns a core: the graph shows it.
   def test_the_c_without_gvl_threads_activity_graph_is_not_empty
-    comp = track("compressor")
-    sidebar = thread_view("compressor")["sidebar_text"]
-    assert_operator comp["activity_pixels"], :>, 0, "compressor's activity graph is empty; sidebar: #{sidebar}"
+    comp = track("nogvl")
+    sidebar = thread_view("nogvl")["sidebar_text"]
+    assert_operator comp["activity_pixels"], :>, 0, "nogvl's activity graph is empty; sidebar: #{sidebar}"
     assert_match(/Running without GVL \d/, sidebar)
-    assert_includes thread_view("compressor")["calltree_text"], "Zlib::Deflate.deflate"
+    assert_includes thread_view("nogvl")["calltree_text"], "FathomTest::NoGvl.burn"
   end
 
   # Ruby's GC stops only threads that hold or want the GVL: a thread asleep
