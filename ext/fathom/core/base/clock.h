@@ -4,6 +4,7 @@
 // per second.
 #pragma once
 
+#include <sys/resource.h>
 #include <time.h>
 
 #include <cstdint>
@@ -20,6 +21,16 @@ inline int64_t MonotonicNs() { return ClockNs(CLOCK_MONOTONIC); }
 inline int64_t RealtimeNs() { return ClockNs(CLOCK_REALTIME); }
 // CPU time of the calling thread; 0 when it cannot be read.
 inline int64_t ThreadCpuNs() { return ClockNs(CLOCK_THREAD_CPUTIME_ID); }
+
+// Voluntary context switches of the calling thread so far (it waited: for
+// I/O, a lock, a timer, a signal), -1 when they cannot be read. A raw
+// syscall that takes no lock: the CPU sampler's signal handler reads it in
+// wall mode (SampleHeader::stayed_runnable).
+inline int64_t ThreadVoluntarySwitches() {
+  struct rusage usage;
+  if (getrusage(RUSAGE_THREAD, &usage) != 0) return -1;
+  return static_cast<int64_t>(usage.ru_nvcsw);
+}
 
 // Linux's CPU clock id for another thread of this process, by its kernel
 // thread id (glibc's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED); a stable

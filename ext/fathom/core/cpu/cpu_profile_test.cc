@@ -194,6 +194,36 @@ TEST(CpuAggregateTest, BlockedSampleWithCpuIsSplitIntoRunningWithoutGvlAndBlocke
   EXPECT_EQ(parts[0].state, ThreadState::kRunning);
 }
 
+// Wall mode, a thread in C without the GVL on an overloaded machine: 3 of
+// 100 on a CPU, and no voluntary context switch since its previous sample.
+// It waited for a CPU, not for anything else: all of it is running without
+// the GVL. The same share after a voluntary switch (a sleeper's crumbs, or
+// C code that also waits on I/O) keeps the 10% rule.
+TEST(CpuAggregateTest, BlockedSampleThatStayedRunnableIsRunningWithoutGvl) {
+  SampleHeader h;
+  h.state = ThreadState::kBlocked;
+  h.cpu_delta_ns = 3;
+  h.wall_delta_ns = 100;
+  h.stayed_runnable = true;
+  AccountedPart parts[2];
+  ASSERT_EQ(AccountedParts(h, CpuMode::kWall, parts), 1);
+  EXPECT_EQ(parts[0].state, ThreadState::kNoGvl);
+  EXPECT_EQ(parts[0].cpu_ns, 3);
+  EXPECT_EQ(parts[0].wall_ns, 100);
+  EXPECT_EQ(parts[0].samples, 1);
+  EXPECT_EQ(TimelineState(h, CpuMode::kWall), ThreadState::kNoGvl);
+  // No CPU at all: nothing says it ran (a thread stopped by a debugger).
+  h.cpu_delta_ns = 0;
+  ASSERT_EQ(AccountedParts(h, CpuMode::kWall, parts), 1);
+  EXPECT_EQ(parts[0].state, ThreadState::kBlocked);
+  // It switched voluntarily: below a tenth, blocked whole.
+  h.cpu_delta_ns = 3;
+  h.stayed_runnable = false;
+  ASSERT_EQ(AccountedParts(h, CpuMode::kWall, parts), 1);
+  EXPECT_EQ(parts[0].state, ThreadState::kBlocked);
+  EXPECT_EQ(parts[0].cpu_ns, 3);
+}
+
 CpuProfileData SampleData() {
   CpuProfileData d;
   d.mode = CpuMode::kWall;

@@ -62,6 +62,12 @@ struct SampleHeader {
   // previous sample, i.e. could have run Ruby code and moved. Before 3.2
   // nobody knows (CpuAggregate then judges by its CPU clock).
   GvlSincePrevious gvl_since_previous = GvlSincePrevious::kUnknown;
+  // Wall mode: the thread made no voluntary context switch since its
+  // previous sample (its ru_nvcsw did not move): whatever part of the
+  // interval it spent off a CPU, it was waiting for a CPU, not for I/O, a
+  // lock or a timer. A blocked sample with this set is C code running
+  // without the GVL on a busy machine (AccountedParts). False when unknown.
+  bool stayed_runnable = false;
   // Not a sample: the thread's stack, read when it took the GVL back after
   // a sample taken during a GC (cpu_sampler.cc's TakeStackProbe). No time,
   // no count; it gives that sample its stack.

@@ -106,6 +106,7 @@ void AddThread(pid_t tid, ThreadState initial = ThreadState::kRunning, bool dorm
     if (known->active.load() && known->has_timer) {
       known->last_cpu_ns = ClockNs(ThreadCpuClock(tid));
       known->last_wall_ns = MonotonicNs();
+      known->last_voluntary_switches = -1;
       Arm(known);
     }
     return;
@@ -137,6 +138,7 @@ void AddThread(pid_t tid, ThreadState initial = ThreadState::kRunning, bool dorm
   s.state.store(static_cast<uint8_t>(initial));
   s.last_cpu_ns = ClockNs(ThreadCpuClock(tid));
   s.last_wall_ns = MonotonicNs();
+  s.last_voluntary_switches = -1;
   s.rng = 0x9e3779b97f4a7c15ULL ^ (static_cast<uint64_t>(tid) * 0xbf58476d1ce4e5b9ULL) ^ static_cast<uint64_t>(s.last_wall_ns);
   if (s.rng == 0) s.rng = 1;
   s.last_labels = ThreadLabels{0, 0};  // not the slot's previous thread's
@@ -361,6 +363,7 @@ void AccountBlockedThreads() {
     h->truncated = false;
     h->stack_from_previous = true;  // unless its frames are read below: it has run no Ruby code since
     h->stack_probe = false;
+    h->stayed_runnable = false;  // another thread's switches are not ours to read
     // Read from here: the handler and the hook are quiet (stopped, and the
     // thread is outside Ruby code).
 #ifdef HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK
@@ -500,6 +503,12 @@ void CpuSampler::OnSignal(int index, const void* ucontext) {
     ThreadState state = CurrentState(s);
     h->stack_from_previous = false;
     h->stack_probe = false;
+    h->stayed_runnable = false;
+    if (g_config.mode == CpuMode::kWall) {
+      int64_t switches = ThreadVoluntarySwitches();
+      h->stayed_runnable = s->last_voluntary_switches >= 0 && switches == s->last_voluntary_switches;
+      s->last_voluntary_switches = switches;
+    }
 #ifdef HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK
     h->gvl_since_previous = s->GvlSince(state, /*update=*/true);
 #else

@@ -50,6 +50,10 @@ struct ThreadSlot {
   int64_t last_cpu_ns = 0;
   int64_t last_wall_ns = 0;
   uint64_t rng = 0;
+  // Wall mode: the thread's voluntary context switches at its previous
+  // sample (getrusage RUSAGE_THREAD), -1 before its first (a slot is set up
+  // from another thread, which cannot read this one's).
+  int64_t last_voluntary_switches = -1;
   // The thread's request labels at its last sample, for the last sample
   // AccountBlockedThreads takes for it from another thread (whose own
   // thread-locals are not the sampled thread's). A thread outside Ruby
