@@ -2,8 +2,9 @@
 
 require "minitest"
 
-# Prints the slowest tests and test files after a run, so a CI log says
-# where the suite's minutes went (the suite has a time budget: the brief's
+# Prints every skip with its reason, grouped by reason, then the slowest
+# tests and test files after a run, so a CI log says what did not run on
+# this Ruby and why, and where the suite's minutes went (the suite has a time budget: the brief's
 # 30 minutes; CI's hard limit is 90 for everything). FATHOM_TEST_TIMES=N
 # changes how many lines (0 turns it off).
 module Minitest
@@ -22,10 +23,13 @@ module Minitest
 
     def record(result)
       @results << [result.time, "#{result.klass}##{result.name}", result.source_location&.first]
+      (@skips ||= []) << ["#{result.klass}##{result.name}", result.failure.message] if result.skipped?
     end
 
     def report
       return if @results.empty?
+
+      report_skips
 
       puts
       puts "Slowest tests:"
@@ -34,6 +38,20 @@ module Minitest
       by_file = @results.group_by { |_, _, file| file && file.delete_prefix("#{Dir.pwd}/") }
       by_file.map { |file, rows| [rows.sum(&:first), file] }.max_by(@count, &:first).each do |time, file|
         puts format("  %7.1fs  %s", time, file)
+      end
+    end
+
+    # One line per reason (its first line: a skip message may quote an
+    # error), with the tests it skipped.
+    def report_skips
+      return if @skips.nil? || @skips.empty?
+
+      puts
+      puts "Skipped on Ruby #{RUBY_VERSION} (#{@skips.size}), by reason:"
+      @skips.group_by { |_, message| message.lines.first.to_s.strip }.sort_by { |_, rows| -rows.size }.each do |reason, rows|
+        puts format("  %3d  %s", rows.size, reason)
+        rows.first(4).each { |name, _| puts "         #{name}" }
+        puts "         ... and #{rows.size - 4} more" if rows.size > 4
       end
     end
   end
