@@ -2,6 +2,7 @@
 
 require "test_helper"
 require "json"
+require "support/nogvl_burn"
 
 # The heap sampler beside other threads in every state (issue 22): each
 # scenario runs test/fixtures/heap_threads.rb in its own process, so that
@@ -35,7 +36,8 @@ class HeapThreadsTest < Minitest::Test
 
   def run_scenario(scenario, interval, iterations: ITERATIONS.fetch(interval))
     env = TestHelper::PLAIN_ENV.merge("HEAP_THREADS_ITERATIONS" => iterations.to_s)
-    out, err, status = Open3.capture3(env, RbConfig.ruby, "-I", TestHelper::LIB, FIXTURE, scenario, interval)
+    out, err, status = Open3.capture3(env, RbConfig.ruby, "-I", TestHelper::LIB, "-I", NoGvlBurn.load_path, FIXTURE,
+                                     scenario, interval)
     assert status.success?, "#{scenario} #{interval}: #{err}"
     JSON.parse(out.lines.last)
   end
