@@ -14,7 +14,7 @@ class RackSecurityTest < Minitest::Test
 
   def env(path, query: "", addr: "127.0.0.1", headers: {}, method: "GET")
     { "REQUEST_METHOD" => method, "SCRIPT_NAME" => "", "PATH_INFO" => path, "QUERY_STRING" => query,
-      "REMOTE_ADDR" => addr }.merge(headers)
+      "REMOTE_ADDR" => addr, "SERVER_PROTOCOL" => "HTTP/1.1" }.merge(headers)
   end
 
   def call(app, path, **opts)
@@ -76,9 +76,25 @@ class RackSecurityTest < Minitest::Test
         assert_match(/not through a proxy/, body)
       end
     end
-    # nginx's default proxy_pass: HTTP/1.0 to the upstream, no forwarding header.
-    assert_equal 403, call(app, "/debug/fathom/", headers: { "SERVER_PROTOCOL" => "HTTP/1.0" }).first
-    assert_equal 200, call(app, "/debug/fathom/", headers: { "SERVER_PROTOCOL" => "HTTP/1.1" }).first
+    # nginx's default proxy_pass: HTTP/1.0 to the upstream, no forwarding
+    # header. Each server's keys (Fathom::Rack::RequestVersion;
+    # test/hostile/proxy_guard_test.rb runs the real ones).
+    {
+      { "SERVER_PROTOCOL" => "HTTP/1.0" } => 403, # puma 6, unicorn...
+      { "SERVER_PROTOCOL" => "HTTP/1.1", "HTTP_VERSION" => "HTTP/1.0" } => 403, # puma 5: its SERVER_PROTOCOL is a constant
+      { "SERVER_PROTOCOL" => "HTTP/1.1", "HTTP_VERSION" => "HTTP/1.0, HTTP/1.1" } => 403, # puma 5 + a client's Version:
+      { "SERVER_PROTOCOL" => "HTTP/1.0", "HTTP_VERSION" => "HTTP/1.1" } => 403, # puma 7: Version: is the client's
+      { "SERVER_PROTOCOL" => nil } => 403, # not reported: cannot be told
+      { "SERVER_PROTOCOL" => "HTTP/1.1", "SERVER_SOFTWARE" => "WEBrick/1.8.1 (Ruby/3.1.2/2022-04-12)" } => 403,
+      { "SERVER_PROTOCOL" => "HTTP/1.1" } => 200,
+      { "SERVER_PROTOCOL" => "HTTP/1.1", "HTTP_VERSION" => "HTTP/1.1" } => 200,
+      { "SERVER_PROTOCOL" => "HTTP/2" } => 200
+    }.each do |headers, expected|
+      status, _, body = app.call(env("/debug/fathom/").merge(headers).compact) # nil: the key removed
+      assert_equal expected, status, headers.inspect
+      body = body.each.to_a.join
+      assert_match(/this request: (it came as HTTP\/1\.0|the server did not report|WEBrick)/, body) if expected == 403
+    end
     # A unix socket: no address, a path, or puma's 127.0.0.1 with the socket in the env.
     ["", "unix:/run/app.sock", "unix"].each do |addr|
       assert_equal 403, call(app, "/debug/fathom/", addr: addr).first, addr
