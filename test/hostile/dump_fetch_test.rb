@@ -60,6 +60,13 @@ class DumpFetchTest < Minitest::Test
     assert_match(%r{\AGET /debug/fathom/dump HTTP/1\.1\z}, request.line)
     assert_match(%r{fathom dump: http://127\.0\.0\.1:\d+/debug/fathom/dump: HTTP 401: you sent Basic \[redacted\]}, err)
     refute_fragments(out + err, [PASSWORD, basic], "fathom dump's output")
+    # A token, echoed: the same.
+    token = "tok_SECRET_0123456789abcdef"
+    out, err, status = dump("http://127.0.0.1:#{echo.port}/debug/fathom", "--token", token)
+    assert_equal 1, status.exitstatus, out
+    assert_equal "Bearer #{token}", echo.requests.pop.headers["authorization"]
+    assert_match(/you sent Bearer \[redacted\]/, err)
+    refute_fragments(out + err, [token], "fathom dump's output with --token")
 
     # Percent-encoded reserved characters are decoded; unescaped, the URL
     # is refused without showing any of it.

@@ -69,7 +69,7 @@ class RackSecurityTest < Minitest::Test
   # behind any of them every client would be "loopback".
   def test_every_client_address_header_a_unix_socket_and_http_1_0_are_not_loopback
     %w[HTTP_X_CLIENT_IP HTTP_TRUE_CLIENT_IP HTTP_CF_CONNECTING_IP HTTP_X_CLUSTER_CLIENT_IP
-       HTTP_FASTLY_CLIENT_IP HTTP_X_FORWARDED_FOR].each do |h|
+       HTTP_FASTLY_CLIENT_IP HTTP_X_FORWARDED_FOR HTTP_VIA HTTP_X_FORWARDED_PROTO HTTP_X_FORWARDED_HOST].each do |h|
       ["203.0.113.9", "127.0.0.1", ""].each do |value|
         status, _, body = call(app, "/debug/fathom/", headers: { h => value })
         assert_equal 403, status, "#{h}: #{value.inspect}"

@@ -46,6 +46,12 @@ module Fathom
       # means the request came through something that is not the client.
       FORWARDED = %w[HTTP_X_FORWARDED_FOR HTTP_FORWARDED HTTP_X_REAL_IP HTTP_X_CLIENT_IP HTTP_TRUE_CLIENT_IP
                      HTTP_CF_CONNECTING_IP HTTP_X_CLUSTER_CLIENT_IP HTTP_FASTLY_CLIENT_IP].freeze
+      # Headers that say a request went through a proxy without naming the
+      # client: Via (Varnish, Squid, CloudFront, Google's load balancers),
+      # and the X-Forwarded-* a TLS-terminating proxy adds on its own
+      # (Traefik, Envoy, an ALB). No local client sends them.
+      PROXIED = %w[HTTP_VIA HTTP_X_FORWARDED_PROTO HTTP_X_FORWARDED_HOST HTTP_X_FORWARDED_PORT
+                   HTTP_X_FORWARDED_SERVER HTTP_X_FORWARDED_SSL].freeze
       # Where servers put the connection's socket in the env (a unix socket
       # is reported as REMOTE_ADDR 127.0.0.1 by puma and unicorn).
       SOCKET_KEYS = %w[puma.socket unicorn.socket pitchfork.socket].freeze
@@ -179,7 +185,7 @@ module Fathom
 
       # nil for a direct loopback client, else why the request is not one.
       def not_loopback(env)
-        header = FORWARDED.find { |h| env.key?(h) }
+        header = FORWARDED.find { |h| env.key?(h) } || PROXIED.find { |h| env.key?(h) }
         return "it carries #{header.delete_prefix("HTTP_").tr("_", "-")}, as proxies add" if header
         return "it came on a unix socket" if SOCKET_KEYS.any? { |k| defined?(UNIXSocket) && UNIXSocket === env[k] }
 
