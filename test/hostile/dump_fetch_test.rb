@@ -3,11 +3,14 @@
 require "test_helper"
 require "zlib"
 require "support/hostile_server"
+require "support/secret_fragments"
 require "fathom/cli"
 
 # `fathom dump URL` against servers that lie, cut the reply or echo what
 # they were sent (issue 40, items 4, 10 and 11).
 class DumpFetchTest < Minitest::Test
+  include SecretFragments
+
   PASSWORD = "pw_SECRET_0123"
   # Gzipped text that does not compress to nothing: its middle is a cut
   # inside the deflate stream, not in a run of zeros.
@@ -34,15 +37,6 @@ class DumpFetchTest < Minitest::Test
 
   def assert_nothing_written
     assert_empty Dir.children(@dir), "no file, no temp file"
-  end
-
-  def fragments(*secrets)
-    secrets.flat_map { |s| (0..(s.bytesize - 6)).map { |i| s.byteslice(i, 6) } }.uniq
-  end
-
-  def refute_fragments(text, secrets, what)
-    found = fragments(*secrets).find { |f| text.include?(f) }
-    refute found, "#{what} shows #{found.inspect} of a secret: #{text}"
   end
 
   # user:password@ is sent as basic auth, as curl sends it, and never shown:

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "support/env_vars"
 require "fathom/always_on/settings"
 require "fathom/push/push"
 require "fathom/rack"
@@ -11,6 +12,8 @@ require "fathom/context/switch"
 # (never a secret's), and the app runs unprofiled. Before: "ArgumentError:
 # invalid byte sequence in UTF-8", naming nothing.
 class EnvBytesTest < Minitest::Test
+  include EnvVars
+
   BAD = "a\xFFb"
   SECRETS = %w[FATHOM_PUSH_TOKEN FATHOM_PUSH_PASSWORD FATHOM_RACK_TOKEN].freeze
   BASE = { "FATHOM_DIR" => "/tmp/fathom-env-bytes", "FATHOM_PUSH" => "pyroscope://127.0.0.1:4040" }.freeze
@@ -89,13 +92,5 @@ class EnvBytesTest < Minitest::Test
       assert_equal 1, err.lines.size, err
       assert_match(/\Afathom\/setup: not profiling: ArgumentError: fathom: #{name} holds bytes that are not UTF-8: /, err)
     end
-  end
-
-  def with_env(vars)
-    old = vars.to_h { |k, _| [k, ENV[k]] }
-    vars.each { |k, v| ENV[k] = v }
-    yield
-  ensure
-    old.each { |k, v| ENV[k] = v }
   end
 end

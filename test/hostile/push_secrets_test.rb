@@ -4,11 +4,14 @@ require "test_helper"
 require "stringio"
 require "fathom/push/push"
 require "support/hostile_server"
+require "support/secret_fragments"
 
 # Credentials and control characters that a push receiver, or the
 # FATHOM_PUSH value itself, would put into Fathom's messages (issue 40,
 # items 2, 3 and 14).
 class PushSecretsTest < Minitest::Test
+  include SecretFragments
+
   TOKEN = "tok_SECRET_0123456789abcdef"
   USER = "me"
   PASSWORD = "pw_SECRET_01234"
@@ -20,17 +23,6 @@ class PushSecretsTest < Minitest::Test
 
   def teardown
     @servers.each(&:close)
-  end
-
-  # Every 6-byte piece of each form of each secret: a secret cut anywhere
-  # still shows one of them.
-  def fragments(*secrets)
-    secrets.flat_map { |s| (0..(s.bytesize - 6)).map { |i| s.byteslice(i, 6) } }.uniq
-  end
-
-  def refute_fragments(text, secrets, what)
-    found = fragments(*secrets).find { |f| text.include?(f) }
-    refute found, "#{what} shows #{found.inspect} of a secret: #{text}"
   end
 
   # A receiver that answers 401 with `padding` dots, then what it was sent

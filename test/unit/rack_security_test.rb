@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "support/env_vars"
 require "fathom/rack"
 require "timeout"
 require "socket"
@@ -10,6 +11,8 @@ require "tmpdir"
 # (a Rack env Hash: the rack gem is not needed, and REMOTE_ADDR is ours to
 # set, as a proxy or a remote client would make it).
 class RackSecurityTest < Minitest::Test
+  include EnvVars
+
   TOKEN = "s3cret-token-0123456789abcdef"
 
   def env(path, query: "", addr: "127.0.0.1", headers: {}, method: "GET")
@@ -158,14 +161,6 @@ class RackSecurityTest < Minitest::Test
     assert_raises(TypeError) { app(hosts: [1]) }
     assert_raises(TypeError) { app(hosts: :x) }
     assert_equal ["x.example"], app(hosts: " X.example ,,").config.hosts
-  end
-
-  def with_env(vars)
-    old = vars.to_h { |k, _| [k, ENV[k]] }
-    vars.each { |k, v| ENV[k] = v }
-    yield
-  ensure
-    old.each { |k, v| ENV[k] = v }
   end
 
   def test_wrong_or_missing_token_is_refused
