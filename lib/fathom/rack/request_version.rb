@@ -46,7 +46,7 @@ module Fathom
         values = KEYS.filter_map { |key| env[key] }
         return "the server did not report the request's HTTP version" if values.empty?
 
-        versions = values.flat_map { |value| value.to_s.split(",").map(&:strip) }
+        versions = values.flat_map { |value| value.to_s.b.split(",").map(&:strip) } # bytes: a client's header may hold any
         old = versions.find { |v| !CURRENT.include?(v.upcase) }
         old && "it came as #{old.empty? ? "no HTTP version" : shown(old)}, not HTTP/1.1 (nginx's proxy_pass speaks HTTP/1.0)"
       end
