@@ -111,6 +111,37 @@ class RubyGuardsTest < Minitest::Test
     end
   end
 
+  # Ruby 4.0 keeps these instance variables in an imemo of their owner
+  # (retention_walk.cc, ProbeImemoFields): the chain must still end in the
+  # ivar's name, under the owner, and not in the "Ruby internals" row. On
+  # 3.x, where the owner holds them itself, this is the chain as it was.
+  class FieldsHolder; end
+
+  def test_instance_variables_of_classes_and_strings_stay_the_programs
+    require_native!
+    cache = Array.new(50) { |i| "cached #{i}" }
+    FieldsHolder.instance_variable_set(:@cache, cache)
+    $fathom_tagged = +"tagged" # rubocop:disable Style/GlobalVars
+    tag = "a tag" * 10
+    $fathom_tagged.instance_variable_set(:@tag, tag) # rubocop:disable Style/GlobalVars
+    profile = Fathom.retention_snapshot(focus: [cache, tag], progress: nil)
+    class_path, string_path = profile.stats[:focus_paths].map { |paths| paths.first.split(" → ") }
+    # 3.x: "… → RubyGuardsTest::FieldsHolder → @cache (Array)"; 4.0 adds
+    # "(instance variables)" between the two, and nothing else.
+    assert_ivar_step class_path, "RubyGuardsTest::FieldsHolder", "@cache (Array)"
+    assert_ivar_step string_path, "$fathom_tagged", "@tag (String)"
+    (class_path + string_path).each { |step| refute_match(/Ruby internals|<imemo>/, step) }
+  ensure
+    FieldsHolder.remove_instance_variable(:@cache) if FieldsHolder.instance_variable_defined?(:@cache)
+    $fathom_tagged = nil # rubocop:disable Style/GlobalVars
+  end
+
+  def assert_ivar_step(path, owner, ivar)
+    at = path.index(owner)
+    assert at, "#{owner} not in #{path.inspect}"
+    assert_includes [[ivar], ["(instance variables)", ivar]], path[(at + 1)..], path.inspect
+  end
+
   def test_endpoints_answer_501_with_the_reason
     require_native!
     app = Fathom::Rack::App.new(enabled: true)
