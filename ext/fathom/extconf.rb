@@ -105,13 +105,15 @@ else
   # time it added to every install (docs/internals/versions.md, "LTO").
 end
 if ENV["FATHOM_PORTABLE"] == "1"
-  # libstdc++ and libgcc linked in, their symbols kept hidden: the .so then
-  # needs no newer libstdc++ than the machine's (GLIBCXX_3.4.30 here) and
-  # cannot clash with another extension's copy. libruby is not linked:
+  # libstdc++ linked in, its symbols kept hidden: the .so then needs no
+  # libstdc++ as new as GCC 12's (GLIBCXX_3.4.30) on the machine and cannot
+  # clash with another extension's copy. libgcc stays the shared
+  # libgcc_s.so.1 that every glibc system has: its static unwinder would
+  # need glibc 2.35's _dl_find_object. libruby is not linked:
   # its symbols come from the process that loads us, so the same .so loads
   # into a Ruby built with or without --enable-shared, wherever it lives
   # (no rpath to this machine's /opt/fathom-rubies).
-  $LDFLAGS << " -static-libstdc++ -static-libgcc -Wl,--exclude-libs,ALL"
+  $LDFLAGS << " -static-libstdc++ -Wl,--exclude-libs,ALL"
   $LIBRUBYARG = ""
   $LIBRUBYARG_SHARED = ""
 end
