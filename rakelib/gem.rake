@@ -18,14 +18,24 @@ require "etc"
 require "fileutils"
 require "rbconfig"
 require "rubygems/package"
+require "tmpdir"
 
 module FathomGem
   ROOT = File.expand_path("..", __dir__)
-  WORK = File.join(ROOT, "tmp/gem")
   PLATFORM = "x86_64-linux"
   RUBIES = %w[3.1 3.3 3.4].freeze
 
   module_function
+
+  # A work directory of its own per task run (tmp/gem-*, removed when the
+  # package is built): two runs at once (script/test's and a developer's)
+  # must not copy over each other's sources.
+  def in_work_dir
+    FileUtils.mkdir_p(File.join(ROOT, "tmp"))
+    work = Dir.mktmpdir("gem-", File.join(ROOT, "tmp"))
+    yield work
+    FileUtils.rm_rf(work)
+  end
 
   def out_dir
     File.expand_path(ENV.fetch("FATHOM_GEM_OUT", File.join(ROOT, "pkg")))
@@ -81,8 +91,7 @@ module FathomGem
   # FATHOM_PORTABLE=1 (ext/fathom/extconf.rb says what that changes),
   # then stripped of what debug sections the static libstdc++ brings.
   def build_extension(src, version, bin)
-    build = File.join(WORK, "build", version)
-    FileUtils.rm_rf(build)
+    build = File.join(File.dirname(src), "build", version)
     FileUtils.mkdir_p(build)
     env = { "FATHOM_PORTABLE" => "1", "PATH" => "#{bin}:#{ENV.fetch('PATH')}", "MAKEFLAGS" => nil,
             "RUBYOPT" => nil, "BUNDLE_GEMFILE" => nil, "BUNDLER_SETUP" => nil }
@@ -113,8 +122,10 @@ end
 namespace :gem do
   desc "The source gem, from a clean copy of the checkout, into pkg/"
   task :source do
-    src = FathomGem.export(File.join(FathomGem::WORK, "source"))
-    FathomGem.package(FathomGem.spec_in(src), src)
+    FathomGem.in_work_dir do |work|
+      src = FathomGem.export(File.join(work, "source"))
+      FathomGem.package(FathomGem.spec_in(src), src)
+    end
   end
 
   desc "The precompiled x86_64-linux gem (the extension for Ruby 3.1, 3.3 and 3.4), into pkg/"
@@ -123,14 +134,16 @@ namespace :gem do
                                                                RbConfig::CONFIG["host_cpu"] == "x86_64"
 
     rubies = FathomGem.rubies
-    src = FathomGem.export(File.join(FathomGem::WORK, "native"))
-    rubies.each do |version, bin|
-      puts "=== extension for Ruby #{version} (#{bin})"
-      so = FathomGem.build_extension(src, version, bin)
-      FileUtils.mkdir_p(File.join(src, "lib/fathom", version))
-      FileUtils.cp(so, File.join(src, "lib/fathom", version))
+    FathomGem.in_work_dir do |work|
+      src = FathomGem.export(File.join(work, "native"))
+      rubies.each do |version, bin|
+        puts "=== extension for Ruby #{version} (#{bin})"
+        so = FathomGem.build_extension(src, version, bin)
+        FileUtils.mkdir_p(File.join(src, "lib/fathom", version))
+        FileUtils.cp(so, File.join(src, "lib/fathom", version))
+      end
+      FathomGem.package(FathomGem.native_spec(FathomGem.spec_in(src), rubies.keys), src)
     end
-    FathomGem.package(FathomGem.native_spec(FathomGem.spec_in(src), rubies.keys), src)
   end
 end
 
