@@ -109,7 +109,7 @@ class GemInstallTest < Minitest::Test
     # The heap-dump reader is in every build (simdjson is vendored).
     sh("ruby", "-robjspace", "-e", 'CACHE = Array.new(1000) { |i| "s#{i}" }; ' \
                                    'File.open("heap.json", "w") { |f| ObjectSpace.dump_all(output: f) }')
-    assert_match(/Live by allocation site:/, sh(fathom, "analyze", "heap.json", "--top", "5"))
+    assert_match(/\ARetention profile: \d+ objects.*^Top 5 retainers/m, sh(fathom, "analyze", "heap.json", "--top", "5"))
 
     script = <<~RUBY
       require "fathom"
