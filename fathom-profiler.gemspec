@@ -24,8 +24,9 @@ Gem::Specification.new do |spec|
   spec.authors = ["The Fathom developers"]
   spec.license = "MIT"
   spec.homepage = Fathom::REPOSITORY
+  # No homepage_uri: the homepage is the source, and RubyGems 3.5+ warns
+  # at `gem build` when two URIs of the metadata are the same.
   spec.metadata = {
-    "homepage_uri" => Fathom::REPOSITORY,
     "source_code_uri" => Fathom::REPOSITORY,
     "changelog_uri" => "#{Fathom::REPOSITORY}/blob/main/CHANGELOG.md",
     "bug_tracker_uri" => "#{Fathom::REPOSITORY}/issues",

@@ -120,6 +120,15 @@ class GemInstallTest < Minitest::Test
     assert_match(/String#\*/, sh("ruby", "-e", script))
   end
 
+  # What a maintainer runs; every RubyGems version the suite tests has its
+  # own checks (3.5 added one for repeated metadata URIs).
+  def test_gem_build_prints_no_warning
+    out = sh("gem", "build", File.join(TestHelper::ROOT, "fathom-profiler.gemspec"), "--output",
+             File.join(@dir, "built.gem"), chdir: TestHelper::ROOT)
+    assert_match(/Successfully built RubyGem/, out)
+    refute_match(/WARNING/, out)
+  end
+
   def test_the_source_gem_compiles_at_install_and_works
     spec = Gem::Package.new(self.class.packages[:source]).spec
     assert_equal "ruby", spec.platform.to_s
