@@ -114,9 +114,15 @@ if ENV["FATHOM_PORTABLE"] == "1"
   # its symbols come from the process that loads us, so the same .so loads
   # into a Ruby built with or without --enable-shared, wherever it lives
   # (no rpath to this machine's /opt/fathom-rubies).
-  $LDFLAGS << " -static-libstdc++ -Wl,--exclude-libs,ALL"
+  # --gc-sections drops the parts of the static libstdc++ nothing calls:
+  # half its size, and its std::random_device, which needs glibc 2.36's
+  # arc4random (the gem's floor is 2.34: docs/internals/versions.md,
+  # "The precompiled gem"). Only libdir's -L goes with libruby: mkmf gives
+  # it an rpath (/opt/fathom-rubies/<v>/lib) that no user machine has.
+  $LDFLAGS << " -static-libstdc++ -Wl,--exclude-libs,ALL -Wl,--gc-sections"
   $LIBRUBYARG = ""
   $LIBRUBYARG_SHARED = ""
+  $DEFLIBPATH = $DEFLIBPATH.select { |dir| dir.start_with?(".") }
 end
 # mkmf links C++ objects with the C compiler driver unless told otherwise.
 RbConfig::MAKEFILE_CONFIG["LDSHARED"] = RbConfig::MAKEFILE_CONFIG["LDSHAREDXX"]
