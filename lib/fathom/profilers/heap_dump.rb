@@ -65,8 +65,8 @@ module Fathom
       RubyGuards.refuse_gc!(:dump, "Fathom.heap_dump")
       NativeLoader.require!
       unless Native.respond_to?(:heap_dump_forked)
-        raise NotImplementedError, "fathom: this build has no heap-dump support (built without simdjson: " \
-                                   "apt-get install libsimdjson-dev and rebuild)"
+        raise NotImplementedError, "fathom: this build has no heap-dump support (built with FATHOM_DUMP_READER=0: " \
+                                   "reinstall fathom without it)"
       end
 
       target = AtomicFile.check_target!(path, overwrite: force)

@@ -319,7 +319,10 @@ VALUE NativeHeapDumpForked(VALUE, VALUE fd, VALUE values, VALUE gzip_level, VALU
 }  // namespace
 
 void InitForkedDump(VALUE mNative) {
-  rb_define_module_function(mNative, "heap_dump_forked", RUBY_METHOD_FUNC(NativeHeapDumpForked), 5);
+  // The function itself, not RUBY_METHOD_FUNC(...): Ruby's C++ headers
+  // check its arity from its type, where the ANYARGS cast drew Ruby 3.1's
+  // "use of ANYARGS is deprecated" warning.
+  rb_define_module_function(mNative, "heap_dump_forked", NativeHeapDumpForked, 5);
 }
 
 }  // namespace fathom
