@@ -145,7 +145,8 @@ class RubyGuardsTest < Minitest::Test
   def test_endpoints_answer_501_with_the_reason
     require_native!
     app = Fathom::Rack::App.new(enabled: true)
-    env = ->(path) { { "REQUEST_METHOD" => "GET", "SCRIPT_NAME" => "", "PATH_INFO" => path, "QUERY_STRING" => "", "REMOTE_ADDR" => "127.0.0.1" } }
+    env = ->(path) { { "REQUEST_METHOD" => "GET", "SCRIPT_NAME" => "", "PATH_INFO" => path, "QUERY_STRING" => "", "REMOTE_ADDR" => "127.0.0.1",
+                       "SERVER_PROTOCOL" => "HTTP/1.1", "HTTP_VERSION" => "HTTP/1.1" } }
     as_ruby(gc: "mmtk") do
       { "retention" => "a retention snapshot", "dump" => "a heap dump" }.each do |name, what|
         status, _, body = app.call(env.("/debug/fathom/#{name}"))
