@@ -9,7 +9,9 @@
 // the child), every signal blocked across fork(), GC back on at once, then
 // the wait for the child without the GVL (cancellable: a Thread#kill or an
 // Interrupt kills and reaps the child).
-// Child: block every signal, bound its address space, then Ruby's roots
+// Child: die with the parent, close every descriptor but its pipe and the
+// dump's file (ForkAndCollect), block every signal, bound its address
+// space, then Ruby's roots
 // (rb_objspace_reachable_objects_from_root) as ROOT lines and every slot
 // of the heap (rb_objspace_each_objects, as dump_all) as one line each,
 // its references from rb_objspace_reachable_objects_from. Nothing there
@@ -247,7 +249,8 @@ bool RunForked(int out_fd, bool values, int gzip_level, int64_t timeout_ns, uint
   bool gc_was_disabled = RTEST(rb_gc_disable());
   ForkedChild child;
   bool forked = ForkAndCollect(
-      "dump_fork_wait", timeout_ns, [&](int fd) { ChildMain(fd, out_fd, values, gzip_level, memory_bytes); },
+      "dump_fork_wait", timeout_ns, {out_fd},  // the file it writes: the one descriptor of the app's it keeps
+      [&](int fd) { ChildMain(fd, out_fd, values, gzip_level, memory_bytes); },
       [&] {
         if (!gc_was_disabled) rb_gc_enable();
       },

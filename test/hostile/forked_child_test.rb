@@ -1,0 +1,168 @@
+# frozen_string_literal: true
+
+require "test_helper"
+require "socket"
+require "support/child_watch"
+require "fathom/always_on/rotation"
+
+# Issue 40, item 5: the child that a retention snapshot or a heap dump
+# forks holds nothing of the parent's but memory, and dies with its parent. Each test holds the child still with
+# SIGSTOP once it is under way (ChildWatch), so what it checks cannot race
+# with the child's end, whatever the machine's speed.
+class ForkedChildTest < Minitest::Test
+  include ChildWatch
+
+  # Enough heap that a child's walk lasts long enough to be seen (a tenth
+  # of a second or more; a child is seen within a few ms, and one missed is
+  # taken again). More only makes the children slower: they run at nice 19.
+  BALLAST = 200_000
+
+  def setup
+    require_native!
+    skip "fork" unless Process.respond_to?(:fork)
+    @dir = Dir.mktmpdir("fathom-forked-child")
+    @ballast = Array.new(BALLAST) { |i| "ballast #{i}" }
+  end
+
+  def teardown
+    @ballast = nil
+    FileUtils.rm_rf(@dir)
+  end
+
+  # Runs `work` (a lambda that forks a child and waits for it) on a thread
+  # until its child is seen (again when a child ended too soon to be
+  # seen), lets the child settle to `count` descriptors, stops it, and
+  # yields its pid and descriptors; then lets it go on and returns the
+  # work's value.
+  def with_stopped_child(count, work)
+    5.times do
+      thread = Thread.new(&work)
+      child = await_child { thread.alive? }
+      held = child && stop_when_settled(child, count)
+      unless held
+        thread.join
+        next
+      end
+      begin
+        yield child, held
+      ensure
+        Process.kill(:CONT, child)
+      end
+      return thread.value
+    end
+    flunk "the child was never seen at work: a bigger BALLAST is needed"
+  end
+
+  # Runs the block while a thread holds `rotation`'s lock, as a flusher in
+  # the middle of a write does; yields a lambda that makes it let go.
+  def while_a_writer_holds_the_lock(rotation)
+    holding = Queue.new
+    release = Queue.new
+    writer = Thread.new { rotation.locked { holding << true; release.pop } }
+    holding.pop
+    yield lambda {
+      release << true
+      writer.join
+    }
+  ensure
+    release&.<< true
+    writer&.join
+  end
+
+  def assert_lock_free(why)
+    File.open(File.join(@dir, Fathom::Rotation::LOCK_NAME)) do |lock|
+      assert lock.flock(File::LOCK_EX | File::LOCK_NB), why
+    end
+  end
+
+  # Item 5 (and 6): a port the app closed is bound again at once, a client
+  # whose connection the app closed sees end of file at once, a lock the
+  # app let go is free at once; the child keeps 0-2 (on /dev/null) and its
+  # pipe, nothing else.
+  def test_a_snapshots_child_holds_no_socket_file_or_lock_of_the_apps
+    server = TCPServer.new("127.0.0.1", 0)
+    port = server.addr[1]
+    client = TCPSocket.new("127.0.0.1", port)
+    served = server.accept
+    rotation = Fathom::Rotation.new(@dir, keep_files: 10, keep_bytes: 1 << 20)
+    profile = while_a_writer_holds_the_lock(rotation) do |let_go|
+      with_stopped_child(SNAPSHOT_FDS, -> { Fathom.retention_snapshot(progress: nil) }) do |_child, held|
+        assert_equal [0, 1, 2], held.keys.sort.first(3), held.inspect
+        assert_equal ["/dev/null"] * 3, held.values_at(0, 1, 2), "stdio on /dev/null: #{held.inspect}"
+        assert_equal 1, held.size - 3, "nothing but its pipe: #{held.inspect}"
+        assert_match(/\Apipe:/, held.values.last)
+
+        server.close
+        again = TCPServer.new("127.0.0.1", port) # EADDRINUSE while the child held the listener
+        again.close
+        served.close
+        assert IO.select([client], nil, nil, 1), "the client saw nothing within 1 s of the app closing its connection"
+        assert_nil client.read_nonblock(1, exception: false), "end of file"
+        let_go.call
+        assert_lock_free("the directory's lock stayed held after the app let it go")
+      end
+    end
+    assert_equal :forked, profile.stats[:walk]
+    assert_operator profile.bytes.bytesize, :>, 0
+  ensure
+    [client, served, server].each { |io| io&.close unless io&.closed? }
+  end
+
+  # Item 5: a dump's child keeps its file (the temp file it writes) and
+  # its pipe, nothing else.
+  def test_a_dumps_child_holds_its_pipe_and_its_file_only
+    skip "no heap dumps in this build" unless Fathom::Native.respond_to?(:heap_dump_forked)
+
+    path = File.join(@dir, "heap.json.gz")
+    stats = with_stopped_child(DUMP_FDS, -> { Fathom.heap_dump(path) }) do |_child, held|
+      assert_equal ["/dev/null"] * 3, held.values_at(0, 1, 2), held.inspect
+      rest = held.reject { |fd, _| fd <= 2 }.values
+      assert_equal 2, rest.size, held.inspect
+      assert_equal 1, rest.grep(/\Apipe:/).size, held.inspect
+      assert_equal 1, rest.grep(%r{\A#{Regexp.escape(@dir)}/\.heap\.json\.gz\..*\.fathom-tmp\z}).size, held.inspect
+    end
+    assert_operator stats[:objects], :>, BALLAST
+    assert File.size?(path)
+  end
+
+  # Item 5: a child whose parent was SIGKILLed ends within a second. The
+  # app (another process) takes a snapshot; its child is stopped once
+  # settled (a stopped child is one that would otherwise run on: only the
+  # kernel's PR_SET_PDEATHSIG SIGKILL ends it), then the app is SIGKILLed.
+  def test_a_child_dies_with_its_parent
+    script = <<~RUBY
+      require "fathom"
+      ballast = Array.new(#{BALLAST}) { |i| "ballast \#{i}" }
+      puts "ready"
+      $stdout.flush
+      loop { Fathom.retention_snapshot(progress: nil) }
+    RUBY
+    Open3.popen2(TestHelper::PLAIN_ENV, RbConfig.ruby, "-I", TestHelper::LIB, "-e", script) do |_, out, wait|
+      app = wait.pid
+      assert_equal "ready\n", out.gets
+      # A child seen at its very end is let go: the next snapshot's is taken.
+      child = nil
+      5.times do
+        child = await_child(app) { true }
+        break if stop_when_settled(child, SNAPSHOT_FDS)
+
+        sleep 0.001 while children(app).include?(child)
+      end
+      assert stopped?(child), "no child of the app could be stopped at work"
+      Process.kill(:KILL, app)
+      wait.value
+      lived = time_until(5) { killed?(child) }
+      begin
+        refute_nil lived, "the child of a SIGKILLed app was not killed within 5 s"
+        assert_operator lived, :<, 1.0
+        gone = time_until(120) { gone?(child) }
+        if ENV["FATHOM_TEST_VERBOSE"]
+          puts "\n  the orphan was killed #{(lived * 1000).round(1)} ms after its parent was reaped, " \
+               "gone after #{gone ? "#{(gone * 1000).round(1)} ms" : "more than 120 s"}"
+        end
+      ensure
+        Process.kill(:KILL, child) rescue nil # rubocop:disable Style/RescueModifier -- gone, as it should be
+      end
+    end
+  end
+end
