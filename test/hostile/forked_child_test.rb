@@ -5,8 +5,9 @@ require "socket"
 require "support/child_watch"
 require "fathom/always_on/rotation"
 
-# Issue 40, item 5: the child that a retention snapshot or a heap dump
-# forks holds nothing of the parent's but memory, and dies with its parent. Each test holds the child still with
+# Issue 40, items 5 and 6: the child that a retention snapshot or a heap
+# dump forks holds nothing of the parent's but memory and dies with its
+# parent, and a process the app forks keeps no lock the app held. Each test holds the child still with
 # SIGSTOP once it is under way (ChildWatch), so what it checks cannot race
 # with the child's end, whatever the machine's speed.
 class ForkedChildTest < Minitest::Test
@@ -163,6 +164,35 @@ class ForkedChildTest < Minitest::Test
       ensure
         Process.kill(:KILL, child) rescue nil # rubocop:disable Style/RescueModifier -- gone, as it should be
       end
+    end
+  end
+
+  # Item 6: a process the app forks while a thread holds the directory's
+  # lock (a puma worker booting during a flush) closes its copy at once:
+  # the lock is free as soon as the app lets it go, not when that process
+  # exits.
+  def test_a_process_forked_while_the_lock_is_held_does_not_keep_it
+    rotation = Fathom::Rotation.new(@dir, keep_files: 10, keep_bytes: 1 << 20)
+    reader, writer = IO.pipe
+    pid = nil
+    while_a_writer_holds_the_lock(rotation) do |let_go|
+      pid = fork do
+        # ForkHooks ran before this block: whatever it closes is closed now.
+        writer.puts "started"
+        writer.close
+        sleep 30
+        exit!(0)
+      end
+      writer.close
+      assert_equal "started\n", reader.gets
+      let_go.call
+      assert_lock_free("the forked process kept the directory's lock")
+    end
+  ensure
+    reader&.close
+    if pid
+      Process.kill(:KILL, pid)
+      Process.wait(pid)
     end
   end
 end

@@ -2,6 +2,7 @@
 
 require_relative "../files/atomic_file"
 require_relative "../files/stdlib"
+require_relative "../process/held_locks"
 
 module Fathom
   # Keeps a directory of profiles bounded, the oldest removed first, at
@@ -36,7 +37,9 @@ module Fathom
   # the next writer (a thread, another flusher, another process sharing the
   # directory: puma workers, containers on one volume) in. The lock file is
   # opened for each write, never kept open: a descriptor inherited across
-  # fork would share the lock with the parent.
+  # fork would share the lock with the parent. A process forked while the
+  # lock is held closes its copy at once (HeldLocks), and Fathom's own
+  # forked children close every descriptor.
   #
   # For any writer of a directory (the middleware's request-* files):
   #
@@ -87,8 +90,13 @@ module Fathom
       @mutex.synchronize do
         Stdlib.mkdir_p(@dir)
         File.open(File.join(@dir, LOCK_NAME), File::RDWR | File::CREAT | File::NOFOLLOW, 0o600) do |lock|
-          lock.flock(File::LOCK_EX)
-          yield
+          HeldLocks.hold(lock)
+          begin
+            lock.flock(File::LOCK_EX)
+            yield
+          ensure
+            HeldLocks.release(lock)
+          end
         end
       end
     end
