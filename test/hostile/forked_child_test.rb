@@ -5,9 +5,10 @@ require "socket"
 require "support/child_watch"
 require "fathom/always_on/rotation"
 
-# Issue 40, items 5 and 6: the child that a retention snapshot or a heap
-# dump forks holds nothing of the parent's but memory and dies with its
-# parent, and a process the app forks keeps no lock the app held. Each test holds the child still with
+# Issue 40, items 5-7: the child that a retention snapshot or a heap dump
+# forks holds nothing of the parent's but memory, dies with its parent,
+# and a process the app forks meanwhile keeps none of their "in progress"
+# state, nor a lock the app held. Each test holds the child still with
 # SIGSTOP once it is under way (ChildWatch), so what it checks cannot race
 # with the child's end, whatever the machine's speed.
 class ForkedChildTest < Minitest::Test
@@ -33,9 +34,10 @@ class ForkedChildTest < Minitest::Test
   # Runs `work` (a lambda that forks a child and waits for it) on a thread
   # until its child is seen (again when a child ended too soon to be
   # seen), lets the child settle to `count` descriptors, stops it, and
-  # yields its pid and descriptors; then lets it go on and returns the
-  # work's value.
-  def with_stopped_child(count, work)
+  # yields its pid and descriptors; then lets it go on (or, with kill:,
+  # kills it: a child at nice 19 on a busy machine takes its time) and
+  # returns the work's value.
+  def with_stopped_child(count, work, kill: false)
     5.times do
       thread = Thread.new(&work)
       child = await_child { thread.alive? }
@@ -47,7 +49,7 @@ class ForkedChildTest < Minitest::Test
       begin
         yield child, held
       ensure
-        Process.kill(:CONT, child)
+        Process.kill(kill ? :KILL : :CONT, child)
       end
       return thread.value
     end
@@ -194,5 +196,80 @@ class ForkedChildTest < Minitest::Test
       Process.kill(:KILL, pid)
       Process.wait(pid)
     end
+  end
+
+  # Item 7: a process forked while a dump (or a snapshot) waits for its
+  # child can dump and take snapshots: "in progress" was copied into it
+  # and never cleared ("another heap dump is in progress" for life).
+  def test_a_process_forked_during_a_dump_or_a_snapshot_can_do_both
+    skip "no heap dumps in this build" unless Fathom::Native.respond_to?(:heap_dump_forked)
+
+    # The parent's own dump and snapshot are killed once the check is done:
+    # they fail (Fathom::Error), which is not what this test is about.
+    { "dump" => -> { Fathom.heap_dump(File.join(@dir, "parent.json.gz")) rescue $! },
+      "snapshot" => -> { Fathom.retention_snapshot(progress: nil) rescue $! } }.each do |during, work|
+      # Stopped at once: what this is about is the parent's state.
+      with_stopped_child(nil, work, kill: true) do
+        reader, writer = IO.pipe
+        pid = fork do
+          reader.close
+          @ballast = nil
+          GC.start # a smaller heap to dump
+          # In-process: what matters is whether it may start, and this
+          # walk needs no child of its own at nice 19.
+          results = [-> { Fathom.heap_dump(File.join(@dir, "child-#{during}.json.gz"))[:objects] },
+                     -> { Fathom.retention_snapshot(progress: nil, fork: false).stats[:walk] }].map do |call|
+            call.call.to_s
+          rescue StandardError => e
+            "#{e.class}: #{e.message}"
+          end
+          writer.write(results.join("\n"))
+          writer.close
+          exit!(0)
+        end
+        writer.close
+        dumped, walked = reader.read.split("\n")
+        Process.wait(pid)
+        assert_match(/\A\d+\z/, dumped, "a heap dump in a process forked during a #{during}")
+        assert_equal "in_process", walked, "a snapshot in a process forked during a #{during}"
+      ensure
+        reader&.close
+      end
+    end
+  end
+
+  # Item 7: a heap flush takes its census with GC off, yielding the GVL
+  # between slices; a process forked then ran with GC off for good.
+  def test_a_process_forked_during_a_census_runs_with_gc_on
+    profiler = Fathom::HeapProfiler.new(interval: "1ms")
+    collector = profiler.instance_variable_get(:@collector)
+    collector.census_slice_ns = 1 # a page a slice: a yield after each
+    collector.census_max_wall_ns = 60 * 1_000_000_000
+    profiler.start
+    1000.times { "x" * 100 }
+    flush = Thread.new { profiler.flush }
+    gc_off = false
+    deadline = monotonic + 60
+    # GC.disable says whether GC was off (and leaves it as it was then).
+    until (gc_off = GC.disable) || !flush.alive? || monotonic > deadline
+      GC.enable
+      sleep 0.0002 # the flush's thread gets the GVL
+    end
+    GC.enable unless gc_off
+    assert gc_off, "the census never ran with GC off (the test needs a census in slices)"
+    reader, writer = IO.pipe
+    pid = fork do
+      reader.close
+      writer.write(GC.enable ? "off" : "on") # GC.enable: whether it was off
+      writer.close
+      exit!(0)
+    end
+    writer.close
+    assert_equal "on", reader.read, "GC in a process forked during a census"
+    Process.wait(pid)
+    flush.join
+  ensure
+    reader&.close
+    profiler&.stop
   end
 end

@@ -5,6 +5,7 @@ require_relative "../native"
 require_relative "../files/atomic_file"
 require_relative "../files/stdlib"
 require_relative "../process/ractor_check"
+require_relative "../process/fork_hooks"
 
 module Fathom
   # Heap dumps in ObjectSpace.dump_all's format, written by a forked child
@@ -68,6 +69,9 @@ module Fathom
       end
 
       target = AtomicFile.check_target!(path, overwrite: force)
+      # A process another thread forks while the child runs must not stay
+      # "in progress" for life (ForkHooks runs Native.after_fork_child there).
+      ForkHooks.install
       write(target, values, gzip, timeout, force).merge(path: target, values: values, gzip: gzip)
     end
 

@@ -37,6 +37,7 @@
 #include "ruby/fork/forked_child.h"
 #include "ruby/init.h"
 #include "ruby/runtime/boundary.h"
+#include "ruby/fork/fork_child_reset.h"
 #include "ruby/runtime/ruby_private_api.h"
 
 namespace fathom {
@@ -52,6 +53,9 @@ void rb_objspace_each_objects(int (*)(void*, void*, size_t, void*), void*) {}
 size_t rb_obj_memsize_of(VALUE) { return 0; }
 #endif
 
+// Set while a dump's child runs (GVL held to read or change it). Cleared
+// in a process forked meanwhile, where that dump never ends
+// (fork/fork_child_reset.h).
 bool g_dump_in_progress = false;
 
 #if RUBY_API_VERSION_MAJOR * 100 + RUBY_API_VERSION_MINOR >= 303
@@ -322,6 +326,7 @@ VALUE NativeHeapDumpForked(VALUE, VALUE fd, VALUE values, VALUE gzip_level, VALU
 }  // namespace
 
 void InitForkedDump(VALUE mNative) {
+  ResetInForkedChild([] { g_dump_in_progress = false; });
   rb_define_module_function(mNative, "heap_dump_forked", RUBY_METHOD_FUNC(NativeHeapDumpForked), 5);
 }
 
