@@ -50,6 +50,9 @@ class ForkedChildTest < Minitest::Test
         yield child, held
       ensure
         Process.kill(kill ? :KILL : :CONT, child)
+        # Also when the block failed: the work must not run on into the
+        # next test (a dump still waiting there makes the next one refuse).
+        thread.join rescue nil # rubocop:disable Style/RescueModifier -- its outcome is read below
       end
       return thread.value
     end
