@@ -37,9 +37,10 @@ module Fathom
     TMP_SUFFIX = ".fathom-tmp"
     # Seconds since its last write before an unlocked temporary file is
     # taken for abandoned. The lock is what proves a writer alive; the age
-    # covers the moment between creating the file and locking it (and an
-    # older Fathom's writers, which took no lock: their files are written
-    # in one go, in well under a second).
+    # covers the moment between creating the file and locking it, and the
+    # profiles of an older Fathom sharing the directory, which took no lock
+    # but wrote each file in one go (an older Fathom's heap dump, written
+    # for minutes, is not covered: its writer proves nothing).
     STALE_AFTER = 60
     # Enough of a file to read a gzip header or a Firefox profile's meta.
     SNIFF_BYTES = 4096
