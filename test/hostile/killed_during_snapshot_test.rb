@@ -18,11 +18,6 @@ class KilledDuringSnapshotTest < Minitest::Test
     end
   end
 
-  def teardown
-    [@server, @restarted].each { |server| server&.stop }
-    Process.kill(:KILL, @child) if @child && !gone?(@child)
-  end
-
   def test_puma_killed_during_a_snapshot_leaves_its_port_free_and_no_child_behind
     # 300k more live strings: a snapshot long enough for its child to be seen.
     @server = RackServer.new({ "FATHOM_BENCH_BALLAST" => "300000" })

@@ -16,11 +16,6 @@ class RailsKilledDuringSnapshotTest < Minitest::Test
     RailsApp.require!(self)
   end
 
-  def teardown
-    [@server, @restarted].each { |server| server&.stop }
-    Process.kill(:KILL, @child) if @child && !gone?(@child)
-  end
-
   def test_puma_killed_during_a_snapshot_leaves_its_port_free_and_no_child_behind
     @server = RailsApp::Server.new({ "FATHOM_RACK" => "1" }, workers: 0)
     assert_killed_during_a_snapshot_leaves_nothing_behind(@server, page: "/up")

@@ -18,6 +18,13 @@ require "support/child_watch"
 module KilledDuringSnapshot
   include ChildWatch
 
+  # The servers the test started (@server, @restarted) are stopped, and a
+  # child left stopped (a failed check) is killed.
+  def teardown
+    [@server, @restarted].each { |server| server&.stop }
+    Process.kill(:KILL, @child) if @child && !gone?(@child)
+  end
+
   # One HTTP/1.1 reply read off `conn` (headers, then content-length bytes).
   def read_reply(conn)
     head = +""
