@@ -8,6 +8,7 @@ require_relative "../process/own_threads"
 require_relative "../profile"
 require_relative "../process/ractor_check"
 require_relative "../process/ruby_guards"
+require_relative "../process/fork_hooks"
 
 module Fathom
   # Retention analysis: why objects are still alive.
@@ -112,6 +113,9 @@ module Fathom
 
       out = Options.path("out", out) unless NilClass === out
       NativeLoader.require!
+      # A process another thread forks while this snapshot runs must not
+      # stay "in progress" for life (ForkHooks runs Native.after_fork_child).
+      ForkHooks.install
       native = nil
       if fork && focus.nil?
         forked = Native::RetentionSnapshot.new(max_depth, string_contents)

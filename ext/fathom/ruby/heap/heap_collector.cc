@@ -421,6 +421,7 @@ void ReleaseFreeobjOwnership() {
 void InitHeapCollector(VALUE mNative) {
   InitAllocationHooks();
   InitSampleCommit();
+  InitHeapFlush();
   rb_gc_register_address(&g_active_self);
   rb_gc_register_address(&g_freeobj_owner_self);
 

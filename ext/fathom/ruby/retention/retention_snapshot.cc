@@ -12,6 +12,7 @@
 #include "base/clock.h"
 #include "ruby/io/output_stamp_arg.h"
 #include "ruby/runtime/boundary.h"
+#include "ruby/fork/fork_child_reset.h"
 #include "ruby/init.h"
 #include "retention/dominators.h"
 #include "retention/retention_profile.h"
@@ -21,6 +22,9 @@ namespace fathom {
 namespace retention {
 namespace {
 
+// Set while a snapshot walks or waits for its child (GVL held to read or
+// change it). Cleared in a process forked meanwhile, where that snapshot
+// never ends (fork/fork_child_reset.h).
 bool g_snapshot_in_progress = false;
 ID id_heap_live_slots, id_heap_available_slots;
 
@@ -437,6 +441,7 @@ VALUE SnapshotStats(VALUE self) {
 }  // namespace retention
 
 void InitRetentionSnapshot(VALUE mNative) {
+  ResetInForkedChild([] { retention::g_snapshot_in_progress = false; });
   retention::InitRetentionWalk();
   retention::InitEdgeNames();
   retention::id_heap_live_slots = rb_intern("heap_live_slots");
