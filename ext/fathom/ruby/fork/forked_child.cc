@@ -59,7 +59,7 @@ bool ForkAndCollect(const char* fault_site, int64_t timeout_ns, const std::vecto
       for (;;) {
         cancel = false;
         WithoutGvlCancellable(&cancel, [&] {
-          retention::CollectChild(pid, fds[0], t0 + timeout_ns, &cancel, &out->report);
+          retention::CollectChild(pid, fds[0], t0, timeout_ns, &cancel, &out->report);
           // Reaped and closed unless cancelled: an interrupt raising on the
           // way out must not kill or close them again (a reused pid or fd).
           collected = out->report.outcome != retention::ChildReport::kCancelled;
