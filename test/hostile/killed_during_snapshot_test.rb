@@ -12,6 +12,7 @@ class KilledDuringSnapshotTest < Minitest::Test
 
   def setup
     require_native!
+    (why = RackServer.elsewhere) && skip(why)
     if (why = RackServer.missing)
       flunk(why) if TestHelper.ci?
       skip(why)

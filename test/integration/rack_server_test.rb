@@ -13,6 +13,7 @@ class RackServerTest < Minitest::Test
 
   def setup
     require_native!
+    (why = RackServer.elsewhere) && skip(why)
     skip_unless_go!
     if (why = RackServer.missing)
       flunk(why) if TestHelper.ci?

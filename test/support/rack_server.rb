@@ -16,6 +16,17 @@ class RackServer
 
   attr_reader :port, :pid, :log
 
+  # Why a test of this server is left to another Ruby's suite, or nil. The
+  # server runs on Debian's Ruby whichever Ruby runs the suite, so the 3.3
+  # and 3.4 suites would repeat the 3.1 suite's run exactly: when script/test
+  # runs 3.1 too (FATHOM_TEST_RUBIES), these tests run once, there.
+  def self.elsewhere
+    rubies = ENV.fetch("FATHOM_TEST_RUBIES", "").split
+    return nil unless rubies.include?(ruby_version[/\A\d+\.\d+/]) && RUBY_VERSION != ruby_version
+
+    "its server runs on Debian's Ruby #{ruby_version} whichever Ruby runs the suite: run once, in that Ruby's suite"
+  end
+
   # nil when puma or sinatra cannot be loaded, else why not.
   def self.missing
     return "puma not installed (apt-get install puma)" unless TestHelper.tool_available?("puma")
