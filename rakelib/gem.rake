@@ -97,7 +97,8 @@ module FathomGem
             "RUBYOPT" => nil, "BUNDLE_GEMFILE" => nil, "BUNDLER_SETUP" => nil }
     Dir.chdir(build) do
       system(env, File.join(bin, "ruby"), File.join(src, "ext/fathom/extconf.rb"), exception: true, out: "extconf.log")
-      system(env, "make", "-j#{Etc.nprocessors}", "V=0", exception: true)
+      cache_env, = compiler_cache(File.dirname(src)) # the copy and its build directory
+      system(env.merge(cache_env), "make", "-j#{Etc.nprocessors}", "V=0", *ccache_make_args("Makefile"), exception: true)
     end
     so = File.join(build, "fathom_ext.#{RbConfig::CONFIG['DLEXT']}")
     system("strip", "--strip-debug", so, exception: true)
