@@ -36,24 +36,32 @@ const char* GcCauseName(GcCause cause) {
   }
 }
 
-GcTracker::GcTracker(Config config) : config_(config) {
+GcTracker::GcTracker(Config config)
+    : config_(config), cpu_sampler_(StepCpuSampler::Config{config.cpu_stride, config.cpu_hot_steps}) {
   config_.ring_capacity = std::max<size_t>(config_.ring_capacity, 1);
   ring_.resize(config_.ring_capacity);
 }
 
-bool GcTracker::WantsCpu() const {
-  return open_.steps == 0 || open_.type == GcType::kMajor || config_.cpu_stride <= 1 ||
-         stats_.steps % config_.cpu_stride == 0;
-}
-
-void GcTracker::OnStepEnter(int64_t wall_ns, int64_t cpu_ns) {
+bool GcTracker::OnStepEnter(int64_t wall_ns) {
   in_step_ = true;
   step_wall_start_ = wall_ns;
+  step_cpu_start_ = step_cpu_wall_start_ = 0;
+  // A major GC's steps are all measured; whether this step starts a cycle
+  // is known only at GC_START (StepNeedsCpuStart then).
+  step_exact_ = open_.type == GcType::kMajor;
+  return cpu_sampler_.BeginStep(!step_exact_);
+}
+
+void GcTracker::OnStepCpuStart(int64_t wall_ns, int64_t cpu_ns) {
+  if (!in_step_ || cpu_ns <= 0) return;
   step_cpu_start_ = cpu_ns;
+  step_cpu_wall_start_ = wall_ns;
 }
 
 void GcTracker::OnCycleStart(GcType type, GcReason reason, GcCause cause, int64_t heap_live_slots) {
   ++stats_.cycles;
+  // The step in progress starts a cycle: measured from here if not already.
+  if (in_step_) step_exact_ = true;
   bool same_kind = open_.type == type && open_.reason == reason && open_.cause == cause;
   // A period's labels must hold for all of its steps: a different kind of
   // cycle starts a new period. (The step in progress belongs to the new cycle;
@@ -79,16 +87,21 @@ bool GcTracker::OnStepExit(int64_t wall_ns, int64_t cpu_ns) {
   }
   in_step_ = false;
   // Clocks are monotonic, but a CPU clock read can fail (returns 0): never
-  // let a bad read make a negative duration.
+  // let a bad read make a negative duration (the sampler clamps too).
   int64_t wall = std::max<int64_t>(wall_ns - step_wall_start_, 0);
+  int64_t cpu;
   if (cpu_ns > 0 && step_cpu_start_ > 0) {
-    measured_wall_ns_ += wall;
-    measured_cpu_ns_ += std::max<int64_t>(cpu_ns - step_cpu_start_, 0);
+    cpu = cpu_sampler_.Measured(wall, wall_ns - step_cpu_wall_start_, cpu_ns - step_cpu_start_, !step_exact_);
+    ++stats_.cpu_measured_steps;
+    stats_.descheduled_steps = cpu_sampler_.descheduled_steps();
+  } else {
+    cpu = cpu_sampler_.Estimate(wall);
   }
-  step_cpu_start_ = 0;
+  step_cpu_start_ = step_cpu_wall_start_ = 0;
   if (open_.steps == 0) open_.start_ns = step_wall_start_;
   open_.end_ns = wall_ns;
   open_.wall_ns += wall;
+  open_.cpu_ns += cpu;
   ++open_.steps;
   ++stats_.steps;
   pauses_.Record(wall);
@@ -104,15 +117,6 @@ bool GcTracker::OnStepExit(int64_t wall_ns, int64_t cpu_ns) {
 
 void GcTracker::Close() {
   ++stats_.periods_closed;
-  // Unmeasured steps ran at the measured steps' CPU/wall ratio (double: the
-  // product of two nanosecond sums overflows int64 past ~3 s each).
-  if (measured_wall_ns_ == open_.wall_ns) {
-    open_.cpu_ns = measured_cpu_ns_;  // every step measured (or none: 0)
-  } else if (measured_wall_ns_ > 0) {
-    double ratio = std::min(1.0, static_cast<double>(measured_cpu_ns_) / static_cast<double>(measured_wall_ns_));
-    open_.cpu_ns = static_cast<int64_t>(static_cast<double>(open_.wall_ns) * ratio);
-  }
-  measured_wall_ns_ = measured_cpu_ns_ = 0;
   if (ring_size_ < ring_.size()) {
     ring_[(ring_head_ + ring_size_) % ring_.size()] = open_;
     ++ring_size_;
@@ -159,7 +163,9 @@ bool GcTracker::CloseOpenPeriod() {
 void GcTracker::Reset(int64_t now_ns) {
   open_ = GcPeriod();
   in_step_ = false;
-  step_cpu_start_ = measured_wall_ns_ = measured_cpu_ns_ = 0;
+  step_cpu_start_ = step_cpu_wall_start_ = 0;
+  step_exact_ = false;
+  cpu_sampler_.Reset();
   major_finished_in_period_ = false;
   last_close_ns_ = now_ns;
   ring_head_ = ring_size_ = 0;

@@ -24,14 +24,15 @@
 // merged into the newest ring entry instead of being dropped: totals stay
 // exact, only the timeline loses resolution (stats().merged_on_overflow).
 //
-// CPU time is sampled. The thread CPU clock is a system call (no vDSO):
-// ~1.5 us per read in the VMs measured, two per step, against steps of
-// 10-30 us — about 3% of an allocation loop on Ruby 3.3 by itself. So the
-// hooks read it only on the steps WantsCpu() picks: the first of each
-// period, every step of a major GC (long steps, where the read is noise),
-// and one in `cpu_stride` otherwise. A period's cpu_ns is its wall time
-// times the measured steps' CPU/wall ratio (exact when every step was
-// measured, and never more than the wall time).
+// CPU time. The thread CPU clock is a system call (no vDSO), too dear to
+// read twice on every lazy-sweep step of 10-30 us; StepCpuSampler
+// (step_cpu_sampler.h) picks the steps that read it and estimates the
+// others. Always measured: every step of a major GC, and every step that
+// starts a cycle, from GC_START on when its start was not measured (the
+// step a GC.start runs in is known to start a major only at GC_START, and
+// its GC_ENTER came first). So a GC's own step, forced majors included,
+// carries the CPU its thread used, and a period's cpu_ns is the sum of its
+// steps' measured or estimated CPU times, each no more than its wall time.
 #pragma once
 
 #include <cstddef>
@@ -39,6 +40,7 @@
 #include <vector>
 
 #include "gc/pause_histogram.h"
+#include "gc/step_cpu_sampler.h"
 
 namespace fathom {
 
@@ -60,7 +62,7 @@ struct GcPeriod {
   int64_t start_ns = 0;  // when the period's first step began
   int64_t end_ns = 0;    // when its last step ended
   int64_t wall_ns = 0;   // summed step durations (wall clock)
-  int64_t cpu_ns = 0;    // CPU time of the GC-running thread during the steps (estimated, see above)
+  int64_t cpu_ns = 0;    // CPU time of the GC-running thread during the steps (some estimated, see above)
   uint32_t steps = 0;
   uint32_t cycles_started = 0;   // GC cycles (GC.count increments) begun in the period
   uint32_t cycles_finished = 0;  // cycles whose sweep ended in the period
@@ -85,7 +87,8 @@ class GcTracker {
     int64_t flush_interval_ns = 10 * 1000 * 1000;
     bool flush_on_major = true;
     size_t ring_capacity = 4096;
-    uint32_t cpu_stride = 8;  // measure CPU on one minor step in this many (1: all)
+    uint32_t cpu_stride = 8;        // measure CPU on one minor-continuing step in this many (1: all)
+    uint32_t cpu_hot_steps = 1024;  // then measure all this many after a descheduled one (step_cpu_sampler.h)
   };
   struct Stats {
     uint64_t steps = 0;
@@ -93,24 +96,37 @@ class GcTracker {
     uint64_t periods_closed = 0;
     uint64_t merged_on_overflow = 0;  // closed periods folded into another because the ring was full
     uint64_t unmatched_exits = 0;     // GC_EXIT without GC_ENTER (tracking began mid-step)
+    uint64_t cpu_measured_steps = 0;  // steps whose CPU clock was read (the others are estimated)
+    uint64_t descheduled_steps = 0;   // measured steps the thread spent mostly off the CPU
   };
 
   explicit GcTracker(Config config);
 
   // ---- called from GC hooks: no allocation ----
-  // Whether the step about to begin should read the CPU clock.
-  bool WantsCpu() const;
-  // GC_ENTER: a step begins. cpu_ns <= 0: not measured (not wanted, or the
-  // clock read failed); the exit then passes 0 too.
-  void OnStepEnter(int64_t wall_ns, int64_t cpu_ns);
-  // Whether the step in progress was measured at its start.
-  bool StepCpuMeasured() const { return step_cpu_start_ > 0; }
-  // GC_START: a cycle begins (inside the step that started it).
+  // The clocks are read by the caller, wall clock first, CPU clock second at
+  // a step's start and the other way round at its end, so that the CPU
+  // interval lies inside the wall interval and CPU time never exceeds wall.
+  //
+  // GC_ENTER: a step begins at wall_ns. Returns whether to read the CPU
+  // clock now (then pass it to OnStepCpuStart).
+  bool OnStepEnter(int64_t wall_ns);
+  // GC_START: a cycle begins (inside the step that started it). Afterwards,
+  // StepNeedsCpuStart() says whether to read the CPU clock now.
   void OnCycleStart(GcType type, GcReason reason, GcCause cause, int64_t heap_live_slots);
+  // Whether the step in progress still needs a CPU clock reading: it starts
+  // a cycle (or is a major GC's) and its start was not measured.
+  bool StepNeedsCpuStart() const { return in_step_ && step_cpu_start_ <= 0; }
+  // The CPU clock read cpu_ns at wall_ns, inside the step in progress: the
+  // step's CPU is measured from here. cpu_ns <= 0 (a failed read) is ignored.
+  void OnStepCpuStart(int64_t wall_ns, int64_t cpu_ns);
+  // Whether the step in progress has a CPU reading to end (read it at exit).
+  bool StepCpuMeasured() const { return step_cpu_start_ > 0; }
   // GC_END_SWEEP: the current cycle finished sweeping.
   void OnCycleEnd(int64_t heap_live_slots);
-  // GC_EXIT: the step ends. Returns true when a period was closed, i.e. the
-  // caller should schedule Drain() at the next safe point.
+  // GC_EXIT: the step ends; cpu_ns is the CPU clock if StepCpuMeasured()
+  // (0 otherwise, or when the read failed: the step is then estimated).
+  // Returns true when a period was closed, i.e. the caller should schedule
+  // Drain() at the next safe point.
   bool OnStepExit(int64_t wall_ns, int64_t cpu_ns);
 
   // ---- called at safe points ----
@@ -134,9 +150,14 @@ class GcTracker {
   Config config_;
   GcPeriod open_;
   bool in_step_ = false;
-  int64_t step_wall_start_ = 0, step_cpu_start_ = 0;
-  // The open period's steps whose CPU was measured: their wall and CPU sums.
-  int64_t measured_wall_ns_ = 0, measured_cpu_ns_ = 0;
+  int64_t step_wall_start_ = 0;
+  // The step's CPU clock reading and the wall time it was taken at (the
+  // step's start, or its GC_START); 0: not measured.
+  int64_t step_cpu_start_ = 0, step_cpu_wall_start_ = 0;
+  // The step is not like those the sampler leaves unmeasured: it started a
+  // cycle, or belongs to a major GC.
+  bool step_exact_ = false;
+  StepCpuSampler cpu_sampler_;
   bool major_finished_in_period_ = false;
   int64_t last_close_ns_ = 0;
 

@@ -1,15 +1,18 @@
 // Fathom::Native::GcCollector — what garbage collection costs, and when.
 //
 // Four internal event hooks feed a GcTracker (core/gc/gc_tracker.h):
-//   GC_ENTER / GC_EXIT    each GC step: wall clock and the thread's CPU clock
+//   GC_ENTER / GC_EXIT    each GC step: wall clock and, on the steps the
+//                         tracker samples, the thread's CPU clock
 //   GC_START              a cycle begins: its type, reason (major_by), cause
-//                         (gc_by) and heap_live_slots before
+//                         (gc_by) and heap_live_slots before; the CPU clock
+//                         if GC_ENTER did not read it (a cycle's first step
+//                         is always measured)
 //   GC_END_SWEEP          the cycle finished sweeping: heap_live_slots after
 // All four run inside the GC (Ruby 3.0+; 3.1 is our floor): no allocation,
 // no exceptions, no Ruby calls. What they do call:
-//   - clock_gettime (CLOCK_MONOTONIC via the vDSO; CLOCK_THREAD_CPUTIME_ID is
-//     a real syscall, ~0.3 us, which is why steps are coalesced rather than
-//     each becoming a sample);
+//   - clock_gettime (CLOCK_MONOTONIC via the vDSO, ~70 ns;
+//     CLOCK_THREAD_CPUTIME_ID is a real syscall, ~1.6 us of CPU on these VMs,
+//     which is why it is read on some steps only);
 //   - rb_gc_latest_gc_info(symbol) and rb_gc_stat(symbol): with a Symbol key
 //     they only read the objspace's counters and return immediates
 //     (Symbols/Integers of static ids). Both intern their key table on first
@@ -140,9 +143,9 @@ void GcEnterHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
     if (!c) return;
     // Wall first here and last in the exit hook, so CPU time never exceeds
     // wall. The CPU clock is a system call: read only where the tracker
-    // samples it (gc_tracker.h).
+    // samples it (core/gc/step_cpu_sampler.h).
     int64_t wall = MonotonicNs();
-    c->tracker->OnStepEnter(wall, c->tracker->WantsCpu() ? ThreadCpuNs() : 0);
+    if (c->tracker->OnStepEnter(wall)) c->tracker->OnStepCpuStart(wall, ThreadCpuNs());
   });
 }
 
@@ -166,6 +169,14 @@ void GcStartHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
     VALUE major_by = rb_gc_latest_gc_info(sym_major_by);
     GcType type = NIL_P(major_by) ? GcType::kMinor : GcType::kMajor;
     c->tracker->OnCycleStart(type, ReasonOf(major_by), CauseOf(rb_gc_latest_gc_info(sym_gc_by)), HeapLiveSlots());
+    // A step that starts a cycle is measured even when the sampler skipped
+    // its GC_ENTER: it holds the cycle's marking (all of a GC.start, sweep
+    // included), and without this read a forced major's CPU was a guess
+    // from the lazy-sweep steps around it (3.3.8: 0.1 ms for 95 ms of wall).
+    if (c->tracker->StepNeedsCpuStart()) {
+      int64_t wall = MonotonicNs();
+      c->tracker->OnStepCpuStart(wall, ThreadCpuNs());
+    }
   });
 }
 
@@ -401,6 +412,8 @@ VALUE CollectorStats(VALUE self) {
     set("merged_on_overflow", static_cast<long long>(s.merged_on_overflow));
     set("unmatched_exits", static_cast<long long>(s.unmatched_exits));
     set("drain_jobs", static_cast<long long>(c->drain_jobs));
+    set("cpu_measured_steps", static_cast<long long>(s.cpu_measured_steps));
+    set("descheduled_steps", static_cast<long long>(s.descheduled_steps));
     set("gc_wall_ns", static_cast<long long>(p.sum()));
     set("max_pause_ns", static_cast<long long>(p.max()));
     return h;
