@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -73,6 +74,10 @@ struct GcCollector {
 
 // The running collector: the hooks read it. One at a time per process.
 GcCollector* g_running = nullptr;
+
+// A GC.stat or GC.latest_gc_info key the hooks and the counters read that
+// this Ruby's GC does not give (null: all there). Found at Init.
+const char* g_missing_gc_key = nullptr;
 
 GcReason ReasonOf(VALUE major_by) {
   if (NIL_P(major_by)) return GcReason::kNone;
@@ -250,6 +255,11 @@ VALUE CollectorInitialize(VALUE self, VALUE coalesce_ns, VALUE flush_on_major, V
   GcCollector* c = Unwrap(self);
   return RubyMethod([&] {
     if (c->tracker) ThrowFathomError("fathom: GC collector is already initialized");
+    if (g_missing_gc_key) {
+      ThrowFathomError("fathom: the GC profiler needs Ruby's default GC, whose GC.stat and GC.latest_gc_info have :%s; "
+                       "this Ruby's GC has not (see GC.config[:implementation])",
+                       g_missing_gc_key);
+    }
     if (!RB_INTEGER_TYPE_P(coalesce_ns)) ThrowTypeError("fathom: coalesce must be an Integer of nanoseconds");
     if (source != sym_hooks && source != sym_counters) ThrowArgumentError("fathom: gc_source must be :hooks or :counters");
     long long ns = NUM2LL(coalesce_ns);
@@ -444,10 +454,20 @@ void InitGcCollector(VALUE mNative) {
   sym_minor_gc_count = sym("minor_gc_count");
   sym_major_gc_count = sym("major_gc_count");
   // Both functions build their symbol tables on first use (which may
-  // allocate): do it now, outside any GC, so the hooks never do.
-  rb_gc_latest_gc_info(rb_hash_new());
-  rb_gc_stat(sym_heap_live_slots);
-  rb_gc_stat(sym_time);
+  // allocate): do it now, outside any GC, so the hooks never do. With a
+  // Hash, not a Symbol: a key the GC does not have raises ArgumentError for
+  // a Symbol, and Ruby 3.4's modular GC can load another GC whose GC.stat
+  // lacks ours (MMTk: no :minor_gc_count, :heap_live_slots, :major_by;
+  // docs/internals/versions.md, "The modular GC"). That must not make
+  // `require "fathom"` fail: the GC profiler refuses to start instead.
+  VALUE stat = rb_hash_new(), info = rb_hash_new();
+  rb_gc_stat(stat);
+  rb_gc_latest_gc_info(info);
+  auto need = [](VALUE hash, VALUE key) {
+    if (rb_hash_lookup2(hash, key, Qundef) == Qundef) g_missing_gc_key = rb_id2name(SYM2ID(key));
+  };
+  for (VALUE key : {sym_heap_live_slots, sym_time, sym_minor_gc_count, sym_major_gc_count}) need(stat, key);
+  for (VALUE key : {sym_major_by, sym_gc_by}) need(info, key);
 
   VALUE klass = rb_define_class_under(mNative, "GcCollector", rb_cObject);
   rb_gc_register_mark_object(klass);
