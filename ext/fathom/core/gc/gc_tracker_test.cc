@@ -19,7 +19,7 @@ constexpr int64_t kMs = 1000 * 1000;
 
 // Feeds one step [start, start + len) whose CPU clock was not read.
 bool Step(GcTracker& t, int64_t start, int64_t len) {
-  t.OnStepEnter(start);
+  t.OnStepEnter(start, 0);
   return t.OnStepExit(start + len, 0);
 }
 
@@ -29,19 +29,20 @@ struct Hooks {
   GcTracker& t;
   int cpu_reads = 0;
   void Enter(int64_t wall, int64_t cpu) {
-    if (t.OnStepEnter(wall)) Read(wall, cpu);
+    bool want = t.WantsCpu();
+    cpu_reads += want;
+    t.OnStepEnter(wall, want ? cpu : 0);
   }
   void Start(GcType type, GcReason reason, GcCause cause, int64_t wall, int64_t cpu) {
     t.OnCycleStart(type, reason, cause, 100);
-    if (t.StepNeedsCpuStart()) Read(wall, cpu);
+    if (t.StepNeedsCpuStart()) {
+      ++cpu_reads;
+      t.OnStepCpuStart(wall, cpu);
+    }
   }
   bool Exit(int64_t wall, int64_t cpu) {
     if (t.StepCpuMeasured()) ++cpu_reads;
     return t.OnStepExit(wall, t.StepCpuMeasured() ? cpu : 0);
-  }
-  void Read(int64_t wall, int64_t cpu) {
-    ++cpu_reads;
-    t.OnStepCpuStart(wall, cpu);
   }
 };
 
@@ -58,9 +59,12 @@ TEST(GcTrackerTest, MinorStepsCoalesceUntilTheIntervalPasses) {
   h.Enter(1 * kMs, 1);
   h.Start(GcType::kMinor, GcReason::kNone, GcCause::kNewobj, 1 * kMs, 1);
   EXPECT_FALSE(h.Exit(1 * kMs + 50000, 50000 + 1));
+  // Lazy sweep steps of the same cycle (the last one ends its sweep), then
+  // a second minor GC.
+  for (int i = 2; i < 8; i++) EXPECT_FALSE(Step(t, i * kMs, 10000));
+  t.OnStepEnter(8 * kMs, 0);
   t.OnCycleEnd(80);
-  // Lazy sweep steps of the same cycle, then a second minor GC.
-  for (int i = 2; i < 9; i++) EXPECT_FALSE(Step(t, i * kMs, 10000));
+  EXPECT_FALSE(t.OnStepExit(8 * kMs + 10000, 0));
   h.Enter(9 * kMs, 1);
   h.Start(GcType::kMinor, GcReason::kNone, GcCause::kNewobj, 9 * kMs, 1);
   EXPECT_FALSE(h.Exit(9 * kMs + 20000, 20000 + 1));
@@ -79,9 +83,9 @@ TEST(GcTrackerTest, MinorStepsCoalesceUntilTheIntervalPasses) {
   EXPECT_EQ(p.start_ns, 1 * kMs);
   EXPECT_EQ(p.end_ns, 10 * kMs + 10000);
   EXPECT_EQ(p.wall_ns, 50000 + 7 * 10000 + 20000 + 10000);
-  // Step() reads no CPU clock: with no measured sweep step to learn a
-  // ratio from, those steps are charged their wall time; the two cycle
-  // starts were measured (CPU == wall). So the period's CPU is its wall time.
+  // The two cycle starts were measured (the stride's candidates 0 and 8),
+  // CPU == wall; Step() reads no clock, and its steps are charged their
+  // wall time at that ratio. So the period's CPU is its wall time.
   EXPECT_EQ(p.cpu_ns, p.wall_ns);
   EXPECT_EQ(p.heap_live_before, 100);
   EXPECT_EQ(p.heap_live_after, 80);
@@ -90,9 +94,9 @@ TEST(GcTrackerTest, MinorStepsCoalesceUntilTheIntervalPasses) {
   EXPECT_EQ(t.stats().cpu_measured_steps, 2u);
 }
 
-// The steps that continue a minor cycle read the CPU clock one in
-// cpu_stride; the others are charged their wall time at the measured ones'
-// CPU/wall ratio. Every step of a major GC is measured.
+// A minor GC's steps read the CPU clock one in cpu_stride; the others are
+// charged their wall time at the measured ones' CPU/wall ratio. Every step
+// of a major GC is measured.
 TEST(GcTrackerTest, CpuIsMeasuredOnSomeStepsAndEstimatedForTheRest) {
   GcTracker::Config config{1000 * kMs, true, 16};
   config.cpu_stride = 4;
@@ -103,34 +107,32 @@ TEST(GcTrackerTest, CpuIsMeasuredOnSomeStepsAndEstimatedForTheRest) {
   h.Enter(clock, cpu_clock);
   h.Start(GcType::kMinor, GcReason::kNone, GcCause::kNewobj, clock, cpu_clock);
   clock += 10000;
-  cpu_clock += 10000;
-  h.Exit(clock, cpu_clock);  // the cycle's first step: measured, CPU == wall
+  cpu_clock += 9000;  // the thread runs 90% of every step
+  h.Exit(clock, cpu_clock);  // candidate 0: measured at GC_ENTER
   EXPECT_EQ(h.cpu_reads, 2);
   for (int i = 0; i < 40; i++) {
     clock += 1000;
     h.Enter(clock, cpu_clock);
     clock += 10000;
-    cpu_clock += 9000;  // the thread ran 90% of each step
+    cpu_clock += 9000;
     h.Exit(clock, cpu_clock);
   }
-  // The stride's counter began at the cycle's first step (candidate 0):
-  // candidates 4, 8, ..., 40 among these 40.
+  // Candidates 4, 8, ..., 40 among these 40.
   EXPECT_EQ(h.cpu_reads, 2 + 2 * 10);
   EXPECT_EQ(t.stats().cpu_measured_steps, 11u);
   ASSERT_TRUE(t.CloseOpenPeriod());
   auto periods = DrainAll(t);
   ASSERT_EQ(periods.size(), 1u);
   EXPECT_EQ(periods[0].wall_ns, 41 * 10000);
-  // Exact where measured; the three before candidate 4 are charged their
-  // wall time (no sweep step measured yet: nothing learned), the others 90%.
-  EXPECT_EQ(periods[0].cpu_ns, 10000 + 3 * 10000 + 37 * 9000);
+  EXPECT_EQ(periods[0].cpu_ns, 41 * 9000);
 
   // A major GC: every step is measured.
   h.Enter(clock, cpu_clock);
   h.Start(GcType::kMajor, GcReason::kOldgen, GcCause::kNewobj, clock, cpu_clock);
   h.Exit(clock + 10, cpu_clock + 10);
   for (int i = 0; i < 5; i++) {
-    EXPECT_TRUE(t.OnStepEnter(clock + 100 * i));
+    EXPECT_TRUE(t.WantsCpu());
+    t.OnStepEnter(clock + 100 * i, 0);
     t.OnStepExit(clock + 100 * i + 10, 0);
   }
 }
@@ -140,7 +142,7 @@ TEST(GcTrackerTest, CpuIsMeasuredOnSomeStepsAndEstimatedForTheRest) {
 // CPU clock is read at GC_START, and the few microseconds before it are
 // charged at the rest of the step's ratio. (Before: 0.1 ms of CPU for
 // 95 ms of wall time on Ruby 3.3.8's forced majors.)
-TEST(GcTrackerTest, AStepThatStartsACycleIsMeasuredFromGcStart) {
+TEST(GcTrackerTest, AMajorGcsFirstStepIsMeasuredFromGcStart) {
   GcTracker::Config config{1000 * kMs, true, 16};
   config.cpu_stride = 8;
   GcTracker t(config);
@@ -162,6 +164,12 @@ TEST(GcTrackerTest, AStepThatStartsACycleIsMeasuredFromGcStart) {
   EXPECT_EQ(major.wall_ns, 2000 + 3 * kMs);
   EXPECT_EQ(major.cpu_ns, 1500000 + 1000);  // the 2 us before GC_START at the step's 50%
   EXPECT_EQ(t.stats().cpu_measured_steps, 2u);
+
+  // A minor GC's first step stays with the stride (candidate 2: skipped).
+  h.Enter(5 * kMs, 1);
+  h.Start(GcType::kMinor, GcReason::kNone, GcCause::kNewobj, 5 * kMs + 1000, 6000000);
+  EXPECT_FALSE(t.StepNeedsCpuStart());
+  EXPECT_FALSE(t.StepCpuMeasured());
 }
 
 // When a measured step shows the thread was descheduled inside it, the
@@ -202,13 +210,57 @@ TEST(GcTrackerTest, ADescheduledStepMakesTheNextStepsMeasured) {
   EXPECT_LT(periods[0].cpu_ns, 33 * 30000) << "never the descheduled step's wall time";
 }
 
+// Ruby 3.3/3.4 enter the GC whenever a heap needs a page, GC or not: a
+// step with no GC under way that starts none is idle, counted apart and
+// not recorded (it would take the last GC's labels).
+TEST(GcTrackerTest, StepsOutsideAnyGcAreIdleAndNotRecorded) {
+  GcTracker t(GcTracker::Config{1000 * kMs, true, 16});
+  t.Reset(0, /*gc_in_progress=*/false);
+  Hooks h{t};
+  EXPECT_FALSE(Step(t, 100, 2));
+  h.Enter(1000, 1);
+  h.Start(GcType::kMajor, GcReason::kForce, GcCause::kMethod, 1000, 1);
+  t.OnCycleEnd(50);
+  EXPECT_TRUE(h.Exit(2000, 900));
+  for (int i = 0; i < 3; i++) EXPECT_FALSE(Step(t, 3000 + (i * 100), 2));
+  h.Enter(4000, 1);
+  h.Start(GcType::kMinor, GcReason::kNone, GcCause::kNewobj, 4000, 1);
+  h.Exit(4100, 0);
+  Step(t, 5000, 30);  // its lazy sweep: counted
+  t.OnStepEnter(6000, 0);
+  t.OnCycleEnd(40);  // the step that ends the sweep counts too
+  t.OnStepExit(6030, 0);
+  EXPECT_FALSE(Step(t, 7000, 2));
+  ASSERT_TRUE(t.CloseOpenPeriod());
+  auto periods = DrainAll(t);
+  ASSERT_EQ(periods.size(), 2u);
+  EXPECT_EQ(periods[0].reason, GcReason::kForce);
+  EXPECT_EQ(periods[0].steps, 1u) << "one step for one GC.start";
+  EXPECT_EQ(periods[0].wall_ns, 1000);
+  EXPECT_EQ(periods[1].steps, 3u);
+  EXPECT_EQ(t.stats().idle_steps, 5u);
+  EXPECT_EQ(t.stats().steps, 4u);
+  EXPECT_EQ(t.pauses().count(), 4u);
+
+  // A GC under way when tracking starts: its steps count.
+  GcTracker mid(GcTracker::Config{1000 * kMs, true, 16});
+  mid.Reset(0, /*gc_in_progress=*/true);
+  Step(mid, 100, 20);
+  mid.OnStepEnter(200, 0);
+  mid.OnCycleEnd(10);
+  mid.OnStepExit(220, 0);
+  EXPECT_FALSE(Step(mid, 300, 2));
+  EXPECT_EQ(mid.stats().steps, 2u);
+  EXPECT_EQ(mid.stats().idle_steps, 1u);
+}
+
 TEST(GcTrackerTest, EveryMajorGcIsItsOwnPeriod) {
   GcTracker t(GcTracker::Config{10 * kMs, true, 16});
   t.Reset(0);
   Step(t, 100, 10);  // a minor step first, kind unknown (tracking began mid-cycle)
   for (int i = 0; i < 3; i++) {
     int64_t at = (i + 1) * 1000;
-    t.OnStepEnter(at);
+    t.OnStepEnter(at, 0);
     t.OnCycleStart(GcType::kMajor, GcReason::kForce, GcCause::kMethod, 500);
     t.OnCycleEnd(400);
     EXPECT_TRUE(t.OnStepExit(at + 300, 0)) << "a finished major GC closes the period";
@@ -228,11 +280,11 @@ TEST(GcTrackerTest, EveryMajorGcIsItsOwnPeriod) {
 TEST(GcTrackerTest, IncrementalMajorSpansStepsAndClosesWhenItsSweepEnds) {
   GcTracker t(GcTracker::Config{1000 * kMs, true, 16});
   t.Reset(0);
-  t.OnStepEnter(0);
+  t.OnStepEnter(0, 0);
   t.OnCycleStart(GcType::kMajor, GcReason::kOldgen, GcCause::kNewobj, 1000);
   EXPECT_FALSE(t.OnStepExit(100, 0));
   for (int i = 1; i < 5; i++) EXPECT_FALSE(Step(t, i * 1000, 100));
-  t.OnStepEnter(9000);
+  t.OnStepEnter(9000, 0);
   t.OnCycleEnd(700);
   EXPECT_TRUE(t.OnStepExit(9100, 0));
   auto periods = DrainAll(t);
@@ -280,10 +332,10 @@ TEST(GcTrackerTest, ExitWithoutEnterIsIgnoredAndStopClosesTheOpenPeriod) {
 TEST(GcTrackerTest, ADifferentCauseStartsANewPeriod) {
   GcTracker t(GcTracker::Config{10 * kMs, true, 8});
   t.Reset(0);
-  t.OnStepEnter(0);
+  t.OnStepEnter(0, 0);
   t.OnCycleStart(GcType::kMinor, GcReason::kNone, GcCause::kNewobj, 1);
   t.OnStepExit(10, 0);
-  t.OnStepEnter(20);
+  t.OnStepEnter(20, 0);
   t.OnCycleStart(GcType::kMinor, GcReason::kNone, GcCause::kMalloc, 1);
   t.OnStepExit(35, 0);
   t.CloseOpenPeriod();

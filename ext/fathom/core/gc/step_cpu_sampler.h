@@ -7,10 +7,10 @@
 // lazy-sweep steps of 10-30 us. Reading it on every step cost ~3% of an
 // allocation loop on Ruby 3.3 (docs/internals/gc.md, "CPU time is sampled").
 //
-// What is always measured (by GcTracker, not here): every step of a major GC
-// and every step that starts a GC cycle (read at GC_START when the step's
+// What is always measured (by GcTracker, not here): every step of a major
+// GC, including the one it starts in (read at GC_START when the step's
 // start was not). Those are the long steps, and their CPU is exact. What is
-// left are the steps that continue a minor cycle (lazy sweeping, the "rest"
+// left are the minor GCs' steps (their marking, lazy sweeping, the "rest"
 // of a sweep before the next GC): one in `stride` of them is measured.
 //
 // How the others are estimated, and why not as before. A step left
@@ -21,20 +21,20 @@
 // a scheduler slice (1-8 ms here, beside CPU hogs) while its CPU stays
 // ~40 us, and a ratio learned from other steps charges it milliseconds of
 // CPU it never used. A trace with both clocks read on every step (3.1.2,
-// churn with 50 GC.start, load 12 on 2 cores) had 8,126 such steps, 92 of
-// them descheduled: 533 of their 962 ms of wall time, 22 of their 438 ms of
-// CPU. Replayed over it, a ratio per group of 40 steps (like the old
-// estimate per 10 ms period) read +68% to +102%; one ratio over the whole
-// run -29% to +48%, depending on which steps the stride hit; a ratio per
-// wall-time bucket +3% to +30%. So the sampler does not guess there: when a
-// measured step (of any kind) shows that the thread spent less than half of
-// it, and at least kLostMinNs less than its wall time, on the CPU, every
-// step is measured for the next `hot_steps` steps, and each such step
-// re-arms it. Replayed, the estimate is then within +0% to +2.8% whichever
-// steps the stride hits: under load nearly every step is measured; on a
-// quiet machine no step is descheduled and the stride stays. The price is
-// the full clock cost (~3% of an allocation loop) for as long as the
-// machine is busy enough to deschedule the GC.
+// 50 GC.start among 10M short-lived strings, load 12 on 2 cores) had 8,488
+// steps of minor GCs, 131 of them descheduled: 939 of their 1,525 ms of
+// wall time, for 694 ms of CPU in all. Replayed over it, a ratio per
+// group of 40 steps (like the old estimate per 10 ms period) read +64% to
+// +94%; one ratio over the whole run -22% to +22%, depending on which
+// steps the stride hit; a ratio per wall-time bucket -18% to +38%. So the
+// sampler does not guess there: when a measured step (of any kind) shows
+// that the thread spent less than half of it, and at least kLostMinNs less
+// than its wall time, on the CPU, every step is measured for the next
+// `hot_steps` steps, and each such step re-arms it. Replayed, the
+// estimate is then within +0% to +1.7% whichever steps the stride hits:
+// under load nearly every step is measured; on a quiet machine no step is descheduled and the stride
+// stays. The price is the full clock cost (~3% of an allocation loop) for
+// as long as the machine is busy enough to deschedule the GC.
 //
 // Header-only, like pause_histogram.h: a few integer operations per step.
 #pragma once
@@ -63,16 +63,21 @@ class StepCpuSampler {
 
   explicit StepCpuSampler(Config config);
 
-  // A step begins. `candidate`: GcTracker does not measure it anyway (it is
-  // not a major GC's). Returns whether to read the CPU clock at its start.
-  bool BeginStep(bool candidate);
+  // Whether the step about to begin should read the CPU clock at its start.
+  // `candidate`: GcTracker does not measure it anyway (it is not a major
+  // GC's).
+  bool WantsCpu(bool candidate) const {
+    return !candidate || hot_left_ > 0 || config_.stride <= 1 || candidates_ % config_.stride == 0;
+  }
+  // The step begins: counts it for the stride and the hot window.
+  void BeginStep(bool candidate);
 
   // A measured step: `wall_ns` in all, of which the CPU clock covered the
   // last `measured_wall_ns` (all of it, or from GC_START on) and read
   // `measured_cpu_ns`. Returns the step's CPU time: the measured CPU plus
   // the uncovered head at the covered part's ratio, never above wall_ns.
-  // `typical`: the step is like the ones left unmeasured (it started no
-  // cycle and was no major GC's), so its ratio teaches Estimate().
+  // `typical`: the step is like the ones left unmeasured (no major GC's),
+  // so its ratio teaches Estimate().
   int64_t Measured(int64_t wall_ns, int64_t measured_wall_ns, int64_t measured_cpu_ns, bool typical);
 
   // An unmeasured step of `wall_ns`: its estimated CPU time (<= wall_ns).
@@ -96,13 +101,9 @@ class StepCpuSampler {
 
 inline StepCpuSampler::StepCpuSampler(Config config) : config_(config) {}
 
-inline bool StepCpuSampler::BeginStep(bool candidate) {
-  bool hot = hot_left_ > 0;
-  if (hot) --hot_left_;
-  if (!candidate) return true;
-  bool strided = config_.stride <= 1 || candidates_ % config_.stride == 0;
-  ++candidates_;
-  return hot || strided;
+inline void StepCpuSampler::BeginStep(bool candidate) {
+  if (hot_left_ > 0) --hot_left_;
+  if (candidate) ++candidates_;
 }
 
 inline int64_t StepCpuSampler::Measured(int64_t wall_ns, int64_t measured_wall_ns, int64_t measured_cpu_ns,

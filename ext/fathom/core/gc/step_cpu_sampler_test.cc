@@ -9,18 +9,25 @@ namespace {
 
 constexpr int64_t kUs = 1000;
 
+// What GcTracker does at GC_ENTER: asks, then begins the step.
+bool Begin(StepCpuSampler& s, bool candidate) {
+  bool want = s.WantsCpu(candidate);
+  s.BeginStep(candidate);
+  return want;
+}
+
 TEST(StepCpuSamplerTest, MeasuresOneCandidateInStrideAndEveryOtherStep) {
   StepCpuSampler s(StepCpuSampler::Config{4, 100});
   int measured = 0;
-  for (int i = 0; i < 40; i++) measured += s.BeginStep(true);
+  for (int i = 0; i < 40; i++) measured += Begin(s, true);
   EXPECT_EQ(measured, 10);
-  for (int i = 0; i < 5; i++) EXPECT_TRUE(s.BeginStep(false)) << "a major GC's step";
+  for (int i = 0; i < 5; i++) EXPECT_TRUE(Begin(s, false)) << "a major GC's step";
   // Non-candidates do not move the stride: candidate 40 is measured.
-  EXPECT_TRUE(s.BeginStep(true));
-  EXPECT_FALSE(s.BeginStep(true));
+  EXPECT_TRUE(Begin(s, true));
+  EXPECT_FALSE(Begin(s, true));
 
   StepCpuSampler all(StepCpuSampler::Config{1, 100});
-  for (int i = 0; i < 10; i++) EXPECT_TRUE(all.BeginStep(true));
+  for (int i = 0; i < 10; i++) EXPECT_TRUE(Begin(all, true));
 }
 
 TEST(StepCpuSamplerTest, EstimateIsTheWallTimeUntilAStepLikeItWasMeasured) {
@@ -52,15 +59,15 @@ TEST(StepCpuSamplerTest, AnUncoveredHeadIsChargedAtTheStepsOwnRatio) {
 
 TEST(StepCpuSamplerTest, ADescheduledStepArmsTheHotWindowAndEachOneReArmsIt) {
   StepCpuSampler s(StepCpuSampler::Config{8, 10});
-  ASSERT_TRUE(s.BeginStep(true));  // candidate 0
+  ASSERT_TRUE(Begin(s, true));  // candidate 0
   // Lost 1,970 us of 2 ms: descheduled.
   s.Measured(2000 * kUs, 2000 * kUs, 30 * kUs, true);
   EXPECT_TRUE(s.hot());
   EXPECT_EQ(s.descheduled_steps(), 1u);
-  for (int i = 0; i < 10; i++) EXPECT_TRUE(s.BeginStep(true)) << i;
+  for (int i = 0; i < 10; i++) EXPECT_TRUE(Begin(s, true)) << i;
   EXPECT_FALSE(s.hot());
   // Candidates 11..15 are not on the stride (the next is 16).
-  EXPECT_FALSE(s.BeginStep(true));
+  EXPECT_FALSE(Begin(s, true));
   // Off the CPU for 99 us of 150: under kLostMinNs, not descheduled. Off
   // for 150 us of 400: less than half, not descheduled either.
   s.Measured(150 * kUs, 150 * kUs, 51 * kUs, true);
@@ -77,11 +84,11 @@ TEST(StepCpuSamplerTest, ADescheduledStepArmsTheHotWindowAndEachOneReArmsIt) {
 // the stride leaves unmeasured.
 TEST(StepCpuSamplerTest, TheRatioForgetsOldSteps) {
   StepCpuSampler s(StepCpuSampler::Config{});
-  s.BeginStep(true);
+  Begin(s, true);
   s.Measured(4000 * kUs, 4000 * kUs, 40 * kUs, true);
   EXPECT_LT(s.Estimate(40 * kUs), 1 * kUs);
   while (s.hot()) {
-    s.BeginStep(true);
+    Begin(s, true);
     s.Measured(40 * kUs, 40 * kUs, 38 * kUs, true);
   }
   EXPECT_NEAR(static_cast<double>(s.Estimate(40 * kUs)), 38.0 * kUs, 0.01 * 38 * kUs);
@@ -89,13 +96,13 @@ TEST(StepCpuSamplerTest, TheRatioForgetsOldSteps) {
 
 TEST(StepCpuSamplerTest, ResetForgetsEverything) {
   StepCpuSampler s(StepCpuSampler::Config{8, 10});
-  s.BeginStep(true);
+  Begin(s, true);
   s.Measured(2000 * kUs, 2000 * kUs, 30 * kUs, true);
   s.Reset();
   EXPECT_FALSE(s.hot());
   EXPECT_EQ(s.descheduled_steps(), 0u);
   EXPECT_EQ(s.Estimate(30 * kUs), 30 * kUs);
-  EXPECT_TRUE(s.BeginStep(true)) << "the stride starts over";
+  EXPECT_TRUE(Begin(s, true)) << "the stride starts over";
 }
 
 }  // namespace

@@ -4,9 +4,9 @@
 //   GC_ENTER / GC_EXIT    each GC step: wall clock and, on the steps the
 //                         tracker samples, the thread's CPU clock
 //   GC_START              a cycle begins: its type, reason (major_by), cause
-//                         (gc_by) and heap_live_slots before; the CPU clock
-//                         if GC_ENTER did not read it (a cycle's first step
-//                         is always measured)
+//                         (gc_by) and heap_live_slots before; for a major
+//                         GC, the CPU clock if GC_ENTER did not read it (a
+//                         major GC's steps are all measured)
 //   GC_END_SWEEP          the cycle finished sweeping: heap_live_slots after
 // All four run inside the GC (Ruby 3.0+; 3.1 is our floor): no allocation,
 // no exceptions, no Ruby calls. What they do call:
@@ -61,6 +61,7 @@ VALUE sym_major_by, sym_gc_by, sym_heap_live_slots;
 VALUE sym_nofree, sym_oldgen, sym_shady, sym_force, sym_oldmalloc;
 VALUE sym_newobj, sym_malloc, sym_method, sym_capi, sym_stress;
 VALUE sym_hooks, sym_counters, sym_time, sym_minor_gc_count, sym_major_gc_count;
+VALUE sym_state, sym_none;
 
 struct GcCollector {
   std::unique_ptr<GcTracker> tracker;  // null until initialize
@@ -99,6 +100,11 @@ GcCause CauseOf(VALUE gc_by) {
 }
 
 int64_t HeapLiveSlots() { return static_cast<int64_t>(rb_gc_stat(sym_heap_live_slots)); }
+
+// Whether a GC is under way (marking or sweeping): the tracker counts the
+// steps of a GC begun before it started, and no others (gc_tracker.h,
+// "Idle steps"). At a safe point only.
+bool GcInProgress() { return rb_gc_latest_gc_info(sym_state) != sym_none; }
 
 // ---------------------------------------------------------------- counters (safe points, GVL held)
 
@@ -146,11 +152,12 @@ void GcEnterHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
     if (!OnMainRactor()) return NoteOtherRactor();
     GcCollector* c = g_running;
     if (!c) return;
-    // Wall first here and last in the exit hook, so CPU time never exceeds
-    // wall. The CPU clock is a system call: read only where the tracker
-    // samples it (core/gc/step_cpu_sampler.h).
-    int64_t wall = MonotonicNs();
-    if (c->tracker->OnStepEnter(wall)) c->tracker->OnStepCpuStart(wall, ThreadCpuNs());
+    // The CPU clock (a system call) only where the tracker samples it
+    // (core/gc/step_cpu_sampler.h), and before the wall clock here, after it
+    // in the exit hook: a CPU clock read can deschedule the thread, and
+    // that wait is not GC time (core/gc/gc_tracker.h, OnStepEnter).
+    int64_t cpu = c->tracker->WantsCpu() ? ThreadCpuNs() : 0;
+    c->tracker->OnStepEnter(MonotonicNs(), cpu);
   });
 }
 
@@ -159,8 +166,9 @@ void GcExitHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
     if (!OnMainRactor()) return NoteOtherRactor();
     GcCollector* c = g_running;
     if (!c) return;
+    int64_t wall = MonotonicNs();
     int64_t cpu = c->tracker->StepCpuMeasured() ? ThreadCpuNs() : 0;
-    if (c->tracker->OnStepExit(MonotonicNs(), cpu)) g_drain_job.Trigger();
+    if (c->tracker->OnStepExit(wall, cpu)) g_drain_job.Trigger();
   });
 }
 
@@ -174,13 +182,14 @@ void GcStartHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
     VALUE major_by = rb_gc_latest_gc_info(sym_major_by);
     GcType type = NIL_P(major_by) ? GcType::kMinor : GcType::kMajor;
     c->tracker->OnCycleStart(type, ReasonOf(major_by), CauseOf(rb_gc_latest_gc_info(sym_gc_by)), HeapLiveSlots());
-    // A step that starts a cycle is measured even when the sampler skipped
-    // its GC_ENTER: it holds the cycle's marking (all of a GC.start, sweep
-    // included), and without this read a forced major's CPU was a guess
-    // from the lazy-sweep steps around it (3.3.8: 0.1 ms for 95 ms of wall).
+    // A step that starts a major GC is measured even when the sampler
+    // skipped its GC_ENTER: it holds the GC's marking (all of a GC.start,
+    // sweep included), and without this read a forced major's CPU was a
+    // guess from the lazy-sweep steps around it (3.3.8: 0.1 ms for 95 ms of
+    // wall time).
     if (c->tracker->StepNeedsCpuStart()) {
-      int64_t wall = MonotonicNs();
-      c->tracker->OnStepCpuStart(wall, ThreadCpuNs());
+      int64_t cpu = ThreadCpuNs();
+      c->tracker->OnStepCpuStart(MonotonicNs(), cpu);
     }
   });
 }
@@ -282,7 +291,7 @@ void ResetData(GcCollector* c) {
   c->periods.clear();
   c->start_realtime_ns = RealtimeNs();
   c->start_monotonic_ns = MonotonicNs();
-  c->tracker->Reset(c->start_monotonic_ns);
+  c->tracker->Reset(c->start_monotonic_ns, GcInProgress());
   if (c->source == GcSource::kCounters) c->poll.Begin(ReadCounters());
 }
 
@@ -298,6 +307,8 @@ VALUE CollectorStart(VALUE self) {
     } else if (c->source == GcSource::kCounters) {
       // Restarted: GCs while stopped are not ours.
       c->poll.Begin(ReadCounters());
+    } else {
+      c->tracker->SyncGcInProgress(GcInProgress());
     }
     c->running = true;
     g_running = c;
@@ -421,6 +432,7 @@ VALUE CollectorStats(VALUE self) {
     set("periods", static_cast<long long>(counters ? c->poll.stats().periods : s.periods_closed));
     set("merged_on_overflow", static_cast<long long>(s.merged_on_overflow));
     set("unmatched_exits", static_cast<long long>(s.unmatched_exits));
+    set("idle_steps", static_cast<long long>(s.idle_steps));
     set("drain_jobs", static_cast<long long>(c->drain_jobs));
     set("cpu_measured_steps", static_cast<long long>(s.cpu_measured_steps));
     set("descheduled_steps", static_cast<long long>(s.descheduled_steps));
@@ -453,6 +465,8 @@ void InitGcCollector(VALUE mNative) {
   sym_time = sym("time");
   sym_minor_gc_count = sym("minor_gc_count");
   sym_major_gc_count = sym("major_gc_count");
+  sym_state = sym("state");
+  sym_none = sym("none");
   // Both functions build their symbol tables on first use (which may
   // allocate): do it now, outside any GC, so the hooks never do. With a
   // Hash, not a Symbol: a key the GC does not have raises ArgumentError for
@@ -467,7 +481,7 @@ void InitGcCollector(VALUE mNative) {
     if (rb_hash_lookup2(hash, key, Qundef) == Qundef) g_missing_gc_key = rb_id2name(SYM2ID(key));
   };
   for (VALUE key : {sym_heap_live_slots, sym_time, sym_minor_gc_count, sym_major_gc_count}) need(stat, key);
-  for (VALUE key : {sym_major_by, sym_gc_by}) need(info, key);
+  for (VALUE key : {sym_major_by, sym_gc_by, sym_state}) need(info, key);
 
   VALUE klass = rb_define_class_under(mNative, "GcCollector", rb_cObject);
   rb_gc_register_mark_object(klass);
