@@ -13,11 +13,11 @@
 # two on a 2-core VM) and stops them at the end.
 #
 # Columns: GC.stat(:time) (process CPU in GC, ms); the profile's CPU and
-# wall totals; the thread's run-queue delay over the run (time it was
-# runnable but not running: how much wall time may exceed CPU time); the
-# forced majors (cause "method") in the profile against the thread CPU
-# clock and the monotonic clock around GC.start; and the report's
-# `major force` row.
+# wall totals; the thread's run-queue delay (plus steal) over the run (time
+# it was runnable but not running: how much wall time may exceed CPU time);
+# the forced majors (cause "method") in the profile against the thread CPU
+# clock and the monotonic clock around GC.start, and the run delay around
+# those; and the report's `major force` row.
 require "optparse"
 require "tmpdir"
 require "fathom"
@@ -55,11 +55,13 @@ sources.each do |source|
     force_row = summary.rows.find { |r| r.type == "major" && r.reason == "force" && r.cause == "method" }
     gcstat_ns = truth[:time_ms] * 1_000_000
     puts format("%-8s GC.stat(:time) %7s | cpu %7s (%s) wall %7s (%s) | off-CPU %7s | " \
-                "forced cpu %7s vs clock %7s (%s), wall %7s vs clock %7s (%s) | 'major force' row: wall %s cpu %s",
+                "forced cpu %7s vs clock %7s (%s), wall %7s vs clock %7s (%s, off-CPU %s) | " \
+                "'major force' row: wall %s cpu %s",
                 source, ms[gcstat_ns], ms[summary.total(:cpu)], pct[summary.total(:cpu), gcstat_ns],
-                ms[summary.total(:wall)], pct[summary.total(:wall), gcstat_ns], ms[truth[:run_delay_ns]],
+                ms[summary.total(:wall)], pct[summary.total(:wall), gcstat_ns],
+                ms[truth[:run_delay_ns] && truth[:run_delay_ns] + truth[:steal_ns].to_i],
                 ms[forced_cpu], ms[truth[:forced_cpu_ns]], pct[forced_cpu, truth[:forced_cpu_ns]],
                 ms[forced_wall], ms[truth[:forced_wall_ns]], pct[forced_wall, truth[:forced_wall_ns]],
-                ms[force_row&.wall], ms[force_row&.cpu])
+                ms[truth[:forced_run_delay_ns]], ms[force_row&.wall], ms[force_row&.cpu])
   end
 end

@@ -24,9 +24,9 @@ require_relative "../fixtures/gc_churn"
 #
 # Why these cannot fail by chance, quiet or busy: counts, reasons and the
 # forced majors' CPU are not estimates. Every GC_START is hooked (the
-# counters read GC.count and GC.stat, exact), and the one step a GC.start
-# runs in always reads the thread's CPU clock (at GC_ENTER, or at GC_START
-# when the stride skipped it), so a forced major's CPU is the same clock
+# counters read GC.count and GC.stat, exact), and a major GC's steps always
+# read the thread's CPU clock (the one a GC.start runs in at GC_ENTER, or at
+# GC_START when the stride skipped it), so a forced major's CPU is the same clock
 # the test reads, over a sub-interval of the test's bracket: the profile
 # can only be below the bracket, by what the bracket holds besides that
 # step (the method call, and the lazy sweep Ruby finishes before a new
@@ -61,9 +61,9 @@ class GcAccuracyTest < Minitest::Test
     assert_operator wall_ms, :>=, cpu_ms, "CPU time never exceeds wall time"
     assert_operator wall_ms, :>=, truth[:time_ms] * 0.9, "wall #{wall_ms.round(1)}ms vs GC.stat(:time) #{truth[:time_ms]}ms"
     if truth[:run_delay_ns]
-      delay_ms = truth[:run_delay_ns] / 1e6
-      assert_operator wall_ms, :<=, (truth[:time_ms] * 1.1) + delay_ms,
-                      "wall #{wall_ms.round(1)}ms vs GC.stat(:time) #{truth[:time_ms]}ms, off the CPU #{delay_ms.round(1)}ms"
+      off_ms = (truth[:run_delay_ns] + truth[:steal_ns].to_i) / 1e6
+      assert_operator wall_ms, :<=, (truth[:time_ms] * 1.1) + off_ms,
+                      "wall #{wall_ms.round(1)}ms vs GC.stat(:time) #{truth[:time_ms]}ms, off the CPU #{off_ms.round(1)}ms"
     end
 
     # GC.start's majors: cause "method". Their reasons as Ruby gave them.
@@ -71,19 +71,21 @@ class GcAccuracyTest < Minitest::Test
     reasons = raw.samples.select { |s| forced.all? { |k, v| s.labels[k] == v } }
                  .each_with_object(Hash.new(0)) { |s, h| h[s.labels["gc reason"]] += s.values[raw.index_of("gcs")] }
     assert_equal truth[:forced_reasons], reasons, raw.output
+    # One step per GC.start (it marks and sweeps at once), and none of the
+    # idle steps Ruby 3.3+ takes when a heap needs a page (gc_tracker.h).
+    assert_equal GcChurn::FULL_GCS, raw.sum("gc_steps", forced), raw.output
+    forced_cpu = raw.sum("cpu", forced)
     within_10_percent("CPU of the forced majors vs the thread's CPU clock around GC.start",
-                      truth[:forced_cpu_ns], raw.sum("cpu", forced))
-    within_10_percent("wall time of the forced majors vs the monotonic clock around GC.start",
-                      truth[:forced_wall_ns], raw.sum("wall", forced))
-    assert_operator raw.sum("cpu", forced), :<=, truth[:forced_cpu_ns], "the step lies inside the bracket"
-    assert_operator raw.sum("wall", forced), :<=, truth[:forced_wall_ns], "the step lies inside the bracket"
+                      truth[:forced_cpu_ns], forced_cpu)
+    assert_operator forced_cpu, :<=, truth[:forced_cpu_ns], "the steps lie inside the brackets"
+    forced_wall_holds_what_the_clocks_allow(truth, raw.sum("wall", forced), forced_cpu)
 
     # What the hooks report, on every Ruby (3.4's modular GC included): a
     # GC_START per GC.count, GC_ENTER and GC_EXIT in pairs.
     assert_equal truth[:major] + truth[:minor], profile.stats[:cycles]
     assert_equal 0, profile.stats[:unmatched_exits]
     assert_equal profile.stats[:steps], raw.total("gc_steps")
-    assert_operator profile.stats[:cpu_measured_steps], :>=, truth[:major] + truth[:minor], "every cycle's first step"
+    assert_operator profile.stats[:cpu_measured_steps], :>=, truth[:major], "every major GC's steps"
   end
 
   # The counters know what Ruby's counters know: counts, GC.stat(:time) and
@@ -127,6 +129,36 @@ class GcAccuracyTest < Minitest::Test
     cpu_ms = raw.total("cpu") / 1e6
     assert_in_delta truth[:time_ms], cpu_ms, (truth[:time_ms] * 0.10) + 1,
                     "profile GC cpu #{cpu_ms.round(1)}ms vs GC.stat(:time) #{truth[:time_ms]}ms"
+  end
+
+  # The brackets hold the GC steps, some CPU time outside them (the call,
+  # at most what the thread's CPU clock counted beyond the steps' CPU) and
+  # whatever time the thread waited for a CPU (at most its run delay over
+  # the brackets, plus any steal time). So the steps' wall time lies between
+  # the bracket's wall time less those two and the bracket's wall time:
+  # within ~1% on a quiet machine (and then within 10%, as asked), and as
+  # wide as the waits on a busy one, where a wait right after a GC is not
+  # the GC's (core/gc/gc_tracker.h, OnStepEnter: it was the reading of the
+  # CPU clock at the step's end that let the kernel deschedule the thread).
+  def forced_wall_holds_what_the_clocks_allow(truth, forced_wall, forced_cpu)
+    bracket = truth[:forced_wall_ns]
+    what = "wall time of the forced majors vs the monotonic clock around GC.start"
+    assert_operator forced_wall, :<=, bracket, "the steps lie inside the brackets"
+    # Without schedstat (not Linux), nothing says how long the thread waited.
+    waits = truth[:forced_run_delay_ns] && (truth[:forced_run_delay_ns] + truth[:steal_ns].to_i)
+    return within_10_percent(what, bracket, forced_wall) unless waits
+
+    outside_cpu = truth[:forced_cpu_ns] - forced_cpu
+    # 1 ms: the clock reads' own time, 50 times over, with room to spare.
+    floor = bracket - outside_cpu - waits - 1_000_000
+    assert_operator forced_wall, :>=, floor,
+                    "#{what}: #{ms(forced_wall)} in brackets of #{ms(bracket)}, of which " \
+                    "#{ms(outside_cpu)} CPU outside the steps and #{ms(waits)} waiting for a CPU"
+    within_10_percent(what, bracket, forced_wall) if waits < bracket / 100
+  end
+
+  def ms(ns)
+    "#{(ns / 1e6).round(1)}ms"
   end
 
   def within_10_percent(what, expected_ns, actual_ns)
