@@ -4,8 +4,9 @@ require "test_helper"
 require "support/pprof_raw"
 require_relative "../fixtures/gc_churn"
 
-# GC profiling end to end: GC time and counts against what Ruby measures
-# itself, the pprof read by go tool pprof, the report, and `fathom run`.
+# GC profiling end to end: the pprof read by go tool pprof, the report,
+# options, and `fathom run`. (The figures against Ruby's own and the
+# thread's clocks: gc_accuracy_test.rb.)
 class GcProfileTest < Minitest::Test
   def setup
     require_native!
@@ -16,39 +17,26 @@ class GcProfileTest < Minitest::Test
     FileUtils.rm_rf(@dir)
   end
 
-  # Acceptance: 50 GC.start among churn, against Ruby's own measure over the
-  # same GCs in the same run: GC.stat(:time). On Ruby 3.1 that is *process
-  # CPU time* (gc.c's current_process_time; measured here: under a CPU-bound
-  # competing load GC.stat(:time) read 373 ms, our cpu 370 ms, our wall
-  # 784 ms), so the like-for-like check is our cpu total; wall equals it on
-  # an idle machine (208 vs 204.7 ms) and can only exceed it when the
-  # process is descheduled during GC.
-  #
-  # Both sources, on every Ruby: the hooks (per step) and Ruby's GC counters
-  # (the default on Ruby < 3.3), which must give the same counts and time.
-  def test_majors_counted_and_gc_time_matches_rubys_own_measure_with_hooks
-    raw, profile = acceptance(:hooks)
+  # The accuracy of the figures, with each source, is
+  # test/integration/gc_accuracy_test.rb's. These check what each source's
+  # file holds and says about itself.
+  def test_hooks_file_has_wall_cpu_steps_and_gcs
+    raw, profile = profile_churn(:hooks)
     comments = Fathom::Pprof.read_file(@path).comments.to_a
-    forced = raw.by_label("gcs", "gc reason")
-    # GC.start is a forced major GC. One of the 50 was once labelled with
-    # another reason (49, hooks, Ruby 3.3, in the full suite only; not
-    # reproduced alone in 4 runs, not yet explained): the labels allow one
-    # miss, the counts above are exact.
-    assert_operator forced["force"], :>=, 49, "GC.start is a forced major GC\n#{raw.output}"
+    assert_equal %w[wall cpu gc_steps gcs], raw.sample_types
     assert_equal profile.stats[:steps], raw.total("gc_steps")
     assert_operator raw.total("gc_steps"), :>, 0
+    assert_operator raw.total("wall"), :>=, raw.total("cpu")
     assert_includes comments, "fathom.gc.source=hooks"
+    assert(comments.any? { |c| c.start_with?("fathom.gc.pauses count=") })
   end
 
   # The counters measure CPU time (GC.stat(:time)) and counts only: the
   # file says so with its sample types (cpu, the default, and gcs), and
   # has no wall or gc_steps column that would read as zero time or steps.
-  def test_majors_counted_and_gc_time_matches_rubys_own_measure_with_counters
-    raw, profile = acceptance(:counters)
+  def test_counters_file_has_cpu_and_gcs_only
+    raw, profile = profile_churn(:counters)
     comments = Fathom::Pprof.read_file(@path).comments.to_a
-    # Several GCs between two reads carry the latest one's labels: at least
-    # the reads that saw a GC.start last name it.
-    assert_operator raw.by_label("gcs", "gc reason")["force"].to_i, :>=, 1, raw.output
     assert_equal %w[cpu gcs], raw.sample_types
     assert_match(%r{^cpu/nanoseconds\[dflt\] gcs/count$}, raw.output)
     assert_match(/^PeriodType: cpu nanoseconds$/, raw.output)
@@ -83,26 +71,13 @@ class GcProfileTest < Minitest::Test
     assert_equal "counters", summary.source[:name]
   end
 
-  def acceptance(gc_source)
+  # A short churn (5 GC.start), written to a file and read by go tool pprof.
+  def profile_churn(gc_source)
     skip_unless_go!
-    truth = nil
-    path = @path = File.join(@dir, "gc.pb.gz")
-    profile = Fathom.profile(mode: :gc, gc_source: gc_source, out: path) { truth = GcChurn.run }
-    raw = PprofRaw.read(path)
-
-    gcs = raw.by_label("gcs", "gc type")
-    assert_operator gcs["major"], :>=, 50, raw.output
-    assert_equal truth[:major], gcs["major"], "every major GC of the run is counted"
-    assert_equal truth[:minor], gcs["minor"].to_i, raw.output
-
-    cpu_ms = raw.total("cpu") / 1e6
-    assert_operator truth[:time_ms], :>, 20, "the workload must spend measurable time in GC"
-    assert_in_delta truth[:time_ms], cpu_ms, [truth[:time_ms] * 0.10, 2].max,
-                    "profile GC cpu #{cpu_ms.round(1)}ms vs GC.stat(:time) #{truth[:time_ms]}ms"
-    if gc_source == :hooks
-      wall_ms = raw.total("wall") / 1e6
-      assert_operator wall_ms, :>=, cpu_ms * 0.98, "wall #{wall_ms.round(1)}ms"
-    end
+    @path = File.join(@dir, "gc.pb.gz")
+    profile = Fathom.profile(mode: :gc, gc_source: gc_source, out: @path) { GcChurn.run(full_gcs: 5) }
+    raw = PprofRaw.read(@path)
+    assert_operator raw.by_label("gcs", "gc type")["major"], :>=, 5, raw.output
     assert_equal({ "GC" => raw.total("cpu") }, raw.by_label("cpu", "thread"))
     assert_equal ["Garbage Collection"], raw.function_names
     [raw, profile]

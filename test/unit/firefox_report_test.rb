@@ -125,6 +125,16 @@ class FirefoxReportTest < Minitest::Test
     end
   end
 
+  # Wall time in GC well above CPU time in GC: the summary says how much the
+  # thread spent off the CPU (gc_off_cpu.rb), as the pprof report does.
+  def test_a_gc_track_with_wall_well_above_cpu_says_so
+    json = profile
+    json["threads"].last["markers"]["data"] = [{ "type" => "GC", "gc_type" => "major", "gc_ms" => 7.0, "cpu_ms" => 2.0,
+                                                 "gcs" => 1, "steps" => 1 }]
+    assert_match(/^  off the CPU\s+5ms of the wall time in GC \(71.43%\): the thread waited for a CPU/, report(json))
+    refute_match(/off the CPU/, report(profile))
+  end
+
   # From the counters source the GC track's markers are "GCPoll" ones, whose
   # only time is GC.stat(:time)'s CPU time: the row and the note say so.
   def test_a_counters_gc_track_is_read_as_cpu_time

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "units"
+require_relative "gc_off_cpu"
 require_relative "../error"
 require_relative "firefox_fields"
 
@@ -82,6 +83,7 @@ module Fathom
         else
           share = @duration_ms.positive? ? " (#{Units.percentage(@gc_ms, @duration_ms).strip})" : ""
           out << "time in GC      #{fmt(@gc_ms)} wall#{share}, #{fmt(@cpu_ms)} CPU, #{@steps} steps\n"
+          out << GcOffCpu.line(@gc_ms * 1_000_000, @cpu_ms * 1_000_000).to_s
           out << "longest period  #{fmt(@longest)} in GC\n"
         end
         out

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "units"
+require_relative "gc_off_cpu"
 require_relative "../error"
 require_relative "arguments"
 
@@ -115,6 +116,7 @@ module Fathom
         out << "GC profile: #{Units.format_value(duration_ns, "nanoseconds")} of wall time, " \
                "#{gc_count} GCs (#{gc_count("minor")} minor, #{gc_count("major")} major)\n"
         out << (@counters_layout ? counters_time_line : time_line)
+        out << GcOffCpu.line(total(:wall), total(:cpu)).to_s unless @counters_layout
         out << source_line if @source
         if @pauses
           out << "pauses (steps)  " + %w[p50 p90 p99].map { |k| "#{k} #{fmt(@pauses[:"#{k}_ns"])}" }.join("  ") +

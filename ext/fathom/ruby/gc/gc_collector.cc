@@ -1,15 +1,18 @@
 // Fathom::Native::GcCollector — what garbage collection costs, and when.
 //
 // Four internal event hooks feed a GcTracker (core/gc/gc_tracker.h):
-//   GC_ENTER / GC_EXIT    each GC step: wall clock and the thread's CPU clock
+//   GC_ENTER / GC_EXIT    each GC step: wall clock and, on the steps the
+//                         tracker samples, the thread's CPU clock
 //   GC_START              a cycle begins: its type, reason (major_by), cause
-//                         (gc_by) and heap_live_slots before
+//                         (gc_by) and heap_live_slots before; for a major
+//                         GC, the CPU clock if GC_ENTER did not read it (a
+//                         major GC's steps are all measured)
 //   GC_END_SWEEP          the cycle finished sweeping: heap_live_slots after
 // All four run inside the GC (Ruby 3.0+; 3.1 is our floor): no allocation,
 // no exceptions, no Ruby calls. What they do call:
-//   - clock_gettime (CLOCK_MONOTONIC via the vDSO; CLOCK_THREAD_CPUTIME_ID is
-//     a real syscall, ~0.3 us, which is why steps are coalesced rather than
-//     each becoming a sample);
+//   - clock_gettime (CLOCK_MONOTONIC via the vDSO, ~70 ns;
+//     CLOCK_THREAD_CPUTIME_ID is a real syscall, ~1.6 us of CPU on these VMs,
+//     which is why it is read on some steps only);
 //   - rb_gc_latest_gc_info(symbol) and rb_gc_stat(symbol): with a Symbol key
 //     they only read the objspace's counters and return immediates
 //     (Symbols/Integers of static ids). Both intern their key table on first
@@ -36,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,6 +61,7 @@ VALUE sym_major_by, sym_gc_by, sym_heap_live_slots;
 VALUE sym_nofree, sym_oldgen, sym_shady, sym_force, sym_oldmalloc;
 VALUE sym_newobj, sym_malloc, sym_method, sym_capi, sym_stress;
 VALUE sym_hooks, sym_counters, sym_time, sym_minor_gc_count, sym_major_gc_count;
+VALUE sym_state, sym_none;
 
 struct GcCollector {
   std::unique_ptr<GcTracker> tracker;  // null until initialize
@@ -70,6 +75,10 @@ struct GcCollector {
 
 // The running collector: the hooks read it. One at a time per process.
 GcCollector* g_running = nullptr;
+
+// A GC.stat or GC.latest_gc_info key the hooks and the counters read that
+// this Ruby's GC does not give (null: all there). Found at Init.
+const char* g_missing_gc_key = nullptr;
 
 GcReason ReasonOf(VALUE major_by) {
   if (NIL_P(major_by)) return GcReason::kNone;
@@ -91,6 +100,11 @@ GcCause CauseOf(VALUE gc_by) {
 }
 
 int64_t HeapLiveSlots() { return static_cast<int64_t>(rb_gc_stat(sym_heap_live_slots)); }
+
+// Whether a GC is under way (marking or sweeping): the tracker counts the
+// steps of a GC begun before it started, and no others (gc_tracker.h,
+// "Idle steps"). At a safe point only.
+bool GcInProgress() { return rb_gc_latest_gc_info(sym_state) != sym_none; }
 
 // ---------------------------------------------------------------- counters (safe points, GVL held)
 
@@ -138,11 +152,12 @@ void GcEnterHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
     if (!OnMainRactor()) return NoteOtherRactor();
     GcCollector* c = g_running;
     if (!c) return;
-    // Wall first here and last in the exit hook, so CPU time never exceeds
-    // wall. The CPU clock is a system call: read only where the tracker
-    // samples it (gc_tracker.h).
-    int64_t wall = MonotonicNs();
-    c->tracker->OnStepEnter(wall, c->tracker->WantsCpu() ? ThreadCpuNs() : 0);
+    // The CPU clock (a system call) only where the tracker samples it
+    // (core/gc/step_cpu_sampler.h), and before the wall clock here, after it
+    // in the exit hook: a CPU clock read can deschedule the thread, and
+    // that wait is not GC time (core/gc/gc_tracker.h, OnStepEnter).
+    int64_t cpu = c->tracker->WantsCpu() ? ThreadCpuNs() : 0;
+    c->tracker->OnStepEnter(MonotonicNs(), cpu);
   });
 }
 
@@ -151,8 +166,9 @@ void GcExitHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
     if (!OnMainRactor()) return NoteOtherRactor();
     GcCollector* c = g_running;
     if (!c) return;
+    int64_t wall = MonotonicNs();
     int64_t cpu = c->tracker->StepCpuMeasured() ? ThreadCpuNs() : 0;
-    if (c->tracker->OnStepExit(MonotonicNs(), cpu)) g_drain_job.Trigger();
+    if (c->tracker->OnStepExit(wall, cpu)) g_drain_job.Trigger();
   });
 }
 
@@ -166,6 +182,15 @@ void GcStartHook(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
     VALUE major_by = rb_gc_latest_gc_info(sym_major_by);
     GcType type = NIL_P(major_by) ? GcType::kMinor : GcType::kMajor;
     c->tracker->OnCycleStart(type, ReasonOf(major_by), CauseOf(rb_gc_latest_gc_info(sym_gc_by)), HeapLiveSlots());
+    // A step that starts a major GC is measured even when the sampler
+    // skipped its GC_ENTER: it holds the GC's marking (all of a GC.start,
+    // sweep included), and without this read a forced major's CPU was a
+    // guess from the lazy-sweep steps around it (3.3.8: 0.1 ms for 95 ms of
+    // wall time).
+    if (c->tracker->StepNeedsCpuStart()) {
+      int64_t cpu = ThreadCpuNs();
+      c->tracker->OnStepCpuStart(MonotonicNs(), cpu);
+    }
   });
 }
 
@@ -239,6 +264,11 @@ VALUE CollectorInitialize(VALUE self, VALUE coalesce_ns, VALUE flush_on_major, V
   GcCollector* c = Unwrap(self);
   return RubyMethod([&] {
     if (c->tracker) ThrowFathomError("fathom: GC collector is already initialized");
+    if (g_missing_gc_key) {
+      ThrowFathomError("fathom: the GC profiler needs Ruby's default GC, whose GC.stat and GC.latest_gc_info have :%s; "
+                       "this Ruby's GC has not (see GC.config[:implementation])",
+                       g_missing_gc_key);
+    }
     if (!RB_INTEGER_TYPE_P(coalesce_ns)) ThrowTypeError("fathom: coalesce must be an Integer of nanoseconds");
     if (source != sym_hooks && source != sym_counters) ThrowArgumentError("fathom: gc_source must be :hooks or :counters");
     long long ns = NUM2LL(coalesce_ns);
@@ -261,7 +291,7 @@ void ResetData(GcCollector* c) {
   c->periods.clear();
   c->start_realtime_ns = RealtimeNs();
   c->start_monotonic_ns = MonotonicNs();
-  c->tracker->Reset(c->start_monotonic_ns);
+  c->tracker->Reset(c->start_monotonic_ns, GcInProgress());
   if (c->source == GcSource::kCounters) c->poll.Begin(ReadCounters());
 }
 
@@ -277,6 +307,8 @@ VALUE CollectorStart(VALUE self) {
     } else if (c->source == GcSource::kCounters) {
       // Restarted: GCs while stopped are not ours.
       c->poll.Begin(ReadCounters());
+    } else {
+      c->tracker->SyncGcInProgress(GcInProgress());
     }
     c->running = true;
     g_running = c;
@@ -400,7 +432,10 @@ VALUE CollectorStats(VALUE self) {
     set("periods", static_cast<long long>(counters ? c->poll.stats().periods : s.periods_closed));
     set("merged_on_overflow", static_cast<long long>(s.merged_on_overflow));
     set("unmatched_exits", static_cast<long long>(s.unmatched_exits));
+    set("idle_steps", static_cast<long long>(s.idle_steps));
     set("drain_jobs", static_cast<long long>(c->drain_jobs));
+    set("cpu_measured_steps", static_cast<long long>(s.cpu_measured_steps));
+    set("descheduled_steps", static_cast<long long>(s.descheduled_steps));
     set("gc_wall_ns", static_cast<long long>(p.sum()));
     set("max_pause_ns", static_cast<long long>(p.max()));
     return h;
@@ -430,18 +465,25 @@ void InitGcCollector(VALUE mNative) {
   sym_time = sym("time");
   sym_minor_gc_count = sym("minor_gc_count");
   sym_major_gc_count = sym("major_gc_count");
+  sym_state = sym("state");
+  sym_none = sym("none");
   // Both functions build their symbol tables on first use (which may
-  // allocate): do it now, outside any GC, so the hooks never do.
-  // A key the running GC lacks raises ArgumentError ("unknown key"): a GC
-  // library loaded with RUBY_GC_LIBRARY (3.4+; MMTk's GC.stat has none of
-  // the default GC's heap keys, its GC.latest_gc_info only :state), or a
-  // later Ruby that drops one. Raised here it would fail `require "fathom"`
-  // with a message about a GC.stat key; swallowed, the extension loads and
-  // Fathom::RubyGuards refuses every feature that reads the key before it
-  // starts, so that no hook reads it (docs/internals/versions.md, "Ruby 4.0").
-  TryProtect([] { rb_gc_latest_gc_info(rb_hash_new()); });
-  TryProtect([] { rb_gc_stat(sym_heap_live_slots); });
-  TryProtect([] { rb_gc_stat(sym_time); });
+  // allocate): do it now, outside any GC, so the hooks never do. With a
+  // Hash, not a Symbol: a key the GC does not have raises ArgumentError for
+  // a Symbol, and Ruby 3.4's modular GC can load another GC whose GC.stat
+  // lacks ours (MMTk: no :minor_gc_count, :heap_live_slots, :major_by;
+  // docs/internals/versions.md, "The modular GC"). That must not make
+  // `require "fathom"` fail: the GC profiler refuses to start instead, and
+  // Fathom::RubyGuards refuses every feature that reads a missing key before
+  // it starts (docs/internals/versions.md, "Ruby 4.0").
+  VALUE stat = rb_hash_new(), info = rb_hash_new();
+  rb_gc_stat(stat);
+  rb_gc_latest_gc_info(info);
+  auto need = [](VALUE hash, VALUE key) {
+    if (rb_hash_lookup2(hash, key, Qundef) == Qundef) g_missing_gc_key = rb_id2name(SYM2ID(key));
+  };
+  for (VALUE key : {sym_heap_live_slots, sym_time, sym_minor_gc_count, sym_major_gc_count}) need(stat, key);
+  for (VALUE key : {sym_major_by, sym_gc_by, sym_state}) need(info, key);
 
   VALUE klass = rb_define_class_under(mNative, "GcCollector", rb_cObject);
   rb_gc_register_mark_object(klass);
