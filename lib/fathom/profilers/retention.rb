@@ -148,9 +148,13 @@ module Fathom
       # The snapshot's options are checked now, not after a GC and the pick.
       Options.check_unknown!(opts, DEFAULTS.keys, "Fathom::Retention.explain_sites")
       GC.start # exact mode: only objects that survive a GC count as live
-      sites, focus = pick_focus(heap_profiler, top, per_site)
-      # Only the focus array may hold the objects now (the snapshot ignores
-      # its references): any other would show up as a retainer.
+      # Picked natively: only the focus array holds the objects (the
+      # snapshot ignores its references). The Ruby pick's Arrays of [site,
+      # object] pairs were garbage at once, but one left on the C stack,
+      # which the snapshot scans conservatively, was charged to the program
+      # under machine_context, with every pair it held.
+      focus = []
+      sites = heap_profiler.live_sites(top: top, per_site: per_site, focus: focus)
       profile = snapshot(focus: focus, stamp: stamp, **opts)
       paths = profile.stats[:focus_paths]
       offset = 0
@@ -161,21 +165,6 @@ module Fathom
         { site: site, live_samples: live, paths: grouped.map { |path, list| [path, list.size] } }
       end
       Profile.new(profile.bytes, profile.stats.merge(sites: explained), kind: :retention)
-    end
-
-    # [[site, live samples, objects picked], ...] and the picked objects.
-    def pick_focus(heap_profiler, top, per_site)
-      live = heap_profiler.live_objects
-      by_site = live.group_by(&:first)
-      sites = by_site.sort_by { |site, pairs| [-pairs.size, site] }.first(top)
-      focus = sites.flat_map { |_, pairs| pairs.first(per_site).map(&:last) }
-      picked = sites.map { |site, pairs| [site, pairs.size, [pairs.size, per_site].min] }
-      # The intermediate arrays are garbage now, but one whose address is
-      # still in a C stack slot is a (conservative) root until the next GC,
-      # and would show up as a second holder of every object: empty them.
-      live.each(&:clear).clear
-      by_site.clear
-      [picked, focus]
     end
 
     # Whether snapshots may fork: fork() exists here and
