@@ -126,8 +126,9 @@ module Fathom
     # [[site, live objects, objects pushed], ...]. Unlike live_objects it
     # makes no Ruby object per live object: the retention snapshot that
     # follows, which scans the C stack conservatively, must find them only
-    # in `focus` (Retention.explain_sites). Exact mode: run GC.start first,
-    # as for live_objects.
+    # in `focus` (Retention.explain_sites calls it where the stack is
+    # zeroed afterwards; docs/internals/retention.md, "Why the top sites
+    # are alive"). Exact mode: run GC.start first, as for live_objects.
     def live_sites(top:, per_site:, focus:, limit: 100_000)
       top = Options.integer("top", top, LIVE_OBJECTS_LIMIT)
       per_site = Options.integer("per_site", per_site, LIVE_OBJECTS_LIMIT)

@@ -1,6 +1,7 @@
 // The heap collector's live objects, for the retention snapshot that
 // explains why the top allocation sites are still alive
-// (Fathom::Retention.explain_sites): live_objects lists them with their sites;
+// (Fathom::Retention.explain_sites, docs/internals/retention.md, "Why the
+// top sites are alive"): live_objects lists them with their sites;
 // live_sites picks the few a snapshot follows without making a Ruby
 // object per live object.
 #include <ruby.h>
@@ -141,7 +142,9 @@ VALUE PickLiveSitesInto(HeapCollector* c, size_t top, size_t per_site, size_t li
 // `per_site` objects pushed onto `focus` (an Array; `picked` of them, fewer
 // when one was freed meanwhile), in that order. Liveness as live_objects
 // has it: exact mode, run a GC first. No Ruby object is made per live
-// object: the snapshot that follows finds the objects in `focus` only.
+// object: the snapshot that follows finds the objects in `focus` only
+// (Retention.explain_sites runs it in Native.with_stack_scrubbed, which
+// zeroes the stack slots it passed them through).
 VALUE CollectorLiveSites(VALUE self, VALUE top, VALUE per_site, VALUE limit, VALUE focus) {
   HeapCollector* c = UnwrapHeapCollector(self);
   // Conversions raise (a longjmp): before any C++ object is alive.

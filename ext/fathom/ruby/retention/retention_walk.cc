@@ -100,7 +100,9 @@ bool IsOwn(const Snapshot* s, VALUE obj, int type) {
     default:
       break;
   }
-  if (obj == s->own_list) return true;
+  // The own list, and the focus array: it exists only because a caller
+  // asked about its elements (explain_sites' is Fathom's own).
+  if (obj == s->own_list || obj == s->skip_children_of) return true;
   VALUE klass = RBASIC_CLASS(obj);
   if (klass == 0) return false;  // hidden
   if (s->own.Contains(klass)) return true;
