@@ -7,13 +7,17 @@ require "pathname"
 # The same heap reads the same on every Ruby the suite runs (3.1, 3.3,
 # 3.4): Ruby 3.4 moved the classes C code defines (Object among them) one
 # hop below its vm root, and its registered addresses into it, which made
-# paths read "vm → Ractor → Object → …" and "vm → in vm → Gem"
-# (docs/internals/retention.md, "The vm root on Ruby 3.4").
+# paths read "vm → Ractor → Object → …" and "vm → in vm → Gem"; and the
+# explainer's intermediate Arrays, left on the C stack, were charged to
+# the program under machine_context and took the sampled objects' chain
+# with them (docs/internals/retention.md, "The vm root on Ruby 3.4" and
+# "Why the top sites are alive").
 #
 # Each program runs in a process of its own, so that no other test's
 # objects are in its heap or on its stacks.
 class RetentionRubiesTest < Minitest::Test
   FIXTURE = File.expand_path("../fixtures/leak_fixture", __dir__)
+  DEMO = File.join(TestHelper::ROOT, "examples/leaky_app.rb")
   # The payload's chain, hop by hop (`fathom diff`'s key: which objects
   # dominate others, and so where frames split, depends on which inline
   # caches hold the hash, which differs between Rubies).
@@ -96,5 +100,61 @@ class RetentionRubiesTest < Minitest::Test
     all = names(profile)
     assert_includes all, "vm → Gem (Module)"
     assert_empty all.grep(VM_ARTEFACT)
+  end
+
+  # Acceptance: "why are the top sites alive" (exact mode: every object
+  # sampled) names the leak's whole chain for all three picked payloads,
+  # and nothing of the explainer's is charged to the program under
+  # machine_context. On 3.4 the picked objects and the pick's Arrays of
+  # [site, object] pairs sat in stale C stack slots: machine_context held
+  # 1,362 of those Arrays, and one of the payloads itself, whose path then
+  # collapsed into a single frame of hops without classes.
+  #
+  # The fixture makes no garbage Array, Hash or WeakMap of its own (its
+  # Arrays and Hash are all held by its constants, global and closure), so
+  # any such object under machine_context is Fathom's. Deterministic: what
+  # Fathom does before the walk runs in a block whose stack is zeroed
+  # afterwards, and the walk's own frames are zeroed before they scan
+  # (ruby/retention/stack_scrub.h); a stale word can only come from the
+  # program's frames above, which hold none of these.
+  def test_explaining_the_top_sites_charges_nothing_of_fathoms_and_keeps_the_chain
+    out = File.join(@dir, "explained.pb.gz")
+    text = run_ruby(<<~RUBY)
+      require "fathom"
+      require #{FIXTURE.dump}
+      profiles = Fathom.profile(mode: %i[heap retention], exact: true) { LeakFixture.build }
+      profiles[:retention].write(#{out.dump})
+      site = profiles[:retention].stats[:sites].find { |s| s[:site].start_with?("String#* ← LeakFixture::Session#initialize") }
+      site[:paths].each { |path, n| puts "\#{n} \#{path.join(" | ")}" }
+    RUBY
+    lines = text.lines.map(&:chomp)
+    assert_equal 1, lines.size, text
+    count, chain = lines.first.split(" ", 2)
+    chain = chain.split(" | ")
+    assert_equal "3", count, text
+    assert_equal PAYLOAD_HOPS, hops(chain), text
+    assert_equal PAYLOAD_TAIL, chain.last(2)
+    assert_match(/LeakFixture::Registry::SESSIONS \(Hash\)\z/, chain[-3])
+
+    conservative = stacks(read(out)).select { |s, _| s.first.start_with?("(root: machine_context)", "machine_context → ") }
+    fathoms = conservative.select { |s, _| s.last.match?(/\((Array|Hash|ObjectSpace::WeakMap)\)\z/) }
+    assert_empty fathoms, conservative.inspect
+  end
+
+  # Acceptance: the demo's "why still alive" line (script/demo, sampled
+  # heap), as on 3.1 and 3.3, with every class on its chain.
+  def test_the_demo_explains_its_leak_with_the_whole_chain
+    base = File.join(@dir, "demo")
+    _o, err, status = TestHelper.run_fathom("run", "--mode", "heap,gc,retention", "--interval", "0.5ms", "-o", base,
+                                            "--", RbConfig.ruby, DEMO,
+                                            env: TestHelper::PLAIN_ENV.merge("LEAKY_APP_REQUESTS" => "3000"))
+    assert status.success?, err
+    lines = err.lines.map(&:chomp)
+    at = lines.index { |l| l.start_with?("String#* ← Session#initialize ") }
+    refute_nil at, err
+    live = Integer(lines[at][/\((\d+) live samples\)\z/, 1])
+    paths = lines[(at + 1)..].take_while { |l| l.start_with?("  ") }
+    assert_equal ["  #{[live, 3].min}× vm → Object → SessionStore → SessionStore::SESSIONS (Hash) → $hashval (Session) → " \
+                  "@payload (String)"], paths, err
   end
 end
