@@ -34,6 +34,12 @@ module Fathom
         [m, Modes.new_profiler(m, **opts.slice(*Modes::DEFAULTS.fetch(m).keys))]
       end
       @combined = OutputPaths.combined_modes(@modes, @format)
+      # Known now, so that finish makes no Array of its own before the
+      # retention snapshot: garbage made there stays in a stale slot of the
+      # C stack, which the snapshot scans conservatively and charged to the
+      # program (docs/internals/retention.md, "Why the top sites are alive").
+      heap = @profilers[:heap]
+      @finish_order = Modes.finish_order(@modes, heap_first: heap && !heap.exact) - @combined
       @started = []
     end
 
@@ -72,7 +78,7 @@ module Fathom
     def finish
       heap = @profilers[:heap]
       out = {}
-      (Modes.finish_order(@modes, heap_first: heap && !heap.exact) - @combined).each do |mode|
+      @finish_order.each do |mode|
         out[mode] = finish_one(mode, heap)
       rescue StandardError => e
         raise unless block_given?

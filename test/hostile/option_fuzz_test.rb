@@ -133,6 +133,9 @@ class OptionFuzzTest < Minitest::Test
     profiler = Fathom::HeapProfiler.new(exact: true)
     fuzz("HeapProfiler#flush", { gc: [false] }) { |opts| profiler.flush(**opts) }
     fuzz("HeapProfiler#live_objects", { limit: [1, 100, 0xFFFF_FFFF] }) { |opts| profiler.live_objects(**opts) }
+    fuzz("HeapProfiler#live_sites", { top: [1, 5], per_site: [1, 3], focus: [[]], limit: [1, 100] }) do |opts|
+      profiler.live_sites(**{ top: 1, per_site: 1, focus: [] }.merge(opts))
+    end
     gc = Fathom::GcProfiler.new
     fuzz("GcProfiler#flush", { gc: [true, false], gzip: [true, false] }) { |opts| gc.flush(**opts) }
   end

@@ -50,6 +50,10 @@ class OptionValuesTest < Minitest::Test
     assert_match(/limit must be in 1\.\.4294967295/, error.message)
     assert_option_error(TypeError, "limit") { profiler.live_objects(limit: "5") }
     assert_equal [], profiler.live_objects(limit: 0xFFFF_FFFF)
+    assert_option_error(ArgumentError, "top") { profiler.live_sites(top: 2**70, per_site: 1, focus: []) }
+    assert_option_error(ArgumentError, "per_site") { profiler.live_sites(top: 1, per_site: 0, focus: []) }
+    assert_option_error(TypeError, "focus") { profiler.live_sites(top: 1, per_site: 1, focus: nil) }
+    assert_equal [], profiler.live_sites(top: 5, per_site: 3, focus: [], limit: 0xFFFF_FFFF)
   end
 
   # explain_sites(nil) called nil.live_objects after a full GC.

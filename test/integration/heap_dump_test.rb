@@ -91,10 +91,25 @@ class HeapDumpTest < Minitest::Test
     # temporaries'), which moves ~120 kB in or out from under "vm → Fathom"
     # on 3.3; the fixture's retainers do not depend on it.
     program = ->(path) { top_retainers(Fathom.analyze_dump(path, progress: nil), 30).reject { |f, _| f.include?("Fathom") }.first(6) }
+    #
+    # A frame that names no class, "via <imemo> (<imemo>)", adds up every
+    # path that ends in an imemo, the dumpers' own among them: the iseqs of
+    # the methods running while each dump is taken (ObjectSpace's for
+    # dump_all, Fathom's for Fathom.heap_dump) are held by the stack, so
+    # dominated by the super-root, in their own dump, and by their method
+    # entries in the other. Both files hold the same objects with the same
+    # references and sizes (dump_all's extra fields, 3.4's included, are
+    # not read: stripped, it reads the same), but 14 kB of such iseqs move
+    # on 3.3 and 38 kB on 3.4, 1.1% of that frame there with a tmpdir path
+    # as long as this test's (the fixture's own frames agree to the byte).
+    # So it gets room for that code, 64 kB, beside the 1%.
     a = program.(File.join(@dir, "dump_all.json"))
     b = program.(File.join(@dir, "fathom.json"))
     assert_equal a.map(&:first), b.map(&:first)
-    a.to_h.each { |frame, bytes| assert_in_delta bytes, b.to_h.fetch(frame), bytes * 0.01, frame }
+    a.to_h.each do |frame, bytes|
+      room = frame.match?(/\A(via|in) <\w+> \(<\w+>\)\z/) ? [bytes * 0.01, 64_000].max : bytes * 0.01
+      assert_in_delta bytes, b.to_h.fetch(frame), room, frame
+    end
     assert(a.map(&:first).any? { |f| f.include?("LeakFixture::Registry") }, a.inspect)
 
     out, err, status = TestHelper.run_fathom("analyze", File.join(@dir, "values.json.gz"))

@@ -41,6 +41,7 @@ extern "C" __attribute__((visibility("default"))) void Init_fathom_ext(void) {
   fathom::InitCpuCollector(mNative);
   fathom::InitFirefoxParts(mNative);
   fathom::InitRetentionSnapshot(mNative);
+  fathom::InitStackScrub(mNative);
   fathom::InitNewFile(mNative);
   fathom::InitMallocTrim(mNative);
   fathom::InitNativeFramesDebug(mNative);

@@ -38,6 +38,9 @@ void InitNewFile(VALUE mNative);
 // malloc_trim(0) with the GVL released (retention/malloc_trim.cc).
 void InitRetentionSnapshot(VALUE mNative);
 void InitMallocTrim(VALUE mNative);
+// Fathom::Native.with_stack_scrubbed (retention/stack_scrub.cc): what a
+// snapshot runs its Ruby preparation in.
+void InitStackScrub(VALUE mNative);
 
 void InitThreadLabels(VALUE mNative);
 

@@ -127,6 +127,24 @@ module Fathom
       @lock.synchronize { @collector.live_objects(limit) }
     end
 
+    # The `top` allocation sites with the most live objects (among the
+    # first `limit` live records, most first, ties by site), each with its
+    # first `per_site` objects pushed onto `focus` (an Array):
+    # [[site, live objects, objects pushed], ...]. Unlike live_objects it
+    # makes no Ruby object per live object: the retention snapshot that
+    # follows, which scans the C stack conservatively, must find them only
+    # in `focus` (Retention.explain_sites calls it where the stack is
+    # zeroed afterwards; docs/internals/retention.md, "Why the top sites
+    # are alive"). Exact mode: run GC.start first, as for live_objects.
+    def live_sites(top:, per_site:, focus:, limit: 100_000)
+      top = Options.integer("top", top, LIVE_OBJECTS_LIMIT)
+      per_site = Options.integer("per_site", per_site, LIVE_OBJECTS_LIMIT)
+      limit = Options.integer("limit", limit, LIVE_OBJECTS_LIMIT)
+      raise TypeError, "fathom: focus must be an Array, got #{Options.describe(focus)}" unless Array === focus
+
+      @lock.synchronize { @collector.live_sites(top, per_site, limit, focus) }
+    end
+
     def inspect
       "#<#{self.class} exact=#{@exact} interval=#{Options.format_ns(@interval_ns)} " \
         "max_depth=#{@max_depth} #{running? ? "running" : "stopped"}>"

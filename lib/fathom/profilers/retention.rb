@@ -92,48 +92,7 @@ module Fathom
     # every snapshot, so diffs match), never by its bytes. true names it
     # {"sk_live_…"}, for local debugging only.
     def snapshot(out: nil, focus: nil, stamp: nil, **opts)
-      Options.check_unknown!(opts, DEFAULTS.keys, "Fathom.retention_snapshot")
-      gc_given = opts.key?(:gc)
-      opts = DEFAULTS.merge(opts)
-      gc = Options.boolean("gc", opts[:gc])
-      fork = Options.boolean("fork", opts[:fork]) && forking?
-      fork_timeout = Options.integer("fork_timeout", opts[:fork_timeout], FORK_TIMEOUT_RANGE)
-      max_depth = Options.integer("max_depth", opts[:max_depth], MAX_DEPTH_RANGE)
-      string_contents = Options.boolean("string_contents", opts[:string_contents])
-      # :auto prints through Fathom.notice, which never fails the snapshot
-      # (a closed or replaced $stderr); an IO given here is the caller's,
-      # and a write that fails only ends the progress lines.
-      progress = Symbol === opts[:progress] && opts[:progress] == :auto ? Notice::Stream : opts[:progress]
-      unless NilClass === progress || Options.responds_to?(progress, :write)
-        raise TypeError, "fathom: progress must be an IO (or nil, :auto), got #{Options.describe(progress)}"
-      end
-      raise TypeError, "fathom: focus must be an Array of objects, got #{Options.describe(focus)}" unless NilClass === focus || Array === focus
-      # Other Ractors would mutate the graph while the walk reads it.
-      RactorCheck.refuse_if_running!("Fathom.retention_snapshot")
-      RubyGuards.refuse_gc!(:retention, "Fathom.retention_snapshot")
-
-      out = Options.path("out", out) unless NilClass === out
-      NativeLoader.require!
-      # A process another thread forks while this snapshot runs must not
-      # stay "in progress" for life (ForkHooks runs Native.after_fork_child).
-      ForkHooks.install
-      native = nil
-      if fork && focus.nil?
-        forked = Native::RetentionSnapshot.new(max_depth, string_contents)
-        memory = FORK_MEMORY_BASE + FORK_MEMORY_PER_OBJECT * GC.stat(:heap_live_slots)
-        # false: fork() failed (EAGAIN, ENOMEM): walk in-process instead.
-        native = forked if quietly { forked.take_forked(gc && gc_given, own_objects, stamp, fork_timeout, memory) }
-      end
-      unless native
-        native = Native::RetentionSnapshot.new(max_depth, string_contents)
-        paths = quietly { native.take(gc, progress, focus, own_objects) }
-      end
-      bytes = native.flush(stamp)
-      stats = native.stats.merge(bytes: bytes.bytesize)
-      stats[:focus_paths] = paths if focus
-      profile = Profile.new(bytes, stats, kind: :retention)
-      profile.write(out) if out
-      profile
+      take_planned(planned { plan_snapshot(out, focus, stamp, opts, "Fathom.retention_snapshot") })
     end
 
     # The heap profiler says where live memory was allocated; this says why
@@ -146,22 +105,29 @@ module Fathom
     # The paths follow the snapshot's naming rule (owners before stacks):
     # objects that only a stack holds get a path, and so a line, of their own.
     def explain_sites(heap_profiler, top: 5, per_site: 3, stamp: nil, **opts)
-      unless HeapProfiler === heap_profiler
-        raise TypeError, "fathom: heap_profiler must be a Fathom::HeapProfiler, got #{Options.describe(heap_profiler)}"
-      end
+      plan = planned do
+        unless HeapProfiler === heap_profiler
+          raise TypeError, "fathom: heap_profiler must be a Fathom::HeapProfiler, got #{Options.describe(heap_profiler)}"
+        end
 
-      top = Options.integer("top", top, SITES_RANGE)
-      per_site = Options.integer("per_site", per_site, SITES_RANGE)
-      # The snapshot's options are checked now, not after a GC and the pick.
-      Options.check_unknown!(opts, DEFAULTS.keys, "Fathom::Retention.explain_sites")
-      GC.start # exact mode: only objects that survive a GC count as live
-      sites, focus = pick_focus(heap_profiler, top, per_site)
-      # Only the focus array may hold the objects now (the snapshot ignores
-      # its references): any other would show up as a retainer.
-      profile = snapshot(focus: focus, stamp: stamp, **opts)
+        top = Options.integer("top", top, SITES_RANGE)
+        per_site = Options.integer("per_site", per_site, SITES_RANGE)
+        # The snapshot's options are checked now, not after a GC and the pick.
+        Options.check_unknown!(opts, DEFAULTS.keys, "Fathom::Retention.explain_sites")
+        GC.start # exact mode: only objects that survive a GC count as live
+        # Picked natively: only the focus array holds the objects (the
+        # snapshot ignores its references, and sets the array apart as
+        # Fathom's); no Array of Fathom's holds them, to be left on the C
+        # stack for the snapshot's conservative root to charge to the program
+        # (docs/internals/retention.md, "Why the top sites are alive").
+        focus = []
+        sites = heap_profiler.live_sites(top: top, per_site: per_site, focus: focus)
+        plan_snapshot(nil, focus, stamp, opts, "Fathom::Retention.explain_sites").tap { |p| p.sites = sites }
+      end
+      profile = take_planned(plan)
       paths = profile.stats[:focus_paths]
       offset = 0
-      explained = sites.map do |site, live, picked|
+      explained = plan.sites.map do |site, live, picked|
         mine = paths[offset, picked]
         offset += picked
         grouped = mine.group_by { |path| path || ["(not reachable: garbage waiting for GC)"] }
@@ -170,19 +136,78 @@ module Fathom
       Profile.new(profile.bytes, profile.stats.merge(sites: explained), kind: :retention)
     end
 
-    # [[site, live samples, objects picked], ...] and the picked objects.
-    def pick_focus(heap_profiler, top, per_site)
-      live = heap_profiler.live_objects
-      by_site = live.group_by(&:first)
-      sites = by_site.sort_by { |site, pairs| [-pairs.size, site] }.first(top)
-      focus = sites.flat_map { |_, pairs| pairs.first(per_site).map(&:last) }
-      picked = sites.map { |site, pairs| [site, pairs.size, [pairs.size, per_site].min] }
-      # The intermediate arrays are garbage now, but one whose address is
-      # still in a C stack slot is a (conservative) root until the next GC,
-      # and would show up as a second holder of every object: empty them.
-      live.each(&:clear).clear
-      by_site.clear
-      [picked, focus]
+    # A snapshot's checked options, its own objects and focus: what
+    # `planned` hands to `take_planned`. An instance of a Fathom class, so the
+    # walk sets it apart.
+    Plan = Struct.new(:gc, :gc_given, :fork, :fork_timeout, :max_depth, :string_contents, :progress, :focus,
+                      :own, :out, :stamp, :sites, keyword_init: true)
+
+    # Everything a snapshot does in Ruby before its walk (checking options,
+    # listing Fathom's own objects, picking the objects to explain) runs
+    # in this block, one C frame below the caller; when it returns, the
+    # stack it used is zeroed (Native.with_stack_scrubbed). The walk scans
+    # this thread's C stack conservatively, and the Arrays, Hashes and
+    # objects this code handled would otherwise sit there in stale slots
+    # and be charged to the program under machine_context
+    # (docs/internals/retention.md, "Why the top sites are alive").
+    def planned
+      return yield unless NativeLoader.available?
+
+      Native.with_stack_scrubbed { yield }
+    end
+
+    def plan_snapshot(out, focus, stamp, opts, where)
+      Options.check_unknown!(opts, DEFAULTS.keys, where)
+      gc_given = opts.key?(:gc)
+      opts = DEFAULTS.merge(opts)
+      # :auto prints through Fathom.notice, which never fails the snapshot
+      # (a closed or replaced $stderr); an IO given here is the caller's,
+      # and a write that fails only ends the progress lines.
+      progress = Symbol === opts[:progress] && opts[:progress] == :auto ? Notice::Stream : opts[:progress]
+      plan = Plan.new(gc: Options.boolean("gc", opts[:gc]), gc_given: gc_given,
+                      fork: Options.boolean("fork", opts[:fork]) && forking?,
+                      fork_timeout: Options.integer("fork_timeout", opts[:fork_timeout], FORK_TIMEOUT_RANGE),
+                      max_depth: Options.integer("max_depth", opts[:max_depth], MAX_DEPTH_RANGE),
+                      string_contents: Options.boolean("string_contents", opts[:string_contents]),
+                      progress: progress, focus: focus, stamp: stamp)
+      unless NilClass === progress || Options.responds_to?(progress, :write)
+        raise TypeError, "fathom: progress must be an IO (or nil, :auto), got #{Options.describe(progress)}"
+      end
+      raise TypeError, "fathom: focus must be an Array of objects, got #{Options.describe(focus)}" unless NilClass === focus || Array === focus
+      # Other Ractors would mutate the graph while the walk reads it.
+      RactorCheck.refuse_if_running!(where)
+      RubyGuards.refuse_gc!(:retention, where)
+
+      plan.out = Options.path("out", out) unless NilClass === out
+      NativeLoader.require!
+      # A process another thread forks while this snapshot runs must not
+      # stay "in progress" for life (ForkHooks runs Native.after_fork_child).
+      ForkHooks.install
+      plan.own = own_objects
+      plan
+    end
+
+    # The walk, and the profile, from a Plan.
+    def take_planned(plan)
+      native = nil
+      if plan.fork && plan.focus.nil?
+        forked = Native::RetentionSnapshot.new(plan.max_depth, plan.string_contents)
+        memory = FORK_MEMORY_BASE + FORK_MEMORY_PER_OBJECT * GC.stat(:heap_live_slots)
+        # false: fork() failed (EAGAIN, ENOMEM): walk in-process instead.
+        if quietly { forked.take_forked(plan.gc && plan.gc_given, plan.own, plan.stamp, plan.fork_timeout, memory) }
+          native = forked
+        end
+      end
+      unless native
+        native = Native::RetentionSnapshot.new(plan.max_depth, plan.string_contents)
+        paths = quietly { native.take(plan.gc, plan.progress, plan.focus, plan.own) }
+      end
+      bytes = native.flush(plan.stamp)
+      stats = native.stats.merge(bytes: bytes.bytesize)
+      stats[:focus_paths] = paths if plan.focus
+      profile = Profile.new(bytes, stats, kind: :retention)
+      profile.write(plan.out) if plan.out
+      profile
     end
 
     # Whether snapshots may fork: fork() exists here and

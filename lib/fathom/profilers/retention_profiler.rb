@@ -33,10 +33,18 @@ module Fathom
       # pause costs nothing and the in-process walk names a proc's captured
       # locals, which the forked child cannot (docs/internals/retention.md,
       # "Forked snapshots").
-      opts = { gc: gc, max_depth: @max_depth, string_contents: @string_contents, stamp: stamp, fork: false }
-      return Retention.explain_sites(explaining, **opts) if explaining
+      #
+      # Keywords spelled out, not splatted from a Hash: a splat copies the
+      # Hash, and the copy, garbage at once, stays in a stale slot of this
+      # thread's C stack, where the snapshot's conservative scan charged it
+      # to the program (docs/internals/retention.md, "Why the top sites are
+      # alive").
+      if explaining
+        return Retention.explain_sites(explaining, gc: gc, max_depth: @max_depth, string_contents: @string_contents,
+                                                   stamp: stamp, fork: false)
+      end
 
-      Retention.snapshot(**opts)
+      Retention.snapshot(gc: gc, max_depth: @max_depth, string_contents: @string_contents, stamp: stamp, fork: false)
     end
   end
 end

@@ -1,6 +1,7 @@
 #include "dump/dump_graph.h"
 
 #include "base/hash_util.h"
+#include "roots/vm_roots.h"
 
 #include <algorithm>
 #include <cstring>
@@ -97,6 +98,37 @@ class ClassNames {
   uint32_t hidden_[256];
 };
 
+// What ReshapeVmRoots asks about the roots' objects, answered from the
+// dump's records: the reader noted the DATA records of the VM's buckets
+// and of the Ractors by their "struct"; a bucket's references are its
+// record's "references" (as dump indices by now).
+class DumpVmRootsHeap : public roots::VmRootsHeap {
+ public:
+  DumpVmRootsHeap(const DumpHeap& heap, const AddressIndex& index, const BigArray<uint32_t>& refs)
+      : heap_(heap), refs_(refs) {
+    for (uint64_t a : heap.pinned_object_lists) Add(&buckets_, index.Find(a));
+    for (uint64_t a : heap.ractors) Add(&ractors_, index.Find(a));
+  }
+  bool IsPinnedObjectList(uint64_t i) override { return Has(buckets_, i); }
+  bool IsRactor(uint64_t i) override { return Has(ractors_, i); }
+  void BucketReferences(uint64_t i, std::vector<uint64_t>* out) override {
+    for (uint32_t r = heap_.ref_begin[i], end = heap_.ref_begin[i + 1]; r < end; r++)
+      if (refs_[r] != kMissing) out->push_back(refs_[r]);
+  }
+
+ private:
+  // A handful of records: a sorted vector.
+  static void Add(std::vector<uint32_t>* set, uint32_t i) {
+    if (i == kMissing) return;
+    set->insert(std::upper_bound(set->begin(), set->end(), i), i);
+  }
+  static bool Has(const std::vector<uint32_t>& set, uint64_t i) { return std::binary_search(set.begin(), set.end(), i); }
+
+  const DumpHeap& heap_;
+  const BigArray<uint32_t>& refs_;
+  std::vector<uint32_t> buckets_, ractors_;
+};
+
 }  // namespace
 
 HeapGraph BuildDumpGraph(DumpHeap& heap, DumpGraphStats* stats) {
@@ -117,7 +149,8 @@ HeapGraph BuildDumpGraph(DumpHeap& heap, DumpGraphStats* stats) {
   // 1. References to 4-byte dump indices, in place (kMissing: dangling).
   const size_t m = heap.refs.size();
   BigArray<uint32_t> refs;
-  std::vector<std::vector<uint32_t>> root_refs(heap.roots.size());
+  // Root categories with their references as dump indices.
+  std::vector<roots::RootCategoryRefs> categories(heap.roots.size());
   std::vector<uint32_t> class_names;
   {
     AddressIndex index(heap.address);
@@ -132,13 +165,17 @@ HeapGraph BuildDumpGraph(DumpHeap& heap, DumpGraphStats* stats) {
     }
     refs = std::move(heap.refs).Recast<uint32_t>(m);
     for (size_t c = 0; c < heap.roots.size(); c++) {
+      categories[c].name = heap.roots[c].name;
       for (uint64_t a : heap.roots[c].refs) {
         uint32_t i = index.Find(a);
         if (i == kMissing) dangling(a);
-        else root_refs[c].push_back(i);
+        else categories[c].refs.push_back(i);
       }
       std::vector<uint64_t>().swap(heap.roots[c].refs);
     }
+    // Ruby 3.4's vm root in 3.3's shape, as the in-process walk gives it.
+    DumpVmRootsHeap vm_heap(heap, index, refs);
+    roots::ReshapeVmRoots(&categories, vm_heap);
     ClassNames names(heap, index, g.names);
     class_names.resize(n);  // transient: per dump index (freed below)
     for (size_t i = 0; i < n; i++) class_names[i] = names.Of(heap.type[i], heap.klass[i]);
@@ -150,7 +187,7 @@ HeapGraph BuildDumpGraph(DumpHeap& heap, DumpGraphStats* stats) {
   // categories in first-appearance order, then objects as discovered, each
   // object's references as its edges, in the dump's order: the numbering
   // HeapGraphBuilder gives the in-process walk.
-  const uint32_t k = static_cast<uint32_t>(heap.roots.size());
+  const uint32_t k = static_cast<uint32_t>(categories.size());
   const uint32_t first_object = k + 1;
   BigArray<uint32_t> node_of;  // dump index -> node
   node_of.assign(n, kMissing);
@@ -160,7 +197,7 @@ HeapGraph BuildDumpGraph(DumpHeap& heap, DumpGraphStats* stats) {
   g.tree_parent.reserve(first_object + n);
   g.edge_begin.reserve(first_object + n + 1);
   size_t root_edges = 0;
-  for (const auto& r : root_refs) root_edges += r.size();
+  for (const auto& c : categories) root_edges += c.refs.size();
   g.edge_target.reserve(k + root_edges + m);
   g.tree_parent.push_back(0);
   g.edge_begin.push_back(0);
@@ -182,8 +219,8 @@ HeapGraph BuildDumpGraph(DumpHeap& heap, DumpGraphStats* stats) {
   };
   for (uint32_t c = 1; c <= k; c++) {
     g.edge_begin.push_back(static_cast<uint32_t>(g.edge_target.size()));
-    for (uint32_t i : root_refs[c - 1]) edge_to(c, i);
-    std::vector<uint32_t>().swap(root_refs[c - 1]);
+    for (uint64_t i : categories[c - 1].refs) edge_to(c, static_cast<uint32_t>(i));
+    std::vector<uint64_t>().swap(categories[c - 1].refs);
   }
   for (uint32_t v = first_object; v < order.size(); v++) {
     g.edge_begin.push_back(static_cast<uint32_t>(g.edge_target.size()));
@@ -221,9 +258,9 @@ HeapGraph BuildDumpGraph(DumpHeap& heap, DumpGraphStats* stats) {
 
   // 4. Tree edge names (what the report prints for each hop).
   g.edge_name.assign(nodes, 0);
-  for (uint32_t c = 1; c <= k; c++) g.edge_name[c] = g.names.Intern(heap.roots[c - 1].name);
+  for (uint32_t c = 1; c <= k; c++) g.edge_name[c] = g.names.Intern(categories[c - 1].name);
   std::vector<uint32_t> in_names(k + 1, 0);
-  for (uint32_t c = 1; c <= k; c++) in_names[c] = g.names.Intern("in " + heap.roots[c - 1].name);
+  for (uint32_t c = 1; c <= k; c++) in_names[c] = g.names.Intern("in " + categories[c - 1].name);
   // The most common string prefixes name strings; the rest do not.
   std::vector<uint32_t> kept_prefix(heap.prefixes.size(), 0);  // prefix id -> graph name id; 0: not kept
   {

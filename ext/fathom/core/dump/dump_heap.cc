@@ -57,6 +57,7 @@ std::string DumpHeap::SiteName(uint32_t site_id) const {
 size_t DumpHeap::MemoryBytes() const {
   size_t roots_bytes = 0;
   for (const auto& r : roots) roots_bytes += r.refs.capacity() * 8;
+  roots_bytes += (pinned_object_lists.capacity() + ractors.capacity()) * 8;
   return address.MemoryBytes() + klass.MemoryBytes() + memsize.MemoryBytes() + type.MemoryBytes() +
          ref_begin.MemoryBytes() + refs.MemoryBytes() + name.MemoryBytes() + site.MemoryBytes() +
          generation.MemoryBytes() + roots_bytes + classes.MemoryBytes() + names.MemoryBytes() + files.MemoryBytes() +

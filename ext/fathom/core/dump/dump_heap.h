@@ -68,6 +68,13 @@ struct DumpHeap {
     std::vector<uint64_t> refs;
   };
   std::vector<RootCategory> roots;
+  // Addresses of the DATA records of Ruby 3.4's buckets of pinned objects
+  // (struct "VM/pin_array_list", hidden) and of Ractors (struct "ractor"):
+  // BuildDumpGraph gives the vm root 3.3's shape with them
+  // (roots/vm_roots.h). Empty before 3.4 and for the Ractors' part of
+  // a dump without them.
+  std::vector<uint64_t> pinned_object_lists;
+  std::vector<uint64_t> ractors;
   U64Table classes;                     // class id -> class address
   NameTable names;                      // class and module names
   NameTable files;                      // allocation files

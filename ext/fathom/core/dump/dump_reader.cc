@@ -110,6 +110,8 @@ class LineParser {
         if (v.is_string()) r->value = Str(v, line, "value"), r->has_value = true;
       } else if (k == "file") {
         if (v.is_string()) r->file = Str(v, line, "file");
+      } else if (k == "struct") {
+        if (v.is_string()) r->struct_name = Str(v, line, "struct");
       } else if (k == "line") {
         r->has_line = !v.get_uint64().get(r->line);
       } else if (k == "generation") {
@@ -144,6 +146,7 @@ class LineParser {
     } else if (type == kDumpString && r.has_value) {
       name_id = StringName(r.value);
     }
+    if (type == kDumpData) NoteVmRootObject(r);
     heap_.address.push_back(r.address);
     heap_.klass.push_back(r.klass ? heap_.classes.Intern(r.klass) : 0);
     heap_.memsize.push_back(r.memsize >= UINT32_MAX ? UINT32_MAX - 1 : static_cast<uint32_t>(r.memsize));
@@ -169,6 +172,15 @@ class LineParser {
                                                                              : DumpHeap::kNoGeneration);
     stats_->objects++;
     if (heap_.size() >= (size_t{1} << 31) - 1) throw DumpError(line, "more than 2^31 objects");
+  }
+
+  // Ruby 3.4's buckets of pinned objects and the Ractors: what the graph
+  // needs to give the vm root 3.3's shape (roots/vm_roots.h). A few
+  // records per dump.
+  void NoteVmRootObject(const DumpRecord& r) {
+    using namespace std::string_view_literals;
+    if (r.struct_name == "VM/pin_array_list"sv && r.klass == 0) heap_.pinned_object_lists.push_back(r.address);
+    else if (r.struct_name == "ractor"sv) heap_.ractors.push_back(r.address);
   }
 
   // Consecutive records mostly share their file: compare with the last

@@ -98,6 +98,49 @@ TEST(DumpReader, GraphDominatorsAndNames) {
   EXPECT_EQ(g.name(g.edge_name(payload)), "via Session \"pppppppppppppppp…\"");
 }
 
+// Ruby 3.4's vm root: the Ractor, a registered address (a Hash), then the
+// VM's bucket of pinned objects (hidden DATA "VM/pin_array_list"), whose
+// references are Object (a CLASS the bucket alone reaches from vm) and the
+// next, older bucket with Gem. Object holds Registry. Read as 3.3 reads:
+// Object and Gem one hop below vm, Registry by Object, the registered Hash
+// in a "global_list" category (roots/vm_roots.h).
+const char kDump34[] =
+    R"({"type":"ROOT", "root":"vm", "references":["0x1000", "0x1008", "0x1010", "0x1030"]})" "\n"
+    R"({"type":"ROOT", "root":"global_tbl", "references":[]})" "\n"
+    R"({"address":"0x1000", "type":"DATA", "class":"0x1040", "struct":"ractor", "references":["0x1040"], "memsize":400})" "\n"
+    R"({"address":"0x1008", "type":"HASH", "class":"0x3000", "size":0, "references":[], "memsize":160})" "\n"
+    R"({"address":"0x1010", "type":"DATA", "struct":"VM/pin_array_list", "references":["0x1018", "0x1020"], "memsize":8216})" "\n"
+    R"({"address":"0x1018", "type":"DATA", "struct":"VM/pin_array_list", "references":["0x1028"], "memsize":8216})" "\n"
+    R"({"address":"0x1020", "type":"CLASS", "class":"0x2000", "name":"Object", "references":["0x1038"], "memsize":600})" "\n"
+    R"({"address":"0x1028", "type":"MODULE", "class":"0x2008", "name":"Gem", "references":[], "memsize":600})" "\n"
+    R"({"address":"0x1030", "type":"STRING", "class":"0x3008", "bytesize":3, "chilled":true, "memsize":40})" "\n"
+    R"({"address":"0x1038", "type":"MODULE", "class":"0x2010", "name":"Registry", "references":[], "memsize":400})" "\n"
+    R"({"address":"0x1040", "type":"CLASS", "class":"0x2018", "name":"Ractor", "references":["0x1020"], "memsize":600})" "\n";
+
+TEST(DumpReader, Ruby34VmRootReadsAs33) {
+  DumpHeap h = Read(kDump34);
+  ASSERT_EQ(h.pinned_object_lists.size(), 2u);
+  ASSERT_EQ(h.ractors.size(), 1u);
+  HeapGraph g = BuildDumpGraph(h);
+  ASSERT_EQ(g.category_count(), 3u);
+  EXPECT_EQ(g.name(g.edge_name(1)), "vm");
+  EXPECT_EQ(g.name(g.edge_name(2)), "global_list");
+  EXPECT_EQ(g.name(g.edge_name(3)), "global_tbl");
+  auto node = [&](uint64_t address) {
+    for (uint32_t v = g.first_object_node(); v < g.node_count(); v++)
+      if (g.address(v) == address) return v;
+    return 0u;
+  };
+  // Object and Gem straight from vm, Registry through Object: not through
+  // the Ractor class (a superclass edge) nor the bucket.
+  EXPECT_EQ(g.tree_parent(node(0x1020)), 1u);
+  EXPECT_EQ(g.tree_parent(node(0x1028)), 1u);
+  EXPECT_EQ(g.tree_parent(node(0x1038)), node(0x1020));
+  EXPECT_EQ(g.tree_parent(node(0x1008)), 2u);
+  EXPECT_EQ(g.name(g.edge_name(node(0x1008))), "in global_list");
+  EXPECT_EQ(g.tree_parent(node(0x1018)), 1u) << "every bucket is a vm root, as 3.3's mark_object_ary arrays are";
+}
+
 TEST(DumpReader, ClearErrorsWithLineNumbers) {
   std::string root = R"({"type":"ROOT","root":"vm","references":[]})" "\n";
   EXPECT_EQ(ErrorOf(""), "empty file");

@@ -254,6 +254,9 @@ class Scanner {
         if (KeyIs(key, "class")) return Address(&r->klass);
         if (KeyIs(key, "value")) return Value(r);
         break;
+      case 6:
+        if (KeyIs(key, "struct")) return OptionalString(&r->struct_name, nullptr);
+        break;
       case 7:
         if (KeyIs(key, "address")) return Address(&r->address);
         if (KeyIs(key, "memsize")) {

@@ -26,6 +26,9 @@ namespace fathom {
 // line (or the DOM parser's buffer) and live until the next line.
 struct DumpRecord {
   std::string_view type, root, name, value, file;
+  // A T_DATA's type name ("struct"): the reader keeps only the few it
+  // needs to tell Ruby 3.4's vm root apart (dump_heap.h).
+  std::string_view struct_name;
   uint64_t address = 0, klass = 0, memsize = 0, line = 0, generation = 0;
   bool has_line = false, has_generation = false, has_value = false, has_refs = false;
   // `value` is only read for its first 64 bytes and whether it is longer
@@ -34,7 +37,7 @@ struct DumpRecord {
   std::vector<uint64_t> refs;
 
   void Clear() {
-    type = root = name = value = file = std::string_view();
+    type = root = name = value = file = struct_name = std::string_view();
     address = klass = memsize = line = generation = 0;
     has_line = has_generation = has_value = has_refs = false;
     refs.clear();

@@ -1,5 +1,5 @@
 // Fathom::Native::HeapCollector, the Ruby class over the heap collector:
-// lifecycle (alloc, initialize, start, stop), flush, stats, live_objects,
+// lifecycle (alloc, initialize, start, stop), flush, stats,
 // the GC glue (mark, compact, free) and the fork child's reset. Every
 // method body runs through RubyMethod and every GC callback through NoThrow
 // (boundary.h).
@@ -90,6 +90,12 @@ const rb_data_type_t kHeapCollectorType = {
 // Raises TypeError (a longjmp) for a wrong receiver: call it before any C++
 // object is alive in the method body.
 HeapCollector* Unwrap(VALUE self) { return static_cast<HeapCollector*>(rb_check_typeddata(self, &kHeapCollectorType)); }
+
+}  // namespace
+
+HeapCollector* UnwrapHeapCollector(VALUE self) { return Unwrap(self); }
+
+namespace {
 
 // ---------------------------------------------------------------- lifecycle
 
@@ -257,62 +263,6 @@ VALUE CollectorSetKeepAllocEvents(VALUE self, VALUE keep) {
   });
 }
 
-// ---------------------------------------------------------------- live_objects
-
-// The allocation site of a stack: "String#* ← Foo#bar foo.rb:12" (the leaf
-// frame, then the first Ruby frame with its line).
-std::string SiteOf(HeapCollector* c, uint32_t stack_id) {
-  StackTable& stacks = c->store.stacks();
-  // Copies: symbolizing calls Ruby, and other threads' hooks may then grow
-  // the stack table under any reference into it.
-  const std::vector<uint32_t> frames = stacks.frames(stack_id);
-  const std::vector<int32_t> lines = stacks.lines(stack_id);
-  if (frames.empty()) return "(no stack)";
-  auto symbol = [&](uint32_t frame) -> FrameSymbol {
-    if (!stacks.symbol(frame).resolved)
-      stacks.SetSymbol(frame, SymbolizeFrame(static_cast<VALUE>(stacks.frame_handle(frame))));
-    return stacks.symbol(frame);
-  };
-  std::string site = symbol(frames[0]).name;
-  for (size_t k = 0; k < frames.size(); k++) {
-    FrameSymbol sym = symbol(frames[k]);
-    if (sym.filename.empty() || sym.filename[0] == '<') continue;  // C frames: "<cfunc>"
-    if (k > 0) site += " \u2190 " + sym.name;
-    site += " " + sym.filename + ":" + std::to_string(lines[k]);
-    break;
-  }
-  return site;
-}
-
-// live_objects(limit) -> [[site, object], ...]: up to `limit` objects of
-// live records, each with its allocation site. For the heap+retention
-// combination: the retention snapshot explains why these are alive. Exact
-// mode: records FREEOBJ has not retired (run a GC first so that they are
-// really reachable); sampled mode: object_ids that still resolve. Holding
-// the returned objects keeps them alive.
-VALUE CollectorLiveObjects(VALUE self, VALUE limit_value) {
-  HeapCollector* c = Unwrap(self);
-  long limit = NUM2LONG(limit_value);
-  return RubyMethod([&] {
-    VALUE out = rb_ary_new();
-    if (c->liveness_lost || c->flushing) return out;
-    std::vector<std::pair<uint32_t, uint64_t>> picked;  // (stack, object or liveness token)
-    for (uint32_t i = 0; i < c->store.capacity() && static_cast<long>(picked.size()) < limit; i++) {
-      if (!c->store.is_live(i)) continue;
-      const SampleRecord& r = c->store.at(i);
-      picked.emplace_back(r.stack_id, c->exact ? r.object : r.liveness_token);
-    }
-    // Ruby calls from here on (symbolizing, token lookups): nothing above is used by reference.
-    for (auto& p : picked) {
-      VALUE obj = c->exact ? static_cast<VALUE>(p.second) : c->tokens.Lookup(p.second);
-      if (obj == Qundef) continue;
-      std::string site = SiteOf(c, p.first);
-      rb_ary_push(out, rb_assoc_new(rb_utf8_str_new(site.data(), static_cast<long>(site.size())), obj));
-    }
-    return out;
-  });
-}
-
 // ---------------------------------------------------------------- misc
 
 VALUE CollectorAfterForkChild(VALUE self) {
@@ -442,7 +392,7 @@ void InitHeapCollector(VALUE mNative) {
   rb_define_method(klass, "census=", RUBY_METHOD_FUNC(CollectorSetCensus), 1);
   rb_define_method(klass, "census_slice_ns=", RUBY_METHOD_FUNC(CollectorSetCensusSliceNs), 1);
   rb_define_method(klass, "census_max_wall_ns=", RUBY_METHOD_FUNC(CollectorSetCensusMaxWallNs), 1);
-  rb_define_method(klass, "live_objects", RUBY_METHOD_FUNC(CollectorLiveObjects), 1);
+  DefineLiveObjectMethods(klass);
 }
 
 }  // namespace fathom

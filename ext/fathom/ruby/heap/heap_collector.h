@@ -7,6 +7,8 @@
 //                              labels (cached per GC epoch), memsize
 //   heap_flush.cc              flush: walk, symbolize, copy, encode off the GVL
 //   heap_collector.cc          the Ruby class, GC mark/compact glue, fork
+//   live_objects.cc            the live objects and their sites, for
+//                              Fathom::Retention.explain_sites
 //
 // Life of a sample (details and the Ruby versions each path applies to are in
 // docs/internals/ruby-binding.md, "Following one allocation"):
@@ -203,5 +205,13 @@ void InitHeapFlush();
 // ---- heap_collector.cc
 // Another collector's records keep only what FREEOBJ told them so far.
 void ReleaseFreeobjOwnership();
+// The collector behind a HeapCollector object (TypeError, a longjmp, for
+// anything else: call it before any C++ object is alive in the method).
+HeapCollector* UnwrapHeapCollector(VALUE self);
+
+// ---- live_objects.cc
+// live_objects and live_sites: the live sampled objects, for the
+// retention snapshot that explains the top allocation sites.
+void DefineLiveObjectMethods(VALUE klass);
 
 }  // namespace fathom

@@ -13,6 +13,7 @@
 #include "ruby/io/output_stamp_arg.h"
 #include "ruby/runtime/boundary.h"
 #include "ruby/fork/fork_child_reset.h"
+#include "ruby/retention/stack_scrub.h"
 #include "ruby/init.h"
 #include "retention/dominators.h"
 #include "retention/retention_profile.h"
@@ -279,6 +280,12 @@ VALUE SnapshotTake(int argc, VALUE* argv, VALUE self) {
     s->time_nanos = RealtimeNs();
     // A GC.disable of the caller's stays in force.
     s->gc_disabled_here = !RTEST(rb_gc_disable());
+    // The GC above, and the caller's pick of focus objects, passed the
+    // program's objects through stack slots the walk's frames will reuse
+    // without writing: zeroed, so that the conservative root (the walk's
+    // scan of this C stack) does not find them there
+    // (ruby/retention/stack_scrub.h).
+    ScrubMachineStackBelow();
     VALUE paths = Qnil;
     try {
       Protect([s, focus, &paths] { paths = TakeBody(s, focus); });
@@ -333,6 +340,9 @@ VALUE SnapshotTakeForked(int argc, VALUE* argv, VALUE self) {
     // first (frees, runs free functions), which must not happen in the
     // child; the child inherits GC off and never turns it on.
     s->gc_disabled_here = !RTEST(rb_gc_disable());
+    // The child walks a copy of this stack: zeroed below here first, as
+    // take does (ruby/retention/stack_scrub.h).
+    ScrubMachineStackBelow();
     int fork_errno = 0;
     bool done = false;
     try {

@@ -123,7 +123,6 @@ struct Snapshot {
 
   // Walk state.
   std::vector<std::pair<const char*, VALUE>> roots;
-  std::vector<const char*> root_order;  // categories, first appearance first
   std::unordered_map<VALUE, uint32_t> class_ids;
   // How ChildCallback adds the current object's edges: -1 plain, else
   // deferred in that HeapGraphBuilder tier (a thread's or fiber's stacks).

@@ -14,6 +14,7 @@
 #include "ruby/runtime/symbols.h"
 #include "ruby/retention/retention_snapshot.h"
 #include "ruby/runtime/ruby_private_api.h"
+#include "roots/vm_roots.h"
 
 namespace fathom {
 namespace retention {
@@ -99,7 +100,9 @@ bool IsOwn(const Snapshot* s, VALUE obj, int type) {
     default:
       break;
   }
-  if (obj == s->own_list) return true;
+  // The own list, and the focus array: it exists only because a caller
+  // asked about its elements (explain_sites' is Fathom's own).
+  if (obj == s->own_list || obj == s->skip_children_of) return true;
   VALUE klass = RBASIC_CLASS(obj);
   if (klass == 0) return false;  // hidden
   if (s->own.Contains(klass)) return true;
@@ -346,19 +349,76 @@ uint32_t ClassNameId(Snapshot* s, VALUE obj, int type) {
   return id;
 }
 
+// What ReshapeVmRoots asks about the roots' objects, answered by Ruby
+// (core/roots/vm_roots.h: Ruby 3.4's vm root, in 3.3's shape).
+class RubyVmRootsHeap : public roots::VmRootsHeap {
+ public:
+  explicit RubyVmRootsHeap(Snapshot* s) : s_(s) {}
+
+  // Ruby 3.4's bucket of pinned objects (vm.c pin_array_list_type): a
+  // hidden typed T_DATA, told apart by its type's name, which public API
+  // gives (RTYPEDDATA_TYPE); ObjectSpace.dump writes the same name.
+  bool IsPinnedObjectList(uint64_t ref) override {
+    VALUE obj = static_cast<VALUE>(ref);
+    if (RB_SPECIAL_CONST_P(obj) || RB_BUILTIN_TYPE(obj) != RUBY_T_DATA || RBASIC_CLASS(obj) != 0) return false;
+    if (!RTYPEDDATA_P(obj)) return false;
+    const rb_data_type_t* type = RTYPEDDATA_TYPE(obj);
+    return type != nullptr && type->wrap_struct_name != nullptr &&
+           std::strcmp(type->wrap_struct_name, "VM/pin_array_list") == 0;
+  }
+  bool IsRactor(uint64_t ref) override {
+    VALUE obj = static_cast<VALUE>(ref);
+    return !RB_SPECIAL_CONST_P(obj) && retention::IsRactor(obj, RB_BUILTIN_TYPE(obj));
+  }
+  // What the GC marks from the bucket, as the walk asks for any object.
+  void BucketReferences(uint64_t bucket, std::vector<uint64_t>* out) override {
+    Collected collected{s_, out};
+    rb_objspace_reachable_objects_from(static_cast<VALUE>(bucket), Collect, &collected);
+    ThrowIfWalkFailed(s_);
+  }
+
+ private:
+  struct Collected {
+    Snapshot* s;
+    std::vector<uint64_t>* out;
+  };
+  // Called from Ruby's marking code: no C++ exception may leave it.
+  static void Collect(VALUE child, void* data) {
+    Collected* c = static_cast<Collected*>(data);
+    NoThrow("retention root callback", [&] {
+      if (c->s->walk_failed) return;
+      try {
+        c->out->push_back(static_cast<uint64_t>(child));
+      } catch (const std::exception& e) {
+        RecordWalkFailure(c->s, e.what());
+      }
+    });
+  }
+
+  Snapshot* s_;
+};
+
 void AddRoots(Snapshot* s) {
   HeapGraphBuilder& b = *s->builder;
   rb_objspace_reachable_objects_from_root(RootCallback, s);
   ThrowIfWalkFailed(s);
-  // Categories in first-appearance order, then each one's roots.
+  // Categories in first-appearance order, each with its roots.
+  std::vector<roots::RootCategoryRefs> categories;
   for (auto& r : s->roots) {
-    bool seen = false;
-    for (const char* c : s->root_order) seen = seen || std::strcmp(c, r.first) == 0;
-    if (!seen) s->root_order.push_back(r.first);
+    auto it = std::find_if(categories.begin(), categories.end(),
+                           [&](const roots::RootCategoryRefs& c) { return c.name == r.first; });
+    if (it == categories.end()) it = categories.insert(categories.end(), roots::RootCategoryRefs{r.first, {}});
+    it->refs.push_back(static_cast<uint64_t>(r.second));
   }
-  for (const char* c : s->root_order) b.AddRootCategory(c);
+  std::vector<std::pair<const char*, VALUE>>().swap(s->roots);
+  // Ruby 3.4 holds the classes C code defined (Object among them) one hop
+  // below its vm root, and its registered addresses inside it: given
+  // 3.3's shape, a constant reads "vm → Object → Foo::BAR" on every Ruby.
+  RubyVmRootsHeap heap(s);
+  roots::ReshapeVmRoots(&categories, heap);
+  for (const roots::RootCategoryRefs& c : categories) b.AddRootCategory(c.name);
   uint32_t category = 1;  // categories are nodes 1..k, in creation order (heap_graph.h)
-  for (const char* c : s->root_order) {
+  for (const roots::RootCategoryRefs& c : categories) {
     b.BeginEdgesOf(category++);
     // machine_context is the conservative root: words on this thread's C
     // stack that happen to hold an object's address. Any object may sit
@@ -366,21 +426,20 @@ void AddRoots(Snapshot* s) {
     // threads' stacks): a report then names an object by a constant, ivar
     // or global that holds it, and says machine_context only for what
     // nothing else holds.
-    bool conservative = std::strcmp(c, "machine_context") == 0;
-    for (auto& r : s->roots) {
-      if (std::strcmp(r.first, c) != 0) continue;
-      int type = RB_BUILTIN_TYPE(r.second);
-      if (IsOwn(s, r.second, type))
-        b.AddOwnEdgeTo(static_cast<uint64_t>(r.second));
-      else if (IsRubyInternal(s, r.second, type))
-        b.AddDeferredEdgeTo(static_cast<uint64_t>(r.second), kRootInternalsTier);
+    bool conservative = c.name == "machine_context";
+    for (uint64_t ref : c.refs) {
+      VALUE obj = static_cast<VALUE>(ref);
+      int type = RB_BUILTIN_TYPE(obj);
+      if (IsOwn(s, obj, type))
+        b.AddOwnEdgeTo(ref);
+      else if (IsRubyInternal(s, obj, type))
+        b.AddDeferredEdgeTo(ref, kRootInternalsTier);
       else if (conservative)
-        b.AddDeferredEdgeTo(static_cast<uint64_t>(r.second), kConservativeTier);
+        b.AddDeferredEdgeTo(ref, kConservativeTier);
       else
-        b.AddEdgeTo(static_cast<uint64_t>(r.second));
+        b.AddEdgeTo(ref);
     }
   }
-  std::vector<std::pair<const char*, VALUE>>().swap(s->roots);
 }
 
 }  // namespace
