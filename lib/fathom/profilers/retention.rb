@@ -7,6 +7,8 @@ require_relative "../notice"
 require_relative "../process/own_threads"
 require_relative "../profile"
 require_relative "../process/ractor_check"
+require_relative "../constant_sources"
+require_relative "../string_census"
 
 module Fathom
   # Retention analysis: why objects are still alive.
@@ -26,7 +28,7 @@ module Fathom
   module Retention
     DEFAULTS = { gc: true, max_depth: Modes::DEFAULTS.fetch(:retention).fetch(:max_depth), progress: :auto,
                  string_contents: Modes::DEFAULTS.fetch(:retention).fetch(:string_contents),
-                 fork: true, fork_timeout: 300 }.freeze
+                 fork: true, fork_timeout: 300, strings: false }.freeze
     # The forked child's deadline, in seconds (it is killed past it).
     FORK_TIMEOUT_RANGE = (1..86_400).freeze
     # What the forked child may map beyond what it inherits: its graph,
@@ -88,7 +90,12 @@ module Fathom
     # its shape, {"…" 32 bytes #8bcd} (length and a 16-bit hash, the same in
     # every snapshot, so diffs match), never by its bytes. true names it
     # {"sk_live_…"}, for local debugging only.
-    def snapshot(out: nil, focus: nil, stamp: nil, **opts)
+    #
+    # strings: true adds a census of duplicated strings (StringCensus:
+    # `fathom report FILE --strings`), walking every String with the GVL
+    # held (~0.5 s per million strings); their contents only with
+    # string_contents. `fathom run` and Fathom.profile take it at the end.
+    def snapshot(out: nil, focus: nil, stamp: nil, string_sites: nil, **opts)
       Options.check_unknown!(opts, DEFAULTS.keys, "Fathom.retention_snapshot")
       gc_given = opts.key?(:gc)
       opts = DEFAULTS.merge(opts)
@@ -97,6 +104,7 @@ module Fathom
       fork_timeout = Options.integer("fork_timeout", opts[:fork_timeout], FORK_TIMEOUT_RANGE)
       max_depth = Options.integer("max_depth", opts[:max_depth], MAX_DEPTH_RANGE)
       string_contents = Options.boolean("string_contents", opts[:string_contents])
+      strings = Options.boolean("strings", opts[:strings])
       # :auto prints through Fathom.notice, which never fails the snapshot
       # (a closed or replaced $stderr); an IO given here is the caller's,
       # and a write that fails only ends the progress lines.
@@ -110,6 +118,9 @@ module Fathom
 
       out = Options.path("out", out) unless NilClass === out
       NativeLoader.require!
+      # Which library defines each namespace: `fathom report --by gem`.
+      stamp = quietly { ConstantSources.stamp(stamp) }
+      stamp = StringCensus.stamp(stamp, string_contents: string_contents, heap_profiler: string_sites) if strings
       native = nil
       if fork && focus.nil?
         forked = Native::RetentionSnapshot.new(max_depth, string_contents)
@@ -151,7 +162,7 @@ module Fathom
       sites, focus = pick_focus(heap_profiler, top, per_site)
       # Only the focus array may hold the objects now (the snapshot ignores
       # its references): any other would show up as a retainer.
-      profile = snapshot(focus: focus, stamp: stamp, **opts)
+      profile = snapshot(focus: focus, stamp: stamp, string_sites: heap_profiler, **opts)
       paths = profile.stats[:focus_paths]
       offset = 0
       explained = sites.map do |site, live, picked|

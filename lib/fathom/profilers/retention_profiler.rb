@@ -33,7 +33,8 @@ module Fathom
       # pause costs nothing and the in-process walk names a proc's captured
       # locals, which the forked child cannot (docs/internals/retention.md,
       # "Forked snapshots").
-      opts = { gc: gc, max_depth: @max_depth, string_contents: @string_contents, stamp: stamp, fork: false }
+      # strings: the census of duplicated strings, for the same reason.
+      opts = { gc: gc, max_depth: @max_depth, string_contents: @string_contents, stamp: stamp, fork: false, strings: true }
       return Retention.explain_sites(explaining, **opts) if explaining
 
       Retention.snapshot(**opts)
