@@ -174,10 +174,10 @@ module Fathom
         raise UsageError, "missing -o OUT (where to write the merged profile)" unless opts[:out]
         raise UsageError, "need two or more profiles to merge, got #{argv.size}" if argv.size < 2
 
-        out = checked_out(opts[:out], opts[:force])
-        if (same = argv.find { |p| File.expand_path(p) == out })
+        if (same = argv.find { |p| File.expand_path(p) == File.expand_path(validate { Options.path("-o", opts[:out]) }) })
           raise UsageError, "-o #{Options.clean(same, 200)} is one of the profiles to merge; write the merge to a new file"
         end
+        out = checked_out(opts[:out], opts[:force])
 
         profiles = argv.map do |path|
           bytes = read_profile("merge", path) or return 1

@@ -75,16 +75,19 @@ module Fathom
       private
 
       # The functions (Pprof::Function) named `name`, else those whose name
-      # contains it.
+      # contains it; one per name and file (a method and its blocks are
+      # one function each in a profile: Ruby reports a block as its method),
+      # with the lowest start line.
       def find_matches
         functions = @profile.functions.values
-        exact = functions.select { |f| f.name == @name }
-        return exact unless exact.empty?
+        found = functions.select { |f| f.name == @name }
+        found = functions.select { |f| f.name.include?(@name) } if found.empty?
+        unless found.empty?
+          return found.group_by { |f| [f.name, f.filename] }.map { |_, fs| fs.min_by { |f| f.start_line.to_i } }
+        end
 
-        partial = functions.select { |f| f.name.include?(@name) }
-        return partial unless partial.empty?
-
-        near = functions.map(&:name).uniq.select { |n| n.downcase.include?(@name.downcase.split(/[#.:]+/).last.to_s) }
+        word = @name.split(/[#.:]+/).last.to_s.downcase
+        near = word.size < 3 ? [] : functions.map(&:name).uniq.select { |n| n.downcase.include?(word) }
         hint = near.empty? ? "" : " (similar: #{near.first(5).map { |n| Options.clean(n, 60) }.join(", ")})"
         raise ArgumentError, "fathom: #{@option} #{Options.shown(@name)}: no function of that name in this profile#{hint}"
       end
