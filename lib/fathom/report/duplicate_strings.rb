@@ -110,8 +110,11 @@ module Fathom
 
       private
 
+      # "String#split ← CSV::Parser#parse /usr/lib/ruby/3.1.0/csv/parser.rb:876"
+      # (the heap profiler's site: the leaf, then the Ruby line) as the Ruby
+      # line alone, its path shortened.
       def short_site(site)
-        site.gsub(%r{(?:\S*/)?\S+\.rb}) { |path| Gems.short_path(path) }
+        site.split(" \u2190 ", 2).last.gsub(%r{(?:\S*/)?\S+\.rb}) { |path| Gems.short_path(path) }
       end
 
       # A streaming pass over a dump's STRING records.
