@@ -23,7 +23,7 @@ module Fathom
   # nothing of the program's strings goes into the comments.
   module ConstantSources
     COMMENT = "fathom.constants"
-    CORE = "ruby (core)"
+    CORE = Report::Gems::CORE
     # Namespaces no object's holder is charged to: everything is under them.
     ROOTS = %w[Object BasicObject Kernel].freeze
 

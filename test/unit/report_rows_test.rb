@@ -87,6 +87,8 @@ class ReportRowsTest < Minitest::Test
       "/srv/app/app/models/order.rb" => "app",
       "-e" => "app",
       "/work/fathom/lib/fathom/report/top.rb" => "fathom",
+      "<internal:gem_prelude>" => "ruby (core)",
+      "<internal:/usr/lib/ruby/vendor_ruby/rubygems/core_ext/kernel_require.rb>" => "rubygems",
     }.each { |path, gem| assert_equal gem, g.of(path), path }
     assert_equal "activesupport-7.2.2/lib/active_support.rb",
                  g.short_path("/opt/fathom-gems/ruby/3.1.0/gems/activesupport-7.2.2/lib/active_support.rb")

@@ -10,6 +10,7 @@ module Fathom
     #   /usr/lib/ruby/3.1.0/csv/parser.rb                        csv (stdlib)    (Ruby's lib directory)
     #   /usr/lib/ruby/vendor_ruby/rake/task.rb                   rake            (Debian's packaged gems)
     #   .../lib/fathom/report/top.rb                             fathom          (the profiler itself)
+    #   <internal:gem_prelude>                                   ruby (core)
     #   anything else                                            app
     #
     # A stdlib row names its library (the first part of the path under the
@@ -20,6 +21,7 @@ module Fathom
     module Gems
       APP = "app"
       FATHOM = "fathom"
+      CORE = "ruby (core)"
       # The last gems/NAME-VERSION/ of a path: Bundler's and RubyGems'
       # install directories (also Debian's rubygems-integration). A name
       # ends at the first "-" that a digit follows: net-http-0.4.1 is
@@ -41,6 +43,13 @@ module Fathom
       # into their Ruby caller before this is asked.
       def of(path)
         path = path.to_s
+        # Ruby's own files: "<internal:gem_prelude>", or a wrapped path
+        # ("<internal:/usr/lib/ruby/vendor_ruby/rubygems/core_ext/kernel_require.rb>").
+        if path.start_with?("<internal:")
+          inner = path.delete_prefix("<internal:").delete_suffix(">")
+          return inner.include?("/") ? of(inner) : CORE
+        end
+
         if (m = GIT_DIR.match(path)) then m[1]
         elsif (m = GEM_DIR.match(path)) then m[1]
         elsif (m = VENDOR_DIR.match(path)) then m[1]
