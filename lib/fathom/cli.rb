@@ -353,9 +353,15 @@ module Fathom
     # into a directory that exists, under a name that says its format:
     # refused now, not after the program has run to its end.
     def check_outputs(modes, out, format, force)
+      combined = OutputPaths.combined_modes(modes, format)
       OutputPaths.for_modes(out, modes, format: format).each do |mode, path|
         check_out_dir!(path, "--out")
-        check_format_name!(mode, path, format)
+        # The modes one Firefox file holds (the heap's allocations too) are written as it is.
+        written = if combined.include?(mode) then :firefox
+                  elsif Modes::FORMATS.fetch(mode).include?(format.to_sym) then format.to_sym
+                  else :pprof
+                  end
+        check_format_name!(mode, path, written)
         AtomicFile.check_target!(path, overwrite: force == true)
       end
     rescue Fathom::Error => e
@@ -364,8 +370,7 @@ module Fathom
 
     # A .json(.gz) file holds JSON and a .pb.gz file pprof: a name that
     # says the other format is refused rather than written.
-    def check_format_name!(mode, path, format)
-      written = Modes::FORMATS.fetch(mode).include?(format.to_sym) ? format.to_sym : :pprof
+    def check_format_name!(mode, path, written)
       name = File.basename(path)
       if written == :pprof && JSON_NAME.match?(name)
         fix = Modes::FORMATS.fetch(mode).include?(:firefox) ? "--format firefox, or " : ""

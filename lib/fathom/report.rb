@@ -83,6 +83,10 @@ module Fathom
       return "JSON that is not a Fathom profile (a vernier or speedscope file opens at https://profiler.firefox.com " \
              "or https://www.speedscope.app)" if head.lstrip.start_with?("{", "[")
 
+      # Too short to tell text from a damaged profile (an empty gzip, a
+      # few stray bytes): the decoder's own message.
+      return nil if head.bytesize < 16
+
       text = head.dup.force_encoding(Encoding::UTF_8).scrub
       return nil if text.count("\uFFFD") > 3 || text.count("\x00-\x08\x0e-\x1f") > text.size / 100
 

@@ -59,7 +59,7 @@ class GemInstallTest < Minitest::Test
     # The README's quick start, with the installed command.
     File.write(File.join(@dir, "leaky.rb"), LEAKY)
     sh(fathom, "run", "--mode", "heap,gc", "-o", "demo", "--", "ruby", "leaky.rb")
-    report = sh(fathom, "report", "demo.heap.pb.gz", "--top", "5")
+    report = sh(fathom, "report", "demo.heap.pb.gz", "--top", "5", "--by", "function")
     assert_match(/String#\*/, report)
     assert_match(/GC profile: .* GCs/, sh(fathom, "report", "demo.gc.pb.gz"))
   end

@@ -98,6 +98,9 @@ class CLIMessagesTest < Minitest::Test
     assert_equal "firefox", r.env["FATHOM_FORMAT"]
     r = run_cli("run", "--mode", "cpu,gc", "-o", out, "--", "ruby", "-e", "1")
     assert_equal ["firefox", out], [r.env["FATHOM_FORMAT"], r.env["FATHOM_OUT"]]
+    # One Firefox file holds the heap's allocations too: a .json.gz name fits it.
+    r = run_cli("run", "--mode", "cpu,gc,heap", "-o", out, "--", "ruby", "-e", "1")
+    assert_equal [0, "firefox"], [r.status, r.env["FATHOM_FORMAT"]], r.err
   end
 
   def test_a_name_of_the_other_format_is_refused
