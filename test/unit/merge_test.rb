@@ -97,7 +97,7 @@ class MergeTest < Minitest::Test
     b = write("b.pb.gz", worker(2, 70))
     assert_match(/missing -o OUT/, run_cli("merge", a, b).err)
     assert_match(/need two or more profiles to merge, got 1/, run_cli("merge", a, "-o", File.join(@dir, "x.pb.gz")).err)
-    assert_match(/-o .*a\.pb\.gz is one of the profiles to merge/, run_cli("merge", a, b, "-o", a).err)
+    assert_match(/-o\/--out .*a\.pb\.gz is one of the profiles to merge/, run_cli("merge", a, b, "-o", a).err)
     foreign = File.join(@dir, "notes.pb.gz")
     File.write(foreign, "mine")
     r = run_cli("merge", a, b, "-o", foreign)

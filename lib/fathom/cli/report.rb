@@ -58,8 +58,8 @@ module Fathom
         top = top_option(opts)
         format = opts.fetch(:format, "text")
         raise UsageError, "--format must be one of #{FORMATS.join(", ")}, got #{format.inspect}" unless FORMATS.include?(format)
-        raise UsageError, "--format pprof needs -o FILE (the profile is gzipped binary)" if format == "pprof" && !opts[:out]
-        raise UsageError, "-o is for --format html or pprof (the text report goes to stdout)" if opts[:out] && format == "text"
+        raise UsageError, "--format pprof needs -o/--out FILE (the profile is gzipped binary)" if format == "pprof" && !opts[:out]
+        raise UsageError, "-o/--out is for --format html or pprof (the text report goes to stdout)" if opts[:out] && format == "text"
         if opts[:method] && opts[:strings]
           raise UsageError, "--method and --strings are two reports: give one"
         end
@@ -128,7 +128,7 @@ module Fathom
       # must not create directories: `-o /nonexistnt/x.pb.gz`), and
       # AtomicFile's rules (no links or devices; a file Fathom did not
       # write only with --force). Returns the absolute path.
-      def checked_out(out, force, option = "-o")
+      def checked_out(out, force, option = "-o/--out")
         out = File.expand_path(validate { Options.path(option, out) })
         check_out_dir!(out, option)
         AtomicFile.check_target!(out, overwrite: force == true)
@@ -136,7 +136,7 @@ module Fathom
         raise UsageError, cli_message(e.message)
       end
 
-      def check_out_dir!(path, option = "-o")
+      def check_out_dir!(path, option = "-o/--out")
         dir = File.dirname(path)
         return if File.directory?(dir)
 
@@ -174,8 +174,8 @@ module Fathom
         raise UsageError, "missing -o OUT (where to write the merged profile)" unless opts[:out]
         raise UsageError, "need two or more profiles to merge, got #{argv.size}" if argv.size < 2
 
-        if (same = argv.find { |p| File.expand_path(p) == File.expand_path(validate { Options.path("-o", opts[:out]) }) })
-          raise UsageError, "-o #{Options.clean(same, 200)} is one of the profiles to merge; write the merge to a new file"
+        if (same = argv.find { |p| File.expand_path(p) == File.expand_path(validate { Options.path("-o/--out", opts[:out]) }) })
+          raise UsageError, "-o/--out #{Options.clean(same, 200)} is one of the profiles to merge; write the merge to a new file"
         end
         out = checked_out(opts[:out], opts[:force])
 
