@@ -243,13 +243,15 @@ module Fathom
         o.on("--native", "with --mode cpu or wall: C frames (libz's deflate, rb_hash_aref) under the Ruby frames " \
                          "that called them") { opts[:native] = true }
         o.on("--string-contents", "with --mode retention: name String hash keys by their bytes ({\"sk_live_…\"}), not " \
-                                  "their shape ({\"…\" 32 bytes #8bcd}); for local debugging: the file then holds " \
+                                  "their shape ({\"…\" 32 bytes #8bcd}), and keep duplicated strings' contents " \
+                                  "(fathom report --strings); for local debugging: the file then holds " \
                                   "the program's data") { opts[:string_contents] = true }
         o.on("--interval DUR", "sampling interval, e.g. 1ms, 10ms, 0.002; " \
                                "#{Options.format_ns(Options::SAMPLING_INTERVAL_NS.begin)}..#{Options.format_ns(Options::SAMPLING_INTERVAL_NS.end)} " \
                                "(default: #{Modes.format_seconds(HEAP[:interval])})") { |v| opts[:interval] = v }
         o.on("--max-depth N", "deepest stack recorded, #{Options::MAX_DEPTH_RANGE} (default: #{HEAP[:max_depth]})") { |v| opts[:max_depth] = v }
-        o.on("-o", "--out FILE", "where to write the profile (default: fathom-<mode>.pb.gz)") { |v| opts[:out] = v }
+        o.on("-o", "--out FILE", "where to write the profile (default: fathom-<mode>.pb.gz; a .json.gz name is " \
+                                 "--format firefox); its directory must exist") { |v| opts[:out] = v }
         o.on("--force", "replace an existing FILE that Fathom did not write (never a link or a device)") { opts[:force] = true }
         o.on("-h", "--help", "show this help") { opts[:help] = true }
       end

@@ -17,7 +17,7 @@ module Fathom
     #
     #   Duplicated strings: 61234 live strings, 4.1MB; 2.3MB is in copies (same bytes as another string)
     #       copies      bytes  length  string    where allocated (copies)
-    #        40000     1.53MB       7  #1a2b     ruby/3.1.0/csv/parser.rb:876 (39990)
+    #        40000     1.53MB       7  #1a2b     CSV::Parser#parse_quotable_loose .../csv/parser.rb:876 (39990)
     #
     # A string is shown by its length and a 16-bit hash of its bytes unless
     # its contents were recorded (the snapshot's string_contents, a dump
