@@ -58,7 +58,7 @@ module Fathom
       out = {}
       names.uniq.sort_by { |n| [n.count(":"), n] }.each do |name|
         parent = name.rpartition("::").first
-        parent_gem = parent.empty? ? nil : gems[parent] || inherited(parent, gems)
+        parent_gem = lookup(gems, parent)
         gem = library(name) || parent_gem || CORE
         gems[name] = gem
         out[name] = gem if gem != parent_gem
@@ -72,15 +72,6 @@ module Fathom
       file, = Object.const_source_location(name)
       String === file && !file.empty? ? Report::Gems.of(file) : nil
     rescue StandardError, ScriptError
-      nil
-    end
-
-    def inherited(name, gems)
-      until name.empty?
-        return gems[name] if gems.key?(name)
-
-        name = name.rpartition("::").first
-      end
       nil
     end
 
