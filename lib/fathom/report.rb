@@ -128,7 +128,7 @@ module Fathom
 
         return view
       end
-      options.empty? ? View.default : View.new(**options)
+      View.from(options, "Fathom::Report.for_bytes")
     end
 
     # "--focus csv (1200 of 5000 samples kept)".

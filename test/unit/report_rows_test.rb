@@ -100,6 +100,16 @@ class ReportRowsTest < Minitest::Test
     assert_equal "app/models/order.rb", g.short_path("/srv/app/app/models/order.rb", "/srv/app")
   end
 
+  # The Ruby API takes the same options as `fathom report`.
+  def test_profile_report_takes_the_view
+    profile = Fathom::Profile.new(self.profile.gzipped)
+    assert_match(/^Rows: gems /, profile.report(by: :gem))
+    assert_match(/^Filtered: focus CSV/, profile.report(focus: "CSV"))
+    assert_raises(ArgumentError) { profile.report(by: :bogus) }
+    e = assert_raises(ArgumentError) { profile.report(frobnicate: true) }
+    assert_match(/fathom: unknown option :frobnicate for Fathom::Profile#report \(known: by, sort, focus/, e.message)
+  end
+
   def test_by_is_checked
     assert_raises(ArgumentError) { Fathom::Report.for_bytes(profile.gzipped, by: :planet) }
     e = assert_raises(ArgumentError) { Fathom::Report::View.new(by: "planet", cli: true) }

@@ -37,6 +37,16 @@ module Fathom
       # Filters apply to profiles with stacks of code (or of references).
       FILTERS = %i[focus ignore hide thread hide_gc].freeze
       GC_FRAMES = ["Garbage Collection", "(stack not read: GC running)"].freeze
+      OPTIONS = %i[by sort focus ignore hide thread hide_gc notes].freeze
+
+      # A View from a Hash of its options (Profile#report's, Report.for_bytes'),
+      # an unknown one named in the error.
+      def self.from(options, where)
+        return default if options.empty?
+
+        Options.check_unknown!(options, OPTIONS, where)
+        new(**options)
+      end
 
       attr_reader :by, :sort, :focus, :ignore, :hide, :thread, :hide_gc, :notes
 
