@@ -50,6 +50,16 @@ class ReportHeaderTest < Minitest::Test
     assert_match(/^samples: sample records behind flat/, notes)
   end
 
+  def test_an_exact_heap_profile_is_said_in_words
+    t = sampled_heap
+    t.comments = ["fathom heap profile, exact mode (every allocation)",
+                  "Samples: 130 behind alloc_*, 90 behind inuse_* (per row: sample types alloc_samples, inuse_samples)"]
+    text = report(t)
+    assert_equal "Heap profile, exact mode: every allocation recorded (130 allocations, 90 of them live at the end)",
+                 text.lines.first.chomp
+    refute_match(/^Samples:/, text)
+  end
+
   def test_a_cpu_profile_is_said_in_words
     t = TextProfile.new(CPU_TYPES)
     t.sample(%w[work main], [3, 30_000_000, 30_000_000], { "thread name" => "main", "thread id" => [1, nil], "state" => "running" })

@@ -33,7 +33,7 @@ module Fathom
         counts = comments.lazy.map { |c| HEAP_SAMPLES.match(c) }.find(&:itself)
         if comments.any? { |c| HEAP_EXACT.match?(c) }
           text = +"Heap profile, exact mode: every allocation recorded"
-          text << " (#{counts[1]} allocation stacks, #{counts[2]} of them live at the end)" if counts
+          text << " (#{counts[1]} allocations, #{counts[2]} of them live at the end)" if counts
           text
         elsif (m = comments.lazy.map { |c| HEAP_SAMPLED.match(c) }.find(&:itself))
           text = +"Heap profile, sampled mode: a burst of samples every #{duration(m[1].to_i)} of CPU time"
