@@ -16,7 +16,8 @@ module Fathom
   #   fathom.constants app: Shop LeakFixture
   #
   # (`Report::Gems` names the library from the file of the module's first
-  # definition, `Module#const_source_location`). A module defined in C
+  # definition, `Module#const_source_location`; one Ruby's prelude set up at
+  # boot has no source line and counts as defined in C). A module defined in C
   # (String, Zlib; a C extension's classes under its Ruby namespace) has
   # no file: under a namespace it takes the namespace's library, at the top
   # level it is "ruby (core)". Module and class names are code, not data:
@@ -69,8 +70,11 @@ module Fathom
     # The library of the file that first defined `name`, or nil (defined
     # in C, or not resolvable).
     def library(name)
-      file, = Object.const_source_location(name)
-      String === file && !file.empty? ? Report::Gems.of(file) : nil
+      file, line = Object.const_source_location(name)
+      # Line 0 is no source line: what Ruby's prelude registered at boot
+      # (["ruby", 0], ["<main>", 0], the executable's path: Gem, Process,
+      # DidYouMean, Complex).
+      String === file && !file.empty? && line.to_i.positive? ? Report::Gems.of(file) : nil
     rescue StandardError, ScriptError
       nil
     end

@@ -29,6 +29,9 @@ class RetentionReportSourcesTest < Minitest::Test
     refute table.key?("FakeGemProbe::Inner"), "the same library as its namespace: not repeated"
     assert_equal "app", table["FakeGemProbe::AppAddition"]
     assert_equal "ruby (core)", table["String"]
+    # Set up by Ruby's prelude (const_source_location gives line 0): Ruby's own, not the app's.
+    assert_equal "ruby (core)", table["Process"]
+    assert_equal "ruby (core)", table["Gem"] unless table["Gem"] == "rubygems"
     parsed = Fathom::ConstantSources.parse(Fathom::ConstantSources.comments)
     assert_equal "fakegem", Fathom::ConstantSources.lookup(parsed, "FakeGemProbe::Inner::CACHE")
     assert_equal "app", Fathom::ConstantSources.lookup(parsed, "FakeGemProbe::AppAddition")
