@@ -52,6 +52,11 @@ have_func("rb_objspace_each_objects")               # the live census (ruby/heap
 have_func("rb_objspace_internal_object_p")
 have_func("rb_objspace_reachable_objects_from")      # the retention snapshot's heap walk
 have_func("rb_objspace_reachable_objects_from_root")
+# The object-id flag that object_id liveness tokens read (LivenessTokens::
+# LookupAt). Ruby 4.0 keeps an object's id in its shape instead and its
+# public header no longer has the flag (docs/internals/versions.md, "Ruby
+# 4.0"): without it that mode is refused, and the extension still builds.
+have_const("RUBY_FL_SEEN_OBJ_ID", "ruby.h")
 # glibc: gives freed arena memory back after a retention snapshot (Rack endpoint).
 have_func("malloc_trim", "malloc.h")
 

@@ -25,7 +25,8 @@ module FaultInjection
       puts "\#{name}=\#{e.class}"
     end
     def heap_collector(exact: true)
-      Fathom::Native::HeapCollector.new(exact, 100_000, 64, :object_id)
+      # object_id tokens are refused on Ruby 4.0+ (liveness_tokens.cc).
+      Fathom::Native::HeapCollector.new(exact, 100_000, 64, RUBY_VERSION >= "4" ? :weakmap : :object_id)
     end
   RUBY
 

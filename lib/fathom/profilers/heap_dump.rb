@@ -5,6 +5,7 @@ require_relative "../native"
 require_relative "../files/atomic_file"
 require_relative "../files/stdlib"
 require_relative "../process/ractor_check"
+require_relative "../process/ruby_guards"
 
 module Fathom
   # Heap dumps in ObjectSpace.dump_all's format, written by a forked child
@@ -61,6 +62,7 @@ module Fathom
 
       # Other Ractors would change the heap while the child's image is taken.
       RactorCheck.refuse_if_running!("Fathom.heap_dump")
+      RubyGuards.refuse_gc!(:dump, "Fathom.heap_dump")
       NativeLoader.require!
       unless Native.respond_to?(:heap_dump_forked)
         raise NotImplementedError, "fathom: this build has no heap-dump support (built without simdjson: " \

@@ -7,6 +7,7 @@ require_relative "../notice"
 require_relative "../process/own_threads"
 require_relative "../profile"
 require_relative "../process/ractor_check"
+require_relative "../process/ruby_guards"
 require_relative "../constant_sources"
 require_relative "../string_census"
 
@@ -115,6 +116,7 @@ module Fathom
       raise TypeError, "fathom: focus must be an Array of objects, got #{Options.describe(focus)}" unless NilClass === focus || Array === focus
       # Other Ractors would mutate the graph while the walk reads it.
       RactorCheck.refuse_if_running!("Fathom.retention_snapshot")
+      RubyGuards.refuse_gc!(:retention, "Fathom.retention_snapshot")
 
       out = Options.path("out", out) unless NilClass === out
       NativeLoader.require!

@@ -441,8 +441,10 @@ void InitRetentionSnapshot(VALUE mNative) {
   retention::InitEdgeNames();
   retention::id_heap_live_slots = rb_intern("heap_live_slots");
   retention::id_heap_available_slots = rb_intern("heap_available_slots");
-  // rb_gc_stat builds its key table on first use: do it here, outside any snapshot.
-  rb_gc_stat(ID2SYM(retention::id_heap_live_slots));
+  // rb_gc_stat builds its key table on first use: do it here, outside any
+  // snapshot. TryProtect: a GC without the key must not fail the load
+  // (gc_collector.cc, InitGcCollector).
+  TryProtect([] { rb_gc_stat(ID2SYM(retention::id_heap_live_slots)); });
 
   VALUE klass = rb_define_class_under(mNative, "RetentionSnapshot", rb_cObject);
   rb_gc_register_mark_object(klass);
