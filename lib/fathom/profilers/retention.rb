@@ -80,8 +80,9 @@ module Fathom
     # child runs no Ruby code and exits with _exit; it is killed past
     # fork_timeout seconds. The profile says which walk ran (a "walk=forked"
     # or "walk=in-process" comment, stats[:walk]). The in-process walk runs
-    # instead with fork: false, FATHOM_RETENTION_FORK=0, with focus:, where
-    # fork() is unavailable or fails. A forked snapshot runs no GC first
+    # instead with fork: false, FATHOM_RETENTION_FORK=0, with focus: (unless
+    # fork: true is given too: then the child follows them), where fork()
+    # is unavailable or fails. A forked snapshot runs no GC first
     # unless gc: true is given (the walk follows reachability from the roots
     # either way), and names a proc's captured locals only "(captured)"
     # (docs/internals/retention.md, "Forked snapshots").
@@ -99,6 +100,7 @@ module Fathom
     def snapshot(out: nil, focus: nil, stamp: nil, string_sites: nil, **opts)
       Options.check_unknown!(opts, DEFAULTS.keys, "Fathom.retention_snapshot")
       gc_given = opts.key?(:gc)
+      fork_given = opts[:fork] == true
       opts = DEFAULTS.merge(opts)
       gc = Options.boolean("gc", opts[:gc])
       fork = Options.boolean("fork", opts[:fork]) && forking?
@@ -124,11 +126,19 @@ module Fathom
       stamp = quietly { ConstantSources.stamp(stamp) }
       stamp = StringCensus.stamp(stamp, string_contents: string_contents, heap_profiler: string_sites) if strings
       native = nil
-      if fork && focus.nil?
+      # focus: forked only when fork: true is asked for (a forked walk names
+      # a proc's captured locals "(captured)" only; the leak holders ask).
+      if fork && (focus.nil? || fork_given)
         forked = Native::RetentionSnapshot.new(max_depth, string_contents)
         memory = FORK_MEMORY_BASE + FORK_MEMORY_PER_OBJECT * GC.stat(:heap_live_slots)
         # false: fork() failed (EAGAIN, ENOMEM): walk in-process instead.
-        native = forked if quietly { forked.take_forked(gc && gc_given, own_objects, stamp, fork_timeout, memory) }
+        args = [gc && gc_given, own_objects, stamp, fork_timeout, memory]
+        args << focus if focus
+        result = quietly { forked.take_forked(*args) }
+        if result
+          native = forked
+          paths = result if focus
+        end
       end
       unless native
         native = Native::RetentionSnapshot.new(max_depth, string_contents)
