@@ -14,6 +14,7 @@ require_relative "files/atomic_file"
 require_relative "cli/analyze"
 require_relative "cli/dump"
 require_relative "cli/report"
+require_relative "cli/leaks"
 require_relative "files/stdlib"
 
 module Fathom
@@ -31,6 +32,7 @@ module Fathom
   #      missing or extra argument, a value out of range, a --sample-index
   #      the profile does not have, an output path that may not be written).
   #      The message, then "Run `fathom CMD --help` for usage."
+  #   3  `fathom leaks` found a leak (or growth outside Ruby objects)
   # `run` exits with the profiled command's status (127 when it cannot be
   # found, 126 when it cannot be executed).
   #
@@ -55,6 +57,7 @@ module Fathom
                 filters, --method, --strings, --format html (a flame graph in one file)
         diff    what grew between two profiles, per path (find a leak from two snapshots)
         merge   add profiles of one kind into one (every worker's file of one minute)
+        leaks   which sites grow over a series of heap profiles, what holds them, how sure
         analyze an ObjectSpace.dump_all file: retention report, sites; --diff A B [C]
         dump    fetch a heap dump (dump_all format) from a server's /debug/fathom/dump
 
@@ -66,6 +69,7 @@ module Fathom
         0  success
         1  a file cannot be read or is not a usable profile, or profiles cannot be compared
         2  bad usage: unknown option, missing argument, value out of range
+        3  fathom leaks: a leak was found (or growth outside Ruby objects)
         fathom run exits with the status of the program it runs; fathom dump exits 1 when
         the server refuses the dump or the fetch fails.
 
@@ -80,6 +84,8 @@ module Fathom
         fathom run --mode retention -o retained.pb.gz -- ruby script.rb
         fathom run --mode wall,gc -o run -- ruby script.rb   # every thread's time, with GC
         fathom diff before.pb.gz after.pb.gz
+        fathom leaks /var/tmp/fathom                            # always-on files: FATHOM_DIR
+        fathom leaks http://127.0.0.1:3000/debug/fathom --every 30s --for 20m
         fathom analyze heap.json -o retained.pb.gz
         fathom dump http://127.0.0.1:3000/debug/fathom -o heap.json.gz && fathom analyze heap.json.gz
         go tool pprof -http=: heap.pb.gz
@@ -113,6 +119,7 @@ module Fathom
       when "analyze" then analyze_command(argv)
       when "dump" then dump_command(argv)
       when "merge" then merge_command(argv)
+      when "leaks" then leaks_command(argv)
       else usage_error(nil, "unknown command #{command.inspect} (commands: #{COMMANDS.join(", ")})")
       end
     rescue UsageError => e
@@ -130,12 +137,13 @@ module Fathom
       when "analyze" then @stdout.puts analyze_parser({})
       when "dump" then @stdout.puts dump_parser({})
       when "merge" then @stdout.puts merge_parser({})
+      when "leaks" then @stdout.puts leaks_parser({})
       else return usage_error(nil, "unknown command #{command.inspect} (commands: #{COMMANDS.join(", ")})")
       end
       0
     end
 
-    COMMANDS = %w[run report diff merge analyze dump].freeze
+    COMMANDS = %w[run report diff merge analyze dump leaks].freeze
 
     def usage_error(command, message)
       where = command && COMMANDS.include?(command) ? "fathom #{command}" : "fathom"
