@@ -28,9 +28,9 @@ require "fathom/cli"
 #   normal approximation. Only a site whose rise reaches half the 64 KiB
 #   threshold can be called one at all, whatever its noise; the test
 #   asserts that the flat apps have at most MAX_LARGE_SITES such sites
-#   (there are 3 to 6), and with 23 windows judged in each run the union
-#   bound is 12 x 23 x 1e-9 < 3e-7 a run (and the Mann–Kendall p <= 0.001
-#   each needs as well only lowers it).
+#   (3 to 6 on Ruby 3.1, up to 13 on 3.3), and with 23 windows judged in
+#   each run the union bound is 20 x 23 x 1e-9 < 5e-7 a run (and the
+#   Mann–Kendall p <= 0.001 each needs as well only lowers it).
 #   The sampled steady leak leaks 4 MB a window of 1 kB strings (about 200
 #   new samples a window): at window 10 its recent gate reads 15-25
 #   standard deviations on this machine, so missing it there needs a
@@ -40,7 +40,7 @@ class LeakVerdictsTest < Minitest::Test
   SCENARIOS = %w[steady plateau lru batch double slow native].freeze
   SAMPLED = { "steady" => { "LEAK_SCALE" => "20", "LEAK_WINDOWS" => "12" },
               "plateau" => {}, "lru" => {}, "batch" => {} }.freeze
-  MAX_LARGE_SITES = 12
+  MAX_LARGE_SITES = 20
   THRESHOLD = Fathom::Leaks::Rules::DEFAULTS[:min_bytes]
   PARALLEL = 3
 

@@ -19,7 +19,8 @@ module Fathom
         outside_ruby: "growth outside Ruby objects (C extensions, or memory Ruby does not account as objects)",
         fragmentation: "fragmentation: malloc keeps freed memory in its arenas (MALLOC_ARENA_MAX=2, or jemalloc, " \
                        "usually cure it)",
-        ruby_heap: "Ruby's heap keeps pages its objects no longer fill (they grew, then died)",
+        ruby_heap: "Ruby's heap keeps pages its objects no longer fill (they grew, then died): " \
+                   "its GC sizing, not a leak",
         unexplained: "growth outside malloc and Ruby's heap (memory mapped by a library, thread stacks)",
       }.freeze
       RULE_Z = Rules::DEFAULTS[:z]
@@ -140,13 +141,15 @@ module Fathom
         when :ruby
           "process: RSS #{signed(p.rss_growth)} over #{p.windows} windows; Ruby objects #{signed(p.ruby_growth)}: " \
             "Ruby objects explain it"
+        when :ruby_heap
+          "process: RSS #{signed(p.rss_growth)} over #{p.windows} windows; Ruby objects #{signed(p.ruby_growth)}; " \
+            "Ruby heap pages #{signed(p.heap_growth)}: #{NATIVE.fetch(:ruby_heap)}"
         else
           figures = ["RSS #{signed(p.rss_growth)} (#{rate(p.rss_rate)}, #{percent(p.confidence)} confidence over " \
                      "#{p.windows} windows)"]
           figures << "Ruby objects #{signed(p.ruby_growth)}" if p.ruby_growth
           figures << "malloc in use #{signed(p.malloc_growth)}" if p.malloc_growth
           figures << "free inside malloc's arenas #{signed(p.free_growth)}" if p.kind == :fragmentation && p.free_growth
-          figures << "Ruby heap pages #{signed(p.heap_growth)}" if p.kind == :ruby_heap && p.heap_growth
           "GROWTH OUTSIDE RUBY  #{figures.join("; ")}: #{NATIVE.fetch(p.kind)}"
         end
       end
