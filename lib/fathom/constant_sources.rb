@@ -34,7 +34,7 @@ module Fathom
     def comments
       by_gem = Hash.new { |h, k| h[k] = [] }
       table.each { |name, gem| by_gem[gem] << name }
-      by_gem.sort.map { |gem, names| "#{COMMENT} #{gem}: #{names.sort.join(" ")}" }
+      by_gem.sort_by(&:first).map { |gem, names| "#{COMMENT} #{gem}: #{names.sort.join(" ")}" }
     end
 
     # A retention snapshot's stamp (see ProcessComments.stamp: [lines,
@@ -57,7 +57,12 @@ module Fathom
       end
       gems = {}
       out = {}
-      names.uniq.sort_by { |n| [n.count(":"), n] }.each do |name|
+      # String keys, never Arrays: Array#<=> is a method call, at whose
+      # interrupt check another thread may run GC.compact while qsort holds
+      # copies of the keys (Ruby 3.1 then crashed in rb_ary_cmp on a moved
+      # key: test/crash/gc_and_retention_test.rb). Strings compare in C.
+      # "%04d" keeps the depth's numeric order; names then compare bytewise.
+      names.uniq.sort_by { |n| format("%04d %s", n.count(":"), n) }.each do |name|
         parent = name.rpartition("::").first
         parent_gem = lookup(gems, parent)
         gem = library(name) || parent_gem || CORE
