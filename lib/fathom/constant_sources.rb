@@ -38,10 +38,12 @@ module Fathom
     end
 
     # A retention snapshot's stamp (see ProcessComments.stamp: [lines,
-    # default sample type], or nil) with the comments added.
+    # default sample type], or nil) with the comments added before its
+    # lines: who wrote the profile (pid, hostname, Ruby) stays last, next
+    # to the window the encoder appends, as in every other stamped profile.
     def stamp(stamp)
       lines, default = stamp
-      [[*Array(lines), *comments], default]
+      [[*comments, *Array(lines)], default]
     rescue StandardError
       stamp # never fail a snapshot over its library names
     end
