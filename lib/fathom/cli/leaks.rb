@@ -88,12 +88,18 @@ module Fathom
         loaded = begin
           Leaks::Files.load(paths, max_sites: sites, max_windows: windows)
         rescue Fathom::Error => e
+          # Files names the file it read ("fathom: PATH: why"): said once.
+          why = e.message.delete_prefix("fathom: ")
+          named = paths.find { |p| why.start_with?("#{p}: ") }
+          return data_error("leaks", named, why.delete_prefix("#{named}: ")) && nil if named
+
           return data_error("leaks", paths.size == 1 ? paths.first : "a file", e.message) && nil
         rescue SystemCallError => e
           return data_error("leaks", paths.size == 1 ? paths.first : "a file", e.message.scrub) && nil
         end
         loaded.skipped.each do |path, why|
-          @stderr.puts "fathom leaks: skipped #{Options.clean(path, 200)}: #{Options.clean(why.delete_prefix("fathom: "), 300)}"
+          why = why.delete_prefix("fathom: ").delete_prefix("#{path}: ")
+          @stderr.puts "fathom leaks: skipped #{Options.clean(path, 200)}: #{Options.clean(why, 300)}"
         end
         if loaded.histories.empty?
           data_error("leaks", paths.join(" "), "no heap profile found (always-on heap files are heap-<pid>-…pb.gz)")
