@@ -131,6 +131,9 @@ end
 # `protoc --encode`; #encode / #gzipped return bytes.
 class TextProfile
   attr_accessor :time_nanos, :duration_nanos, :default_sample_type, :comments, :period
+  # {function name => [file, line]}: where a function's one location is
+  # (default: app.rb, line 10 × its id). "<cfunc>" makes it a C method.
+  attr_reader :files
 
   def initialize(sample_types = [%w[alloc_objects count], %w[alloc_space bytes], %w[inuse_objects count], %w[inuse_space bytes]])
     @strings = [""]
@@ -142,6 +145,7 @@ class TextProfile
     @default_sample_type = nil
     @comments = []
     @period = 0
+    @files = {}
   end
 
   # labels: {"class" => "String"} or {"bytes" => [42, "bytes"]}
@@ -168,8 +172,9 @@ class TextProfile
       out << " }\n"
     end
     @functions.each do |name, id|
-      out << "location { id: #{id} line { function_id: #{id} line: #{id * 10} } }\n"
-      out << "function { id: #{id} name: #{s(name)} system_name: #{s(name)} filename: #{s("app.rb")} start_line: #{id} }\n"
+      file, line = @files.fetch(name, ["app.rb", id * 10])
+      out << "location { id: #{id} line { function_id: #{id} line: #{line} } }\n"
+      out << "function { id: #{id} name: #{s(name)} system_name: #{s(name)} filename: #{s(file)} start_line: #{id} }\n"
     end
     out << "time_nanos: #{@time_nanos}\nduration_nanos: #{@duration_nanos}\n"
     out << "period_type { type: #{s("space")} unit: #{s("bytes")} }\nperiod: #{@period}\n"

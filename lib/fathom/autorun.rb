@@ -27,6 +27,8 @@ module Fathom
         # Registered before the program is loaded, so that (at_exit handlers
         # running in reverse order) it runs after all of the program's own.
         at_exit { finish }
+        # exit! skips at_exit handlers: the profile is written first.
+        ExitBang.install
         require_relative "../fathom"
         require_relative "always_on/settings"
         modes = Modes.parse(ENV.fetch("FATHOM_MODE", Modes::DEFAULT.to_s), "FATHOM_MODE")
@@ -52,6 +54,17 @@ module Fathom
         session.outputs(profiles, paths).each { |label, profile, path| write_one(label, profile, path) }
       rescue StandardError, ScriptError => e
         warn_error("could not finish profiling", e)
+      end
+
+      # Called by exit! (and Process.exit!) before it ends the process
+      # without at_exit handlers: the profiles are written as at a normal
+      # exit, then exit! does what it does. A program that calls exit! got
+      # no profile and no word before (issue 43, defect 5).
+      def finish_before_exit!
+        return unless @session
+
+        Fathom.notice { "fathom: the program called exit!, which skips at_exit handlers: writing its profiles first" }
+        finish
       end
 
       private
@@ -85,6 +98,36 @@ module Fathom
 
       def warn_error(what, error)
         Fathom.notice { "fathom: #{what}: #{error.class}: #{error.message}" }
+      end
+    end
+  end
+end
+
+module Fathom
+  module Autorun
+    # Kernel#exit!, Kernel.exit! and Process.exit! finish the profiles
+    # first (Autorun.finish_before_exit!), then exit as they would.
+    module ExitBang
+      module Instance
+        private
+
+        def exit!(*args)
+          Fathom::Autorun.finish_before_exit!
+          super
+        end
+      end
+
+      module Singleton
+        def exit!(*args)
+          Fathom::Autorun.finish_before_exit!
+          super
+        end
+      end
+
+      def self.install
+        Kernel.prepend(Instance)
+        Kernel.singleton_class.prepend(Singleton)
+        Process.singleton_class.prepend(Singleton)
       end
     end
   end

@@ -13,6 +13,8 @@ require_relative "modes"
 require_relative "files/atomic_file"
 require_relative "cli/analyze"
 require_relative "cli/dump"
+require_relative "cli/report"
+require_relative "cli/leaks"
 require_relative "files/stdlib"
 
 module Fathom
@@ -30,6 +32,7 @@ module Fathom
   #      missing or extra argument, a value out of range, a --sample-index
   #      the profile does not have, an output path that may not be written).
   #      The message, then "Run `fathom CMD --help` for usage."
+  #   3  `fathom leaks` found a leak (or growth outside Ruby objects)
   # `run` exits with the profiled command's status (127 when it cannot be
   # found, 126 when it cannot be executed).
   #
@@ -50,8 +53,11 @@ module Fathom
 
       Commands:
         run     run a Ruby program under the profiler and write a profile
-        report  print a profile's report (no Go needed)
+        report  print a profile's report (no Go needed): by site, line, file, gem or class;
+                filters, --method, --strings, --format html (a flame graph in one file)
         diff    what grew between two profiles, per path (find a leak from two snapshots)
+        merge   add profiles of one kind into one (every worker's file of one minute)
+        leaks   which sites grow over a series of heap profiles, what holds them, how sure
         analyze an ObjectSpace.dump_all file: retention report, sites; --diff A B [C]
         dump    fetch a heap dump (dump_all format) from a server's /debug/fathom/dump
 
@@ -63,16 +69,23 @@ module Fathom
         0  success
         1  a file cannot be read or is not a usable profile, or profiles cannot be compared
         2  bad usage: unknown option, missing argument, value out of range
+        3  fathom leaks: a leak was found (or growth outside Ruby objects)
         fathom run exits with the status of the program it runs; fathom dump exits 1 when
         the server refuses the dump or the fetch fails.
 
       Examples:
         fathom run --mode heap -o heap.pb.gz -- ruby script.rb
         fathom report heap.pb.gz --sample-index alloc_space --top 10
+        fathom report heap.pb.gz --by line --hide /gems/
+        fathom report heap.pb.gz --method 'Importer#run'
+        fathom report cpu.pb.gz --format html -o flame.html
+        fathom merge worker-*.heap.pb.gz -o all.heap.pb.gz
         fathom run --mode gc --format firefox -o gc.json.gz -- ruby script.rb
         fathom run --mode retention -o retained.pb.gz -- ruby script.rb
         fathom run --mode wall,gc -o run -- ruby script.rb   # every thread's time, with GC
         fathom diff before.pb.gz after.pb.gz
+        fathom leaks /var/tmp/fathom                            # always-on files: FATHOM_DIR
+        fathom leaks http://127.0.0.1:3000/debug/fathom --every 30s --for 20m
         fathom analyze heap.json -o retained.pb.gz
         fathom dump http://127.0.0.1:3000/debug/fathom -o heap.json.gz && fathom analyze heap.json.gz
         go tool pprof -http=: heap.pb.gz
@@ -105,7 +118,9 @@ module Fathom
       when "diff" then diff_command(argv)
       when "analyze" then analyze_command(argv)
       when "dump" then dump_command(argv)
-      else usage_error(nil, "unknown command #{command.inspect} (commands: run, report, diff, analyze, dump)")
+      when "merge" then merge_command(argv)
+      when "leaks" then leaks_command(argv)
+      else usage_error(nil, "unknown command #{command.inspect} (commands: #{COMMANDS.join(", ")})")
       end
     rescue UsageError => e
       usage_error(command, e.message)
@@ -121,13 +136,17 @@ module Fathom
       when "diff" then @stdout.puts diff_parser({})
       when "analyze" then @stdout.puts analyze_parser({})
       when "dump" then @stdout.puts dump_parser({})
-      else return usage_error(nil, "unknown command #{command.inspect} (commands: run, report, diff, analyze, dump)")
+      when "merge" then @stdout.puts merge_parser({})
+      when "leaks" then @stdout.puts leaks_parser({})
+      else return usage_error(nil, "unknown command #{command.inspect} (commands: #{COMMANDS.join(", ")})")
       end
       0
     end
 
+    COMMANDS = %w[run report diff merge analyze dump leaks].freeze
+
     def usage_error(command, message)
-      where = command && %w[run report diff analyze dump].include?(command) ? "fathom #{command}" : "fathom"
+      where = command && COMMANDS.include?(command) ? "fathom #{command}" : "fathom"
       @stderr.puts "#{where}: #{Options.clean(message, 500)}"
       @stderr.puts "Run `#{where} --help` for usage."
       2
@@ -232,13 +251,15 @@ module Fathom
         o.on("--native", "with --mode cpu or wall: C frames (libz's deflate, rb_hash_aref) under the Ruby frames " \
                          "that called them") { opts[:native] = true }
         o.on("--string-contents", "with --mode retention: name String hash keys by their bytes ({\"sk_live_…\"}), not " \
-                                  "their shape ({\"…\" 32 bytes #8bcd}); for local debugging: the file then holds " \
+                                  "their shape ({\"…\" 32 bytes #8bcd}), and keep duplicated strings' contents " \
+                                  "(fathom report --strings); for local debugging: the file then holds " \
                                   "the program's data") { opts[:string_contents] = true }
         o.on("--interval DUR", "sampling interval, e.g. 1ms, 10ms, 0.002; " \
                                "#{Options.format_ns(Options::SAMPLING_INTERVAL_NS.begin)}..#{Options.format_ns(Options::SAMPLING_INTERVAL_NS.end)} " \
                                "(default: #{Modes.format_seconds(HEAP[:interval])})") { |v| opts[:interval] = v }
         o.on("--max-depth N", "deepest stack recorded, #{Options::MAX_DEPTH_RANGE} (default: #{HEAP[:max_depth]})") { |v| opts[:max_depth] = v }
-        o.on("-o", "--out FILE", "where to write the profile (default: fathom-<mode>.pb.gz)") { |v| opts[:out] = v }
+        o.on("-o", "--out FILE", "where to write the profile (default: fathom-<mode>.pb.gz; a .json.gz name is " \
+                                 "--format firefox); its directory must exist") { |v| opts[:out] = v }
         o.on("--force", "replace an existing FILE that Fathom did not write (never a link or a device)") { opts[:force] = true }
         o.on("-h", "--help", "show this help") { opts[:help] = true }
       end
@@ -260,10 +281,13 @@ module Fathom
     def run_env(opts)
       modes = begin
         Modes.parse(opts.fetch(:mode, Modes::DEFAULT.to_s), "--mode")
-      rescue ArgumentError, TypeError
+      rescue ArgumentError, TypeError => e
+        # cpu and wall are both modes, but not together: say that rule.
+        raise UsageError, e.message.delete_prefix("fathom: ") if e.message.include?("cannot be profiled together")
+
         raise UsageError, "--mode must be one or more of #{MODES.join(", ")}, got #{opts[:mode].inspect}"
       end
-      format = opts.fetch(:format, GC[:format].to_s)
+      format = opts.fetch(:format) { format_from_out(opts[:out], modes) || GC[:format].to_s }
       raise UsageError, "--format must be one of #{FORMATS.join(", ")}, got #{format.inspect}" unless FORMATS.include?(format)
 
       validate { Modes.check_format!(modes, format, "--format") }
@@ -322,66 +346,65 @@ module Fathom
       }
     end
 
-    # Every file the run will write may be written (AtomicFile's rules):
+    JSON_NAME = /\.json(\.gz)?\z/.freeze
+    PPROF_NAME = /\.(pb\.gz|pb|pprof)\z/.freeze
+
+    # Without --format, `-o cpu.json.gz` asks for a Firefox Profiler file
+    # when a mode given can write one: the name says what the file is. nil
+    # otherwise (the default, pprof).
+    def format_from_out(out, modes)
+      return nil unless out && JSON_NAME.match?(out.to_s)
+      return nil unless modes.any? { |m| Modes::FORMATS.fetch(m).include?(:firefox) }
+
+      "firefox"
+    end
+
+    # Every file the run will write may be written (AtomicFile's rules),
+    # into a directory that exists, under a name that says its format:
     # refused now, not after the program has run to its end.
     def check_outputs(modes, out, format, force)
-      OutputPaths.for_modes(out, modes, format: format).each_value do |path|
+      combined = OutputPaths.combined_modes(modes, format)
+      OutputPaths.for_modes(out, modes, format: format).each do |mode, path|
+        check_out_dir!(path, "--out")
+        # The modes one Firefox file holds (the heap's allocations too) are written as it is.
+        written = if combined.include?(mode) then :firefox
+                  elsif Modes::FORMATS.fetch(mode).include?(format.to_sym) then format.to_sym
+                  else :pprof
+                  end
+        check_format_name!(mode, path, written)
         AtomicFile.check_target!(path, overwrite: force == true)
       end
     rescue Fathom::Error => e
-      raise UsageError, e.message.delete_prefix("fathom: ")
+      raise UsageError, cli_message(e.message)
+    end
+
+    # A .json(.gz) file holds JSON and a .pb.gz file pprof: a name that
+    # says the other format is refused rather than written.
+    def check_format_name!(mode, path, written)
+      name = File.basename(path)
+      if written == :pprof && JSON_NAME.match?(name)
+        fix = Modes::FORMATS.fetch(mode).include?(:firefox) ? "--format firefox, or " : ""
+        raise UsageError, "--out #{Options.clean(name, 100)}: a .json name, but the #{mode} profile is written as pprof " \
+                          "(#{fix}a .pb.gz name)"
+      elsif written == :firefox && PPROF_NAME.match?(name)
+        raise UsageError, "--out #{Options.clean(name, 100)}: a pprof name, but --format firefox writes Firefox " \
+                          "Profiler JSON (a .json.gz name, or --format pprof)"
+      end
     end
 
     def exec_command(env, argv)
       # [cmd, cmd] form: never through a shell, even for a single argument.
       Kernel.exec(env, [argv[0], argv[0]], *argv[1..])
     rescue Errno::ENOENT
-      @stderr.puts "fathom run: command not found: #{argv[0]}"
+      hint = " (to run a Ruby file: fathom run -- ruby #{argv.join(" ")})" if argv[0].to_s.end_with?(".rb") || File.file?(argv[0].to_s)
+      @stderr.puts "fathom run: command not found: #{argv[0]}#{hint}"
       127
     rescue SystemCallError => e
       @stderr.puts "fathom run: cannot execute #{argv[0]}: #{e.message}"
       126
     end
 
-    # ---- fathom report -------------------------------------------------
-
-    def report_parser(opts)
-      OptionParser.new do |o|
-        o.banner = "Usage: fathom report [options] FILE"
-        o.separator ""
-        o.separator "Heap profiles: the functions with the largest values, like `go tool pprof"
-        o.separator "-top` (flat: in the function itself, cum: including callees)."
-        o.separator "GC profiles (pprof or Firefox JSON): GC counts, time in GC, pause percentiles."
-        o.separator "Retention profiles: the top retainers with their reference chain."
-        o.separator "CPU/wall profiles (pprof or Firefox JSON, also combined with gc and heap): the top"
-        o.separator "functions, the top allocating ones (combined with heap) and a row per thread."
-        o.separator ""
-        o.on("--sample-index NAME", "alloc_objects, alloc_space, inuse_objects or inuse_space",
-             "(default: the profile's default, inuse_space); for a GC",
-             "profile the column its table is sorted by: wall, cpu, gc_steps, gcs",
-             "(a --gc-source counters profile has cpu and gcs only);",
-             "for a CPU/wall profile the functions' measure: cpu, wall, samples") { |v| opts[:sample_index] = v }
-        o.on("--top N", "rows to show (default: 20; more than the report has: all)") { |v| opts[:top] = v }
-        o.on("-h", "--help", "show this help") { opts[:help] = true }
-      end
-    end
-
-    def report_command(argv)
-      opts = {}
-      return 0 if parse_or_help(report_parser(opts), argv, opts, order: false)
-
-      raise UsageError, "missing FILE" if argv.empty?
-      raise UsageError, "too many arguments: #{printable(argv).join(" ")}" if argv.size > 1
-
-      top = top_option(opts)
-      path = argv.first
-      bytes = read_profile("report", path) or return 1
-      text = with_data("report", path) { Report.for_bytes(bytes, sample_index: opts[:sample_index], top: top).to_s }
-      return 1 unless text
-
-      @stdout.print text
-      0
-    end
+    # ---- fathom report, fathom merge: cli/report.rb ---------------------
 
     # --top: any positive integer; more rows than a report has shows them all.
     def top_option(opts)
@@ -459,7 +482,7 @@ module Fathom
         raise Fathom::Error, "fathom: a Firefox Profiler file; fathom diff compares pprof profiles"
       end
 
-      Pprof.decode(bytes)
+      Report.decode(bytes)
     end
   end
 end

@@ -88,7 +88,7 @@ module Fathom
     # BasicObject has no is_a? and must get the TypeError, not NoMethodError.
     def integer(name, value, range)
       raise TypeError, "fathom: #{name} must be an Integer, got #{describe(value)}" unless Integer === value
-      raise ArgumentError, "fathom: #{name} must be in #{range_text(range)}, got #{shown(value)}" unless range.cover?(value)
+      raise ArgumentError, "fathom: #{name} must be #{range.end ? range_text(range) : "at least #{range.begin}"}, got #{shown(value)}" unless range.cover?(value)
 
       value
     end
@@ -149,7 +149,7 @@ module Fathom
       end
       if value.nil?
         limit = " (at most #{MAX_TEXT} characters)" if text.bytesize > MAX_TEXT
-        raise ArgumentError, "fathom: #{name} must be an integer in #{range_text(range)}#{limit}, got #{shown(text)}"
+        raise ArgumentError, "fathom: #{name} must be an integer #{range_text(range)}#{limit}, got #{shown(text)}"
       end
 
       integer(name, value, range)
@@ -212,8 +212,9 @@ module Fathom
       [(number * NS_PER_UNIT.fetch(m[3] || "s")).round, 1].max
     end
 
+    # "in 1..4096", "of at least 1" (an endless range: "in >= 1" read as a typo).
     def range_text(range)
-      range.end ? "#{range.begin}..#{range.end}" : ">= #{range.begin}"
+      range.end ? "in #{range.begin}..#{range.end}" : "of at least #{range.begin}"
     end
 
     # A value as messages show it: inspected, cut to a line's length, even

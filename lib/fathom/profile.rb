@@ -69,20 +69,27 @@ module Fathom
     end
 
     # The text report for this kind of profile: the `pprof -top` table for
-    # heap profiles (sample_index, top), the GC summary for GC profiles (pprof
-    # or Firefox), the top retainers with their paths for retention profiles.
-    def report(sample_index: nil, top: 20)
+    # heap profiles (sample_index, top; rows by site), the GC summary for GC
+    # profiles (pprof or Firefox), the top retainers with their paths for
+    # retention profiles. view: Report::View's options, as `fathom report`
+    # takes them (by: :line, sort: :cum, focus: "app/", ignore:, hide:,
+    # thread:, hide_gc:, notes:).
+    def report(sample_index: nil, top: 20, **view)
       # Checked first, also for a Firefox profile (which refuses a sample_index).
       top = Options.row_limit("top", top)
       Report::SampleIndex.check_type!(sample_index)
+      view = Report::View.from(view, "Fathom::Profile#report")
       if @format == :firefox
         json = firefox_json
-        return Report::CpuFirefoxSummary.new(json, sample_index: sample_index, top: top).to_s if Report::CpuFirefoxSummary.cpu_firefox?(json)
+        if Report::CpuFirefoxSummary.cpu_firefox?(json)
+          return Report::CpuFirefoxSummary.new(json, sample_index: sample_index, top: top, view: view).to_s
+        end
 
+        view.check_for!(:gc)
         return Report::FirefoxSummary.new(json, sample_index: sample_index).to_s
       end
 
-      Report.for_profile(decode, sample_index: sample_index, top: top).to_s
+      Report.for_profile(decode, sample_index: sample_index, top: top, view: view).to_s
     end
 
     def to_s

@@ -14,15 +14,18 @@ class CLIFuzzTest < Minitest::Test
 
   FLAGS = {
     "run" => %w[--mode --format --coalesce --exact --interval --max-depth -o --out --force -h --help],
-    "report" => %w[--sample-index --top -h --help],
+    "report" => %w[--sample-index --top --by --sort --focus --ignore --hide --thread --hide-gc --method --strings --notes
+                   --format -o --out --force -h --help],
     "diff" => %w[--sample-index --top -h --help],
+    "merge" => %w[-o --out --force -h --help],
   }.freeze
   # Flags without a value.
-  SWITCHES = %w[--exact --force -h --help].freeze
+  SWITCHES = %w[--exact --force --hide-gc --strings --notes -h --help].freeze
   # A usage message about no single option.
   GENERIC = Regexp.union("unknown command", "missing COMMAND", "missing FILE", "too many arguments", "need two profiles",
                          "invalid option", "missing argument", "needless argument", "ambiguous option",
-                         "RUBYOPT cannot hold").freeze
+                         "RUBYOPT cannot hold", "need two or more profiles", "missing -o OUT",
+                         "is one of the profiles to merge", "are two reports", "is a text report").freeze
 
   def setup
     skip_unless_protoc!
@@ -46,7 +49,7 @@ class CLIFuzzTest < Minitest::Test
   # A random command line: a command, some flags with random values,
   # arguments from the files above or the value pool.
   def argv(rng)
-    command = %w[run report diff run report diff help --help -v bogus].sample(random: rng)
+    command = %w[run report diff merge run report diff help --help -v bogus].sample(random: rng)
     flags = FLAGS.fetch(command, [])
     args = [command]
     rng.rand(0..4).times do
@@ -63,13 +66,14 @@ class CLIFuzzTest < Minitest::Test
     args << "--#{Fuzz.random_text(rng)}" if rng.rand(15).zero?
     case command
     when "run" then args.push("--", "true") if rng.rand(4).positive?
-    when "report", "diff" then rng.rand(0..3).times { args << operand(rng) }
+    when "report", "diff", "merge" then rng.rand(0..3).times { args << operand(rng) }
     end
     args
   end
 
   def cli_value(rng)
-    value = Fuzz.value(rng, ["10ms", "1ms", "64", "heap", "gc", "heap,gc", "firefox", "inuse_space", "alloc_objects", "5"])
+    value = Fuzz.value(rng, ["10ms", "1ms", "64", "heap", "gc", "heap,gc", "firefox", "inuse_space", "alloc_objects", "5",
+                             "site", "line", "gem", "class", "cum", "html", "pprof", "leaf", "main", "(", "out.pb.gz"])
     text = begin
       String === value ? value : value.to_s
     rescue StandardError
@@ -89,7 +93,7 @@ class CLIFuzzTest < Minitest::Test
     when 0 then nil
     when 1
       assert_equal 1, lines.size, "#{where}: exit 1 must say why on one line: #{args.inspect}\n#{result.err}"
-      assert_match(/\Afathom (report|diff|run): /, lines.first, "#{where}: #{args.inspect}")
+      assert_match(/\Afathom (report|diff|run|merge): /, lines.first, "#{where}: #{args.inspect}")
     when 2
       assert_operator lines.size, :>=, 1, "#{where}: #{args.inspect}"
       return if lines.first.start_with?("Usage: fathom COMMAND") # bare `fathom`

@@ -48,9 +48,9 @@ class CLIUsageTest < Minitest::Test
     File.binwrite(path, TextProfile.new.sample(%w[a main], [1, 1, 1, 1]).gzipped)
     r = run_cli("report", "--top", "99999999999999999999999", path)
     assert_equal 0, r.status, r.err
-    assert_match(/\d+B\s+100%\s+100%\s+\d+B\s+100%  a$/, r.out)
-    assert_usage(/--top must be an integer in >= 1 \(at most 64 characters\)/, "report", "--top", "9" * 100, path)
-    assert_usage(/--top must be in >= 1, got 0$/, "report", "--top", "0", path)
+    assert_match(/\d+B\s+100%\s+100%\s+\d+B\s+100%  a app\.rb:\d+$/, r.out)
+    assert_usage(/--top must be an integer of at least 1 \(at most 64 characters\)/, "report", "--top", "9" * 100, path)
+    assert_usage(/--top must be at least 1, got 0$/, "report", "--top", "0", path)
   end
 
   # File.expand_path raised ArgumentError ("user ... doesn't exist") out of

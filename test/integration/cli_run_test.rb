@@ -25,7 +25,7 @@ class CliRunTest < Minitest::Test
     assert_equal 3, status.exitstatus, err
     assert_match(/fathom: wrote heap profile to #{Regexp.escape(out)}/, err)
 
-    report, err, status = TestHelper.run_fathom("report", out, "--top", "40")
+    report, err, status = TestHelper.run_fathom("report", out, "--top", "40", "--by", "function")
     assert status.success?, err
     assert_match(/Type: inuse_space/, report)
     assert_match(/String#\*/, report)

@@ -115,7 +115,8 @@ class FirefoxCombinedTest < Minitest::Test
     # allocations, as for a pprof CPU profile and a heap one.
     assert_match(/^Top functions by cpu: threadCPUDelta/, report)
     assert_match(/^Type: cpu\n/, report)
-    assert_match(/^Type: alloc_space\n.*PageRenderer#render$/m, report)
+    # Allocations by site: the allocating method and its line.
+    assert_match(/^Type: alloc_space\n.*PageRenderer#render \S+:\d+$/m, report)
     # The total adds the threads; the GC track comes after it, as a view.
     assert_match(/^  total \(\d+ tracks\)\s+\d+.*\n  Garbage Collection \(view\)\s+\d+\s/, report)
     # What fathom run printed is what the file and the report hold: the

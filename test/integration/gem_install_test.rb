@@ -106,7 +106,7 @@ class GemInstallTest < Minitest::Test
     File.write(File.join(@work, "leaky.rb"), LEAKY)
     out = sh(fathom, "run", "--mode", "heap,gc,retention", "-o", "demo", "--", "ruby", "leaky.rb")
     %w[heap gc retention].each { |kind| assert File.size?(File.join(@work, "demo.#{kind}.pb.gz")), "no #{kind} profile:\n#{out}" }
-    assert_match(/String#\*/, sh(fathom, "report", "demo.heap.pb.gz", "--top", "5"))
+    assert_match(/String#\*/, sh(fathom, "report", "demo.heap.pb.gz", "--top", "5", "--by", "function"))
     assert_match(/GC profile: .* GCs/, sh(fathom, "report", "demo.gc.pb.gz"))
     assert_match(/CACHE/, sh(fathom, "report", "demo.retention.pb.gz", "--top", "5"))
 

@@ -35,7 +35,7 @@ class ShortProgramUncertaintyTest < Minitest::Test
 
     report, err, status = TestHelper.run_fathom("report", out, "--top", "100")
     assert status.success?, err
-    assert_match(/Samples: \d+ behind alloc_\*, #{inuse_samples} behind inuse_\*/, report)
+    assert_match(/\(\d+ samples, #{inuse_samples} of them live at the end\); values are estimates/, report)
     if inuse_samples.zero?
       assert_match(/Warning: no sample stands behind inuse_space/, report)
     elsif inuse_samples < 10

@@ -48,11 +48,13 @@ class CLITest < Minitest::Test
     _, err, status = fathom
     assert_equal 2, status.exitstatus
     assert_match(/Usage: fathom COMMAND/, err)
-    assert_usage_error(/fathom: unknown command "frobnicate" \(commands: run, report, diff, analyze, dump\)/, "frobnicate")
+    assert_usage_error(/fathom: unknown command "frobnicate" \(commands: run, report, diff, merge, analyze, dump\)/, "frobnicate")
     assert_usage_error(/fathom run: missing COMMAND/, "run")
     assert_usage_error(/fathom run: missing COMMAND/, "run", "-o", "x.pb.gz", "--")
     assert_usage_error(/fathom run: --mode must be one or more of heap, gc, retention, cpu, wall, got "io"/, "run", "--mode", "io", "--", "ruby", "-e", "1")
-    assert_usage_error(/fathom run: --mode must be one or more of .*, got "cpu,wall"/, "run", "--mode", "cpu,wall", "--", "ruby", "-e", "1")
+    # Both are modes, but not together: the message says that rule (issue 43, defect 2).
+    assert_usage_error(/fathom run: --mode cpu and wall cannot be profiled together \(one sampler per process\); pick one/,
+                       "run", "--mode", "cpu,wall", "--", "ruby", "-e", "1")
     assert_usage_error(/fathom run: --format must be one of pprof, firefox, got "svg"/, "run", "--format", "svg", "--", "true")
     assert_usage_error(/fathom run: --coalesce must be/, "run", "--coalesce", "soon", "--", "true")
     assert_usage_error(/fathom run: --interval must be a positive duration .*got "-1"/, "run", "--interval", "-1", "--", "true")
@@ -64,12 +66,13 @@ class CLITest < Minitest::Test
     assert_usage_error(/fathom run: --out .* is a directory/, "run", "-o", @dir, "--", "true")
     assert_usage_error(/fathom report: missing FILE/, "report")
     assert_usage_error(/fathom report: too many arguments/, "report", "a", "b")
-    assert_usage_error(/fathom report: --top must be an integer in >= 1, got "x"/, "report", "--top", "x", "f")
+    assert_usage_error(/fathom report: --top must be an integer of at least 1, got "x"/, "report", "--top", "x", "f")
   end
 
   def test_run_sets_the_environment_and_keeps_the_exit_status
     script = 'require "json"; File.write(ARGV[0], JSON.dump(ENV.to_h.merge("pid" => Process.pid.to_s))); exit 7'
     result = File.join(@dir, "env.json")
+    Dir.mkdir(File.join(@dir, "rel")) # an output's directory must exist (a typo creates none)
     _, err, status = fathom("run", "--exact", "--interval", "2ms", "--max-depth", "64", "-o", "rel/heap.pb.gz",
                             "--", RbConfig.ruby, "-e", script, result, chdir: @dir)
     assert_equal 7, status.exitstatus, err
@@ -144,7 +147,9 @@ class CLITest < Minitest::Test
     File.write(pointer, other)
     _, err, status = fathom("report", pointer)
     assert_equal 1, status.exitstatus
-    assert_match(/\Afathom report: #{Regexp.escape(pointer)}: not a pprof profile: /, err)
+    # A path is text: the message says what the file is, and names the
+    # formats Fathom reads.
+    assert_match(/\Afathom report: #{Regexp.escape(pointer)}: not a profile Fathom reads: a text file; fathom reads pprof/, err)
   end
 
   def test_run_missing_command
@@ -163,11 +168,12 @@ class CLITest < Minitest::Test
     out, err, status = fathom("report", path)
     assert status.success?, err
     assert_match(/^Type: inuse_space$/, out)
-    assert_match(/100B\s+100%\s+100%\s+100B\s+100%  Foo#bar/, out)
+    # Rows are sites: the function and its file:line.
+    assert_match(/100B\s+100%\s+100%\s+100B\s+100%  Foo#bar app\.rb:\d+$/, out)
     out, = fathom("report", "--sample-index", "alloc_objects", "--top", "1", path)
     assert_match(/^Type: alloc_objects$/, out)
     assert_match(/Showing top 1 nodes out of 3/, out)
-    assert_match(/^\s+2 66.67% 66.67%\s+2 66.67%  Baz#qux$/, out)
+    assert_match(/^\s+2 66.67% 66.67%\s+2 66.67%  Baz#qux app\.rb:\d+$/, out)
     refute_match(/Foo#bar/, out.split("By class").first)
   end
 

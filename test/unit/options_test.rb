@@ -125,7 +125,7 @@ class OptionsTest < Minitest::Test
     assert_equal 64, O.parse_integer("--max-depth", "64", O::MAX_DEPTH_RANGE)
     assert_error(ArgumentError, /--max-depth must be an integer in 1..4096, got "abc"/) { O.parse_integer("--max-depth", "abc", O::MAX_DEPTH_RANGE) }
     assert_error(ArgumentError, /--max-depth must be in 1..4096, got 0/) { O.parse_integer("--max-depth", "0", O::MAX_DEPTH_RANGE) }
-    assert_error(ArgumentError, /--top must be an integer in >= 1/) { O.parse_integer("--top", "1.5", 1..) }
+    assert_error(ArgumentError, /--top must be an integer of at least 1/) { O.parse_integer("--top", "1.5", 1..) }
   end
 
   def test_one_of_accepts_strings

@@ -46,6 +46,7 @@ extern "C" __attribute__((visibility("default"))) void Init_fathom_ext(void) {
   fathom::InitMallocTrim(mNative);
   fathom::InitNativeFramesDebug(mNative);
   fathom::InitThreadLabels(mNative);
+  fathom::InitProcessMemory(mNative);
 #ifdef FATHOM_DUMP_READER  // extconf.rb: only with simdjson
   fathom::InitDumpAnalysis(mNative);
 #endif

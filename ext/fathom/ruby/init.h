@@ -44,6 +44,11 @@ void InitStackScrub(VALUE mNative);
 
 void InitThreadLabels(VALUE mNative);
 
+// leaks/: Fathom::Native.process_memory: RSS and glibc's mallinfo2
+// (core/leaks/process_memory.h), recorded beside each heap window
+// (leaks/process_memory_method.cc).
+void InitProcessMemory(VALUE mNative);
+
 #ifdef FATHOM_DUMP_READER
 // dump/: Fathom::Native.analyze_dump / diff_dumps (dump/dump_methods.cc,
 // over core/dump/dump_analysis.h). Only built with simdjson (extconf.rb).

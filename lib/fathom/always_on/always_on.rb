@@ -7,6 +7,7 @@ require_relative "process_comments"
 require_relative "rotation"
 require_relative "sinks"
 require_relative "../process/exec_hooks"
+require_relative "../leaks/notes"
 
 module Fathom
   # Continuous profiling of the whole process: a profiler per mode, each
@@ -36,8 +37,11 @@ module Fathom
         @profiler = profiler
       end
 
+      # A heap window also carries the process's memory and the leak
+      # holders found (Leaks::Notes), for `fathom leaks`.
       def flush(gc: false)
-        @profiler.flush(gc: gc, stamp: ProcessComments.stamp)
+        extra = @profiler.kind == :heap ? Leaks::Notes.lines : nil
+        @profiler.flush(gc: gc, stamp: ProcessComments.stamp(extra: extra))
       end
 
       # What the files are named for (PeriodicFlusher.default_pattern).

@@ -22,8 +22,10 @@ module Fathom
     # What HeapProfiler#flush, GcProfiler#flush, CpuProfiler#flush and
     # Retention.snapshot take as `stamp:`: these lines, the window, and the
     # default sample type when given (the allocs endpoint's alloc_space).
-    def stamp(default_sample_type: nil)
-      [who, default_sample_type&.to_s].freeze
+    # extra: more comment lines (a heap window's Leaks::Notes: the
+    # process's memory, the leak holders found).
+    def stamp(default_sample_type: nil, extra: nil)
+      [extra ? who.concat(extra) : who, default_sample_type&.to_s].freeze
     end
 
     # pid, hostname and Ruby: which process (which puma worker) wrote it.

@@ -14,6 +14,9 @@
 #   FATHOM_KEEP_MB   at most this many MB of Fathom's files in FATHOM_DIR (default 100)
 #   FATHOM_INTERVAL, FATHOM_MAX_DEPTH, FATHOM_EXACT, FATHOM_CENSUS, FATHOM_GC_SOURCE,
 #   FATHOM_COALESCE, FATHOM_FORMAT   the profilers' options, as for `fathom run`
+#   FATHOM_LEAKS=1   keep leak verdicts in the process (Fathom::Leaks::Monitor: one log line per
+#                    leak, a holder snapshot, /debug/fathom/leaks); FATHOM_LEAKS_SITES,
+#                    FATHOM_LEAKS_WINDOWS, FATHOM_LEAKS_SNAPSHOT_EVERY, FATHOM_LEAKS_MIN_WINDOWS
 #
 # Every Ruby process that loads this (RUBYOPT is inherited) profiles itself
 # into the same directory; the file names carry the pid. Forked children
@@ -44,7 +47,12 @@ module Fathom
         require_relative "settings"
         sinks = push_sinks(env) if sinks.nil?
         settings = Settings.always_on(env, require_dir: sinks.nil? || sinks.empty?)
+        # FATHOM_LEAKS=1: the leak verdicts kept in the process, a sink of
+        # the heap windows (Leaks::Monitor).
+        monitor = leaks_monitor(env, settings[:modes])
+        sinks = [*sinks, monitor] if monitor
         @always_on = AlwaysOn.new(**settings, sinks: sinks).start
+        monitor&.attach(@always_on.profilers[:heap])&.start
         @pid = Process.pid
         at_exit { stop }
         where = [@always_on.dir, *@always_on.sinks.list.map { |s| s.class.name }].compact.join(", ")
@@ -56,6 +64,18 @@ module Fathom
         require_relative "../notice"
         Fathom.notice { "fathom/setup: not profiling: #{e.class}: #{e.message}" }
         nil
+      end
+
+      # FATHOM_LEAKS=1's monitor (not started), nil without it;
+      # ArgumentError naming the variable for a bad setting.
+      def leaks_monitor(env, modes)
+        return nil if env["FATHOM_LEAKS"].to_s.strip.empty?
+
+        require_relative "../leaks/monitor"
+        monitor = Leaks::Monitor.from_env(env) or return nil
+        raise ArgumentError, "fathom: FATHOM_LEAKS=1 needs heap in FATHOM_MODE (got #{modes.join(",")})" unless modes.include?(:heap)
+
+        monitor
       end
 
       # FATHOM_PUSH's client, started, as AlwaysOn's one sink; nil without it.

@@ -99,9 +99,10 @@ module Fathom
 
       def dump_out(out, force)
         out = File.expand_path(validate { Options.path("--out", out) })
+        check_out_dir!(out, "--out")
         AtomicFile.check_target!(out, overwrite: force == true)
       rescue Fathom::Error => e
-        raise UsageError, e.message.delete_prefix("fathom: ")
+        raise UsageError, cli_message(e.message)
       end
 
       # Streams the body into a temp file beside `out` and moves it into

@@ -9,6 +9,8 @@ require_relative "../profile"
 require_relative "../process/ractor_check"
 require_relative "../process/ruby_guards"
 require_relative "../process/fork_hooks"
+require_relative "../constant_sources"
+require_relative "../string_census"
 
 module Fathom
   # Retention analysis: why objects are still alive.
@@ -28,7 +30,7 @@ module Fathom
   module Retention
     DEFAULTS = { gc: true, max_depth: Modes::DEFAULTS.fetch(:retention).fetch(:max_depth), progress: :auto,
                  string_contents: Modes::DEFAULTS.fetch(:retention).fetch(:string_contents),
-                 fork: true, fork_timeout: 300 }.freeze
+                 fork: true, fork_timeout: 300, strings: false }.freeze
     # The forked child's deadline, in seconds (it is killed past it).
     FORK_TIMEOUT_RANGE = (1..86_400).freeze
     # What the forked child may map beyond what it inherits: its graph,
@@ -80,8 +82,9 @@ module Fathom
     # used fork_timeout seconds of CPU, or is still past fork_timeout seconds
     # (docs/internals/retention.md, "the deadline"). The profile says which walk ran (a "walk=forked"
     # or "walk=in-process" comment, stats[:walk]). The in-process walk runs
-    # instead with fork: false, FATHOM_RETENTION_FORK=0, with focus:, where
-    # fork() is unavailable or fails. A forked snapshot runs no GC first
+    # instead with fork: false, FATHOM_RETENTION_FORK=0, with focus: (unless
+    # fork: true is given too: then the child follows them), where fork()
+    # is unavailable or fails. A forked snapshot runs no GC first
     # unless gc: true is given (the walk follows reachability from the roots
     # either way), and names a proc's captured locals only "(captured)"
     # (docs/internals/retention.md, "Forked snapshots").
@@ -91,8 +94,13 @@ module Fathom
     # its shape, {"…" 32 bytes #8bcd} (length and a 16-bit hash, the same in
     # every snapshot, so diffs match), never by its bytes. true names it
     # {"sk_live_…"}, for local debugging only.
-    def snapshot(out: nil, focus: nil, stamp: nil, **opts)
-      take_planned(planned { plan_snapshot(out, focus, stamp, opts, "Fathom.retention_snapshot") })
+    #
+    # strings: true adds a census of duplicated strings (StringCensus:
+    # `fathom report FILE --strings`), walking every String with the GVL
+    # held (~0.5 s per million strings); their contents only with
+    # string_contents. `fathom run` and Fathom.profile take it at the end.
+    def snapshot(out: nil, focus: nil, stamp: nil, string_sites: nil, **opts)
+      take_planned(planned { plan_snapshot(out, focus, stamp, opts, "Fathom.retention_snapshot", string_sites) })
     end
 
     # The heap profiler says where live memory was allocated; this says why
@@ -122,7 +130,7 @@ module Fathom
         # (docs/internals/retention.md, "Why the top sites are alive").
         focus = []
         sites = heap_profiler.live_sites(top: top, per_site: per_site, focus: focus)
-        plan_snapshot(nil, focus, stamp, opts, "Fathom::Retention.explain_sites").tap { |p| p.sites = sites }
+        plan_snapshot(nil, focus, stamp, opts, "Fathom::Retention.explain_sites", heap_profiler).tap { |p| p.sites = sites }
       end
       profile = take_planned(plan)
       paths = profile.stats[:focus_paths]
@@ -139,8 +147,8 @@ module Fathom
     # A snapshot's checked options, its own objects and focus: what
     # `planned` hands to `take_planned`. An instance of a Fathom class, so the
     # walk sets it apart.
-    Plan = Struct.new(:gc, :gc_given, :fork, :fork_timeout, :max_depth, :string_contents, :progress, :focus,
-                      :own, :out, :stamp, :sites, keyword_init: true)
+    Plan = Struct.new(:gc, :gc_given, :fork, :fork_given, :fork_timeout, :max_depth, :string_contents, :progress,
+                      :focus, :own, :out, :stamp, :sites, keyword_init: true)
 
     # Everything a snapshot does in Ruby before its walk (checking options,
     # listing Fathom's own objects, picking the objects to explain) runs
@@ -156,16 +164,18 @@ module Fathom
       Native.with_stack_scrubbed { yield }
     end
 
-    def plan_snapshot(out, focus, stamp, opts, where)
+    # string_sites: the heap profiler whose sites the string census names.
+    def plan_snapshot(out, focus, stamp, opts, where, string_sites = nil)
       Options.check_unknown!(opts, DEFAULTS.keys, where)
       gc_given = opts.key?(:gc)
+      fork_given = opts[:fork] == true
       opts = DEFAULTS.merge(opts)
       # :auto prints through Fathom.notice, which never fails the snapshot
       # (a closed or replaced $stderr); an IO given here is the caller's,
       # and a write that fails only ends the progress lines.
       progress = Symbol === opts[:progress] && opts[:progress] == :auto ? Notice::Stream : opts[:progress]
       plan = Plan.new(gc: Options.boolean("gc", opts[:gc]), gc_given: gc_given,
-                      fork: Options.boolean("fork", opts[:fork]) && forking?,
+                      fork: Options.boolean("fork", opts[:fork]) && forking?, fork_given: fork_given,
                       fork_timeout: Options.integer("fork_timeout", opts[:fork_timeout], FORK_TIMEOUT_RANGE),
                       max_depth: Options.integer("max_depth", opts[:max_depth], MAX_DEPTH_RANGE),
                       string_contents: Options.boolean("string_contents", opts[:string_contents]),
@@ -183,6 +193,12 @@ module Fathom
       # A process another thread forks while this snapshot runs must not
       # stay "in progress" for life (ForkHooks runs Native.after_fork_child).
       ForkHooks.install
+      # Which library defines each namespace: `fathom report --by gem`.
+      stamp = quietly { ConstantSources.stamp(stamp) }
+      if Options.boolean("strings", opts[:strings])
+        stamp = StringCensus.stamp(stamp, string_contents: plan.string_contents, heap_profiler: string_sites)
+      end
+      plan.stamp = stamp
       plan.own = own_objects
       plan
     end
@@ -190,12 +206,17 @@ module Fathom
     # The walk, and the profile, from a Plan.
     def take_planned(plan)
       native = nil
-      if plan.fork && plan.focus.nil?
+      # focus: forked only when fork: true is asked for (a forked walk names
+      # a proc's captured locals "(captured)" only; the leak holders ask).
+      if plan.fork && (plan.focus.nil? || plan.fork_given)
         forked = Native::RetentionSnapshot.new(plan.max_depth, plan.string_contents)
         memory = FORK_MEMORY_BASE + FORK_MEMORY_PER_OBJECT * GC.stat(:heap_live_slots)
+        args = [plan.gc && plan.gc_given, plan.own, plan.stamp, plan.fork_timeout, memory]
+        args << plan.focus if plan.focus
         # false: fork() failed (EAGAIN, ENOMEM): walk in-process instead.
-        if quietly { forked.take_forked(plan.gc && plan.gc_given, plan.own, plan.stamp, plan.fork_timeout, memory) }
+        if (result = quietly { forked.take_forked(*args) })
           native = forked
+          paths = result if plan.focus
         end
       end
       unless native

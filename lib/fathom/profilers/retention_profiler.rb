@@ -38,13 +38,15 @@ module Fathom
       # Hash, and the copy, garbage at once, stays in a stale slot of this
       # thread's C stack, where the snapshot's conservative scan charged it
       # to the program (docs/internals/retention.md, "Why the top sites are
-      # alive").
+      # alive"). strings: true adds the census of duplicated strings
+      # (`fathom report --strings`).
       if explaining
         return Retention.explain_sites(explaining, gc: gc, max_depth: @max_depth, string_contents: @string_contents,
-                                                   stamp: stamp, fork: false)
+                                                   stamp: stamp, fork: false, strings: true)
       end
 
-      Retention.snapshot(gc: gc, max_depth: @max_depth, string_contents: @string_contents, stamp: stamp, fork: false)
+      Retention.snapshot(gc: gc, max_depth: @max_depth, string_contents: @string_contents, stamp: stamp, fork: false,
+                         strings: true)
     end
   end
 end

@@ -7,6 +7,7 @@ require_relative "../process/ruby_guards"
 require_relative "../modes"
 require_relative "index"
 require_relative "dump_body"
+require_relative "../leaks/notes"
 
 module Fathom
   module Rack
@@ -20,13 +21,23 @@ module Fathom
     #   retention   a retention snapshot (why objects are alive)
     #   dump        a heap dump (ObjectSpace.dump_all's JSON lines, gzipped)
     #   profile     CPU/wall for ?seconds=N (Fathom::CpuProfiler)
+    #   leaks       the leak verdicts of FATHOM_LEAKS=1 (JSON, ?debug=1 text);
+    #               ?holders=FILE:LINE,... a snapshot of what holds the live
+    #               sampled objects of those sites (Leaks::Holders)
     class Endpoints
-      NAMES = %w[heap allocs gc retention dump profile].freeze
+      NAMES = %w[heap allocs gc retention dump profile leaks].freeze
       TIMED = %w[gc profile].freeze # they run for ?seconds=N (Retry-After)
       # Which Guard lock each takes (Guard::KINDS).
       KIND = { "heap" => :heap, "allocs" => :heap, "gc" => :gc, "retention" => :retention,
                # A dump forks as a snapshot does: one child at a time.
-               "dump" => :retention, "profile" => :cpu }.freeze
+               "dump" => :retention, "profile" => :cpu,
+               # The verdicts are read, not made; ?holders= forks a snapshot (#call).
+               "leaks" => :heap }.freeze
+      ENABLE_LEAKS = "FATHOM_LEAKS=1 is not on in this process: start it with FATHOM_LEAKS=1 FATHOM_MODE=heap " \
+                     "(FATHOM_DIR=...), or let `fathom leaks URL` fetch the heap series itself"
+      # ?holders=: at most this many sites per snapshot.
+      MAX_HOLDER_SITES = 20
+      HOLDER_SITE = /\A(.+):(\d+)\z/.freeze
       ENABLE_HEAP = "no heap profiler is running in this process. Start one at boot: " \
                     "RUBYOPT=-rfathom/setup FATHOM_MODE=heap (or Fathom::HeapProfiler.new.start, " \
                     "passed to Fathom::Rack::App.new(heap: profiler))"
@@ -50,7 +61,8 @@ module Fathom
       # request costs no thread.
       def call(name, params)
         seconds = TIMED.include?(name) ? params.seconds : 1
-        @guard.exclusive(KIND.fetch(name), seconds) { send(name, params) }
+        kind = name == "leaks" && params["holders"] ? :retention : KIND.fetch(name)
+        @guard.exclusive(kind, seconds) { send(name, params) }
       end
 
       # The page at the prefix (Index): HTML for a browser, text otherwise.
@@ -63,7 +75,8 @@ module Fathom
         profiler = @config.heap_profiler or raise Refusal.new(409, ENABLE_HEAP)
         gc = params.flag("gc")
         work do
-          profile = profiler.flush(gc: gc, stamp: stamp(params, default_sample_type))
+          # With the process's memory (Leaks::Notes): `fathom leaks URL` reads it.
+          profile = profiler.flush(gc: gc, stamp: stamp(params, default_sample_type, extra: Leaks::Notes.lines))
           reply(profile, params, name, default_sample_type: default_sample_type)
         end
       end
@@ -149,6 +162,37 @@ module Fathom
         run_for(seconds, params, mode.to_s, busy) { Fathom::CpuProfiler.new(mode: mode, format: format, **options) }
       end
 
+      # The leak verdicts FATHOM_LEAKS=1 keeps (Leaks::Monitor#document), or
+      # with ?holders=FILE:LINE,... a forked snapshot that follows the live
+      # sampled objects of those sites (what `fathom leaks URL` asks once
+      # it finds a leak): {"holders": [record, ...]} (Leaks::Holders).
+      def leaks(params)
+        require_relative "../leaks/monitor"
+        return leak_holders(params) if params["holders"]
+
+        monitor = Leaks::Monitor.current or raise Refusal.new(409, ENABLE_LEAKS)
+        if params.debug?
+          analysis = monitor.analysis
+          text = analysis ? Leaks::Text.render([analysis]) : "No window analysed yet.\n"
+          return Response.text(ProcessComments.who.join("\n") << "\n\n" << text)
+        end
+        json(monitor.document)
+      end
+
+      def leak_holders(params)
+        profiler = @config.heap_profiler or raise Refusal.new(409, ENABLE_HEAP)
+        sites = params["holders"].split(",").map(&:strip).reject(&:empty?)
+        raise Refusal.new(400, "holders must name at most #{MAX_HOLDER_SITES} sites") if sites.size > MAX_HOLDER_SITES
+        raise Refusal.new(400, "holders must name sites as FILE:LINE, comma-separated") if sites.empty?
+
+        wanted = sites.map do |text|
+          m = HOLDER_SITE.match(text) or raise Refusal.new(400, "holders must name sites as FILE:LINE, comma-separated")
+          [text, m[1], m[2].to_i]
+        end
+        records = work { Leaks::Holders.explain(profiler, wanted) }
+        json({ "pid" => Process.pid, "holders" => records })
+      end
+
       private
 
       # 501 where this Ruby's GC lacks what the feature reads
@@ -157,6 +201,12 @@ module Fathom
       def refuse_unsupported(feature)
         reason = RubyGuards.gc_refusal(feature)
         raise Refusal.new(501, reason) if reason
+      end
+
+      def json(document)
+        require "json" # here, not at load (lib/fathom/files/stdlib.rb)
+        body = JSON.generate(document)
+        [200, Response.base_headers.merge("content-type" => "application/json", "content-length" => body.bytesize.to_s), [body]]
       end
 
       # The timed endpoints (gc, profile): the block's profiler for
@@ -188,8 +238,8 @@ module Fathom
       # into it by the encoder (ProcessComments), and the default sample
       # type the endpoint wants. Not for ?debug=1: the text prints those
       # lines above the report instead (#reply).
-      def stamp(params, default_sample_type = nil)
-        ProcessComments.stamp(default_sample_type: default_sample_type) unless params.debug?
+      def stamp(params, default_sample_type = nil, extra: nil)
+        ProcessComments.stamp(default_sample_type: default_sample_type, extra: extra) unless params.debug?
       end
 
       # Runs the block on a thread of its own and returns its value (or

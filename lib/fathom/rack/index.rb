@@ -19,6 +19,7 @@ module Fathom
         ["retention", "reference chains keeping memory alive (walked in a forked child)", "", true],
         ["dump", "heap dump in ObjectSpace.dump_all's format, gzipped, for fathom analyze (no string contents)", "", false],
         ["profile", "CPU for ?seconds=N (?mode=wall for wall time)", "?seconds=10", false],
+        ["leaks", "leak verdicts as JSON (FATHOM_LEAKS=1); ?holders=FILE:LINE,... snapshots what holds those sites", "", false],
       ].freeze
       ESCAPES = { "&" => "&amp;", "<" => "&lt;", ">" => "&gt;", '"' => "&quot;", "'" => "&#39;" }.freeze
 

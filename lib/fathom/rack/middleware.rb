@@ -89,11 +89,18 @@ module Fathom
         source = "request"
         # 1 s: what others are told to wait (Retry-After); a request is short.
         profile = @guard.exclusive(kind, 1) do
-          if (always_on = @config.always_on(kind))
-            source = "always-on"
-            always_on.window(kind, gc: kind == :heap) { page = run_app(env, kind) }
-          else
-            own_profile(kind, interval) { page = run_app(env, kind) }
+          # What Fathom allocates to run the request (its thread, the env's
+          # copy) is made before the profile starts: it is not the request's.
+          runner = AppRunner.new(self, env, kind)
+          begin
+            if (always_on = @config.always_on(kind))
+              source = "always-on"
+              always_on.window(kind, gc: kind == :heap) { page = runner.call }
+            else
+              own_profile(kind, interval) { page = runner.call }
+            end
+          ensure
+            runner.close
           end
         end
         deliver(kind, profile, page, params, source)
@@ -101,14 +108,18 @@ module Fathom
 
       DEFAULT_CPU_INTERVAL = "1ms"
 
-      # A profiler of our own around the block; its profile, stamped with who wrote it.
+      # A profiler of our own around the block; its profile, stamped with who
+      # wrote it. The fork hook is registered before the profiler starts
+      # and removed after it stops: its allocations are not the request's.
       def own_profile(kind, interval)
         profiler = new_profiler(kind, interval)
-        start(profiler)
-        begin
-          Guard.stop_in_child(profiler) { yield }
-        ensure
-          profiler.stop
+        Guard.stop_in_child(profiler) do
+          start(profiler)
+          begin
+            yield
+          ensure
+            profiler.stop
+          end
         end
         profiler.flush(gc: kind == :heap, stamp: ProcessComments.stamp)
       end
@@ -129,21 +140,51 @@ module Fathom
         raise Refusal.could_not_start(e, "a #{profiler.class.name.split("::").last} is already running in this process")
       end
 
-      # The app's response with its body read to the end (and closed). For
-      # heap, on a shallow copy of the env (see the class comment) and on a
-      # thread of its own: the server thread's stack kept a reference to
-      # the request (puma 6 on Ruby 3.3: a retention snapshot found the
-      # page's records through `thread "puma srv tp 002" → via Fiber
-      # (ActionDispatch::Http::Headers) → @req → @env`, after the
-      # response); a finished thread's stack holds nothing. The app then
-      # sees none of the server thread's thread-locals (nothing above this
-      # middleware in the Railtie's stack sets any).
-      def run_app(env, kind)
-        return call_app(env) unless kind == :heap
+      # Runs the app for one profiled request: the response with its body
+      # read to the end (and closed). For heap, on a shallow copy of the env
+      # (see the class comment) and on a thread of its own: the server
+      # thread's stack kept a reference to the request (puma 6 on Ruby 3.3:
+      # a retention snapshot found the page's records through `thread "puma
+      # srv tp 002" → via Fiber (ActionDispatch::Http::Headers) → @req →
+      # @env`, after the response); a finished thread's stack holds nothing.
+      # The app then sees none of the server thread's thread-locals (nothing
+      # above this middleware in the Railtie's stack sets any).
+      #
+      # The thread and the env's copy are made when the runner is, before
+      # the profile starts, and the thread waits for #call: a per-request
+      # heap profile was mostly Fathom's before (its Thread.new was 94% of
+      # the request's allocated bytes, the thread and the fork hook most of
+      # its in-use rows; issue 43). #close ends a thread that was never
+      # given the env (the profiler could not start).
+      class AppRunner
+        def initialize(middleware, env, kind)
+          @middleware = middleware
+          @env = env
+          return unless kind == :heap
 
-        thread = Thread.new { call_app(env.dup) }
-        thread.report_on_exception = false
-        thread.value
+          @inbox = Thread::Queue.new
+          @copy = env.dup
+          @thread = Thread.new(@inbox) do |inbox|
+            request = inbox.pop
+            middleware.send(:call_app, request) if request
+          end
+          @thread.report_on_exception = false
+        end
+
+        def call
+          return @middleware.send(:call_app, @env) unless @thread
+
+          # Handed over, not kept: once the app returns, nothing of Fathom's
+          # holds the copy (and what hangs off it) when the heap is counted.
+          @inbox << @copy
+          @copy = nil
+          @thread.value
+        end
+
+        def close
+          @copy = nil
+          @inbox&.close
+        end
       end
 
       def call_app(env)

@@ -4,6 +4,7 @@ require_relative "top"
 require_relative "firefox_tables"
 require_relative "firefox_summary"
 require_relative "units"
+require_relative "view"
 require_relative "../options"
 
 module Fathom
@@ -31,13 +32,16 @@ module Fathom
         %w[samples cpu wall].all? { |n| names.include?(n) } && !names.include?("gc_steps") && !names.include?("gcs")
       end
 
-      def initialize(profile, sample_index: nil, top: 20)
+      # by, sort, notes, filters: Top's (the functions table).
+      def initialize(profile, sample_index: nil, top: 20, by: :function, sort: :flat, notes: false, filters: nil)
         Report.check_profile!(profile)
         raise Fathom::Error, "fathom: not a CPU profile (no samples, cpu and wall sample types)" unless self.class.cpu_profile?(profile)
 
         @profile = profile
-        @top = Top.new(profile, sample_index: sample_index, top: top)
+        @top = Top.new(profile, sample_index: sample_index, top: top, by: by, sort: sort, notes: notes, filters: filters)
       end
+
+      attr_reader :top
 
       # {thread label => {name:, id:, cpu:, samples:, "running" => ns, ...}}
       def threads
@@ -110,17 +114,20 @@ module Fathom
 
       # sample_index picks the functions table's measure (samples, cpu, or
       # wall in a wall profile); top, its rows and the allocations table's.
-      def initialize(json, sample_index: nil, top: 20)
+      # view: the rows and filters of the two tables (View); the threads
+      # table is the file's tracks as they are.
+      def initialize(json, sample_index: nil, top: 20, view: View.default)
         raise Fathom::Error, "fathom: not a Fathom CPU/wall Firefox profile" unless self.class.cpu_firefox?(json)
 
         @json = json
         @mode = json["meta"]["product"][PRODUCT, 1]
         @categories = Array(json["meta"]["categories"]).map { |c| Hash === c ? c["name"].to_s : "" }
+        view.check_for!(:cpu)
         cpu = FirefoxTables.cpu(json, mode: @mode)
         # Built now, so that a wrong sample_index is refused before printing.
-        @functions = cpu && Top.new(cpu, sample_index: sample_index, top: top)
+        @functions = cpu && table(view, cpu, :cpu, sample_index: sample_index, top: top)
         allocations = FirefoxTables.allocations(json)
-        @allocations = allocations && Top.new(allocations, top: top)
+        @allocations = allocations && table(view, allocations, :heap, top: top)
         gc = FirefoxTables.tracks(json).find { |t| FirefoxTables.gc_track?(t) }
         @gc = gc && FirefoxSummary.new(json)
       end
@@ -139,6 +146,13 @@ module Fathom
       end
 
       private
+
+      def table(view, profile, kind, **opts)
+        view.check_for!(kind, profile) if kind == :cpu
+        filtered = view.apply(profile)
+        filters = view.filtered? ? "#{Report.filters_text(view, profile, filtered)}; the threads table below is unfiltered" : nil
+        Top.new(filtered, by: view.by_for(kind), sort: view.sort, notes: view.notes, filters: filters, **opts)
+      end
 
       # One row per track: samples and summed weights by category (only the
       # categories some track has time in), then, in a combined file, the

@@ -143,17 +143,19 @@ module Fathom
       end
 
 
-      # Interns function names across tracks and turns each track's stack
-      # indices into location ids (leaf first).
+      # Interns frames across tracks — function name, file and line, so
+      # that the reports can group by site, line, file and gem as for pprof
+      # — and turns each track's stack indices into location ids (leaf
+      # first). A function is its name and file; a location adds the line.
       class Builder
         def initialize
-          @function_ids = {}
-          @names = []
+          @location_ids = {}
+          @locations = []
         end
 
         # The function name of a location id.
         def name(id)
-          @names[id - 1]
+          @locations[id - 1][0]
         end
 
         # A lambda: stack index of this track => location ids, leaf first
@@ -164,17 +166,26 @@ module Fathom
           stack_table = FirefoxTables.object(thread["stackTable"], "stackTable")
           prefixes = FirefoxTables.array(stack_table["prefix"], "stackTable.prefix")
           stack_frames = FirefoxTables.array(stack_table["frame"], "stackTable.frame")
-          frame_funcs = FirefoxTables.array(FirefoxTables.object(thread["frameTable"], "frameTable")["func"],
-                                            "frameTable.func")
-          func_names = FirefoxTables.array(FirefoxTables.object(thread["funcTable"], "funcTable")["name"],
-                                           "funcTable.name")
+          frame_table = FirefoxTables.object(thread["frameTable"], "frameTable")
+          frame_funcs = FirefoxTables.array(frame_table["func"], "frameTable.func")
+          frame_lines = frame_table["line"].nil? ? [] : FirefoxTables.array(frame_table["line"], "frameTable.line")
+          func_table = FirefoxTables.object(thread["funcTable"], "funcTable")
+          func_names = FirefoxTables.array(func_table["name"], "funcTable.name")
+          func_files = func_table["fileName"].nil? ? [] : FirefoxTables.array(func_table["fileName"], "funcTable.fileName")
           memo = {}
           location_of = lambda do |stack|
-            func = entry(frame_funcs, entry(stack_frames, stack, "stackTable.frame"), "frameTable.func")
+            frame = entry(stack_frames, stack, "stackTable.frame")
+            func = entry(frame_funcs, frame, "frameTable.func")
             name = strings[entry(func_names, func, "funcTable.name")]
             raise Fathom::Error, "fathom: not a Firefox Profiler profile (a function name is not a string)" unless String === name
 
-            @function_ids[name] ||= (@names << name).size
+            file_index = func_files[func]
+            file = Integer === file_index ? strings[file_index] : nil
+            file = "" unless String === file
+            line = frame_lines[frame]
+            line = 0 unless Integer === line && line >= 0
+            key = [name, file, line]
+            @location_ids[key] ||= (@locations << key).size
           end
           lambda do |stack|
             memo[stack] ||= begin
@@ -197,10 +208,15 @@ module Fathom
 
         def profile(types, samples, default, comments)
           functions = {}
+          function_ids = {}
           locations = {}
-          @function_ids.each do |name, id|
-            functions[id] = Pprof::Function.new(id, name, name, "", 0)
-            locations[id] = [[id, 0]]
+          @locations.each_with_index do |(name, file, line), i|
+            fid = function_ids[[name, file]] ||= begin
+              id = function_ids.size + 1
+              functions[id] = Pprof::Function.new(id, name, name, file, 0)
+              id
+            end
+            locations[i + 1] = [[fid, line]]
           end
           Pprof::Profile.new(types, samples, locations, functions, {}, [""], 0, 0, nil, 0, default, comments, nil, nil)
         end

@@ -4,6 +4,8 @@ require_relative "units"
 require_relative "../options"
 require_relative "../error"
 require_relative "arguments"
+require_relative "../constant_sources"
+require_relative "view"
 
 module Fathom
   module Report
@@ -42,10 +44,29 @@ module Fathom
         profile.sample_type_names.include?("retained_space")
       end
 
+      # What --by gem and --by class count for one row.
+      Group = Struct.new(:name, :bytes, :objects, :holders)
+      # A constant path in a frame's hops: "LeakFixture::Registry::SESSIONS (Hash)".
+      CONSTANT_HOP = /\A((?:[A-Z]\w*)(?:::[A-Z]\w*)*)(?: \([^()]*\))?\z/.freeze
+      CLASS_OF_FRAME = /\(([^()]*)\)\z/.freeze
+      ROOT_FRAME = /\A\(root: ([^)]+)\)/.freeze
+
       # sample_index is accepted for symmetry and ignored: the rows always
       # rank by retained_space and show self size and objects beside it.
-      def initialize(profile, top: 20, sample_index: nil)
+      # by: nil or :function (retainers, the default), :gem (the library
+      # whose constant holds each object: ConstantSources), :class. A
+      # retention profile has no allocation sites: :site, :line and :file
+      # are refused. filters: what View#apply did, said in the header.
+      def initialize(profile, top: 20, sample_index: nil, by: nil, filters: nil)
         @top = Options.row_limit("top", top)
+        @by = NilClass === by ? :function : Options.one_of("by", by, View::BY)
+        if %i[site line file].include?(@by)
+          raise ArgumentError, "fathom: by #{@by}: a retention profile says what holds each object, not where it was " \
+                               "allocated (for live memory by allocation site, report a heap profile: fathom run " \
+                               "--mode heap --exact; its inuse values are what is still alive; --by gem here charges " \
+                               "objects to the library whose constant holds them)"
+        end
+        @filters = filters
         Report.check_profile!(profile)
         raise Fathom::Error, "fathom: not a retention profile (no retained_space sample type)" unless self.class.retention_profile?(profile)
 
@@ -86,6 +107,9 @@ module Fathom
 
       def to_s
         out = +"Retention profile: #{total_objects} objects, #{Units.format_value(total_space, "bytes")} reachable\n"
+        out << "Filtered: #{@filters}\n" if @filters
+        return out << groups_text if @by != :function
+
         shown = @top ? @rows.first(@top) : @rows
         out << "Top #{shown.size} retainers by retained size (each object charged once, on its dominator path)\n"
         out << format("%10s %10s %8s  %s\n", "retained", "self", "objects", "retainer")
@@ -108,7 +132,78 @@ module Fathom
         out
       end
 
+      # Rows of --by gem or --by class: [Group], largest first. Each object
+      # counts once (its own size: a group's bytes are the bytes its
+      # objects hold themselves, so the groups add up to the total).
+      def groups
+        @groups ||= begin
+          table = ConstantSources.parse(@profile.comments) if @by == :gem
+          sums = {}
+          @profile.samples.each do |s|
+            stack = @profile.stack_names(s) # leaf first
+            name, holder = @by == :gem ? gem_of(stack, table) : [class_of(stack), nil]
+            g = sums[name] ||= Group.new(name, 0, 0, Hash.new(0))
+            g.bytes += s.values[@space_i]
+            g.objects += s.values[@objects_i]
+            g.holders[holder] += s.values[@space_i] if holder
+          end
+          sums.values.sort_by { |g| [-g.bytes, g.name] }
+        end
+      end
+
       private
+
+      def groups_text
+        out = +""
+        if @by == :gem
+          out << "By gem: each object charged to the library that defines the deepest constant on its reference chain\n"
+          if ConstantSources.parse(@profile.comments).empty?
+            out << "(this profile does not say which library defines each constant — a snapshot from an older Fathom " \
+                   "or a heap dump — so objects are grouped by their constant's top-level name)\n"
+          end
+        else
+          out << "By class of the retained object\n"
+        end
+        all = groups
+        shown = @top ? all.first(@top) : all
+        out << format("%10s %6s %8s  %s\n", "bytes", "bytes%", "objects", @by == :gem ? "gem (largest holders)" : "class")
+        total = total_space
+        shown.each do |g|
+          holders = g.holders.sort_by { |h, b| [-b, h] }.first(2).map(&:first)
+          out << format("%10s %s %8d  %s%s\n", Units.format_value(g.bytes, "bytes"), Units.percentage(g.bytes, total),
+                        g.objects, g.name, holders.empty? ? "" : " (#{holders.join(", ")})")
+        end
+        out << "Showing #{shown.size} of #{all.size} rows\n" if shown.size < all.size
+        out
+      end
+
+      def class_of(stack)
+        return stack.first if stack.first == @internals_name
+
+        stack.first.to_s[CLASS_OF_FRAME, 1] || "<none>"
+      end
+
+      # [library, holding constant] of an object from its stack (leaf
+      # first): the deepest constant on the chain, its library from the
+      # profile's table. Objects no constant holds are grouped by how they
+      # are held: Ruby's internals, a thread's stack, a global, the VM.
+      def gem_of(stack, table)
+        return [stack.first, nil] if stack.first == @internals_name
+
+        stack.each do |frame|
+          frame.split(" → ").reverse_each do |hop|
+            m = CONSTANT_HOP.match(hop) or next
+            const = m[1]
+            next if ConstantSources::ROOTS.include?(const)
+
+            gem = table.empty? ? const.split("::").first : ConstantSources.lookup(table, const)
+            return [gem || ConstantSources::CORE, const]
+          end
+        end
+        root = stack.last.to_s[ROOT_FRAME, 1]
+        held = stack.reverse.any? { |f| f.include?("thread ") || f.include?("via Thread") || f.include?("via Fiber") }
+        [held ? "(no constant: a thread's stack or locals)" : "(no constant: #{root || "held otherwise"})", nil]
+      end
 
       def internals_name
         line = Array(@profile.comments).find { |c| c.match?(INTERNALS_COMMENT) }

@@ -3,6 +3,10 @@
 require_relative "units"
 require_relative "arguments"
 require_relative "sample_interval"
+require_relative "grouping"
+require_relative "view"
+require_relative "heading"
+require_relative "source"
 require_relative "../options"
 
 module Fathom
@@ -14,11 +18,18 @@ module Fathom
     #         flat  flat%   sum%        cum   cum%
     #       1.20MB 95.00% 95.00%     1.20MB 95.00%  Foo#bar
     #
-    # Rows are functions (by name, like pprof's default granularity). flat is
+    # Rows are functions by default (by name, like pprof's default
+    # granularity); `by:` groups them otherwise (Grouping: site, line, file,
+    # gem, class), and `sort: :cum` orders them by cum. flat is
     # the value of the samples whose leaf frame is the function; cum is the
     # value of the samples whose stack contains it anywhere, counted once per
-    # sample even when the function recurses. Sorted by flat (descending),
-    # then name. Samples whose selected value is 0 are ignored, as in pprof.
+    # sample even when the function recurses. Sorted by flat (or cum)
+    # descending, then name. Samples whose selected value is 0 are ignored,
+    # as in pprof.
+    #
+    # The header says what the profile is in one line (Heading); the
+    # writer's own comments and the notes on how sampled values are
+    # estimated are printed with notes: true.
     #
     # Sampled heap profiles also carry, per row, how many sample records
     # stand behind its alloc_* and inuse_* values (alloc_samples,
@@ -29,6 +40,11 @@ module Fathom
       Row = Struct.new(:name, :flat, :cum, :samples)
       FEW_MARK = "?"
       CENSUS_COMMENT = "Live bytes: calibrated to a heap census"
+      # A sampled profile whose in-use value is this much in "[not sampled]"
+      # rows (or rests on too few samples) gets one warning line that says
+      # to rerun with --exact.
+      NOT_SAMPLED_SHARE = 0.2
+      NOT_SAMPLED = "[not sampled]"
       CENSUS_NOTE = "inuse_* are calibrated to a heap census of the live objects allocated since start: a row is " \
                     "exact where its site is the only one sampled in its class and size class, so the interval " \
                     "(from the sample count alone) overstates its uncertainty; \"[not sampled]\" rows are live " \
@@ -39,17 +55,31 @@ module Fathom
       # The label summarized below the table when samples carry it.
       SUMMARY_LABEL = "class"
 
-      attr_reader :sample_type, :unit, :top
+      attr_reader :sample_type, :unit, :top, :by, :sort
 
       # sample_index: a sample type name (or its Integer position); nil picks
       # the profile's default_sample_type, else the last type (pprof's rule).
       # top: how many rows to show (nil, or more than there are: all).
-      def initialize(profile, sample_index: nil, top: 20)
+      # by: the rows (View::BY; default :function), sort: :flat or :cum.
+      # notes: the writer's comments and the estimation notes in full.
+      # filters: what View#apply did to the profile, said in the header.
+      def initialize(profile, sample_index: nil, top: 20, by: :function, sort: :flat, notes: false, filters: nil)
         @top = Options.row_limit("top", top)
         @profile = Report.check_profile!(profile)
         @index = SampleIndex.resolve(profile, sample_index)
         @sample_type, @unit = profile.sample_types.fetch(@index)
         @count_index = sample_count_index
+        @by = Options.one_of("by", by, View::BY)
+        @sort = Options.one_of("sort", sort, View::SORTS)
+        @notes = Options.boolean("notes", notes)
+        @filters = filters
+        @grouping = Grouping.new(profile, @by)
+        @source = Source.new
+      end
+
+      # The Frame a row stands for (by site, line or file), or nil.
+      def frame_of(row)
+        @grouping.frame_of(row.name)
       end
 
       # Whether rows carry sample counts (a sampled heap profile read on a
@@ -105,11 +135,30 @@ module Fathom
           running += row.flat
           out << format("%10s %s %s %10s %s ", fmt(row.flat), pct(row.flat), pct(running), fmt(row.cum), pct(row.cum))
           out << format("%8d%s %-16s", row.samples, few?(row) ? FEW_MARK : " ", interval(row)) if uncertain?
-          out << " " << row.name << "\n"
+          out << " " << row_label(row) << "\n"
         end
         out << uncertainty_note if uncertain?
-        out << label_summary(SUMMARY_LABEL)
+        out << label_summary(SUMMARY_LABEL) unless @by == :class
         out
+      end
+
+      # What the table calls the values and rows, for a header line.
+      def rows_text
+        case @by
+        when :function then "functions"
+        when :site then "sites (the innermost Ruby line of each stack; C methods folded into the line that called them)"
+        when :line then "lines (the innermost Ruby line of each stack, with its source)"
+        when :file then "files (of the innermost Ruby line)"
+        when :gem then "gems (of the innermost Ruby line: a gem, a stdlib library, or app)"
+        else "classes"
+        end
+      end
+
+      # Share of the selected value in "[not sampled]" rows.
+      def not_sampled_share
+        return 0.0 if total.zero?
+
+        rows.sum { |r| r.name.start_with?(NOT_SAMPLED) ? r.flat : 0 }.fdiv(total).abs
       end
 
       # Whether a row rests on too few samples to be more than a guess.
@@ -129,20 +178,36 @@ module Fathom
 
       private
 
+      # A row's name, and for --by line the code on that line.
+      def row_label(row)
+        return row.name unless @by == :line
+
+        frame = frame_of(row)
+        code = frame && @source.line(frame.file, frame.line)
+        code ? "#{row.name}  #{code}" : row.name
+      end
+
       def interval(row)
         low, high = flat_share_interval(row)
         low ? format("%.3g%%..%.3g%%", low, high) : "-"
       end
 
+      # One line by default (the legend of "?", when a shown row has it);
+      # the whole explanation with notes.
       def uncertainty_note
         few = shown_rows.count { |r| few?(r) }
-        note = +"\nsamples: sample records behind flat (#{total_samples} behind the total); the interval is 95% for " \
-                "flat%, from the sample count alone.\n"
+        note = +""
+        if @notes
+          note << "\nsamples: sample records behind flat (#{total_samples} behind the total); the interval is 95% for " \
+                  "flat%, from the sample count alone.\n"
+        elsif few.positive?
+          note << "\n"
+        end
         if few.positive?
           note << "#{FEW_MARK}: fewer than #{SampleInterval::MIN_SAMPLES} samples behind the row, a guess rather " \
                   "than a measurement (#{few} of #{shown_rows.size} shown rows).\n"
         end
-        note << CENSUS_NOTE if census_calibrated?
+        note << CENSUS_NOTE if @notes && census_calibrated?
         note
       end
 
@@ -187,7 +252,13 @@ module Fathom
       end
 
       def header_lines
-        lines = @profile.comments.reject { |c| c.start_with?("#") }
+        lines = []
+        summary = Heading.summary(@profile.comments)
+        if @notes || summary.nil?
+          lines.concat(@profile.comments.reject { |c| c.start_with?("#") })
+        else
+          lines << summary
+        end
         lines << "Type: #{@sample_type}"
         lines << "Time: #{Time.at(0, @profile.time_nanos, :nsec).utc.strftime("%Y-%m-%d %H:%M:%S UTC")}" unless @profile.time_nanos.zero?
         lines << "Duration: #{Units.format_value(@profile.duration_nanos, "nanoseconds")}" unless @profile.duration_nanos.zero?
@@ -197,13 +268,67 @@ module Fathom
         if uncertain? && total_samples.zero?
           lines << "Warning: no sample stands behind #{@sample_type}: this profile cannot tell " \
                    "(profile for longer, or with a shorter interval)"
-        elsif uncertain? && SampleInterval.few?(total_samples)
+        elsif uncertain? && SampleInterval.few?(total_samples) && !exact_warning
           lines << "Warning: the whole #{@sample_type} rests on #{total_samples} sample#{"s" unless total_samples == 1}: " \
                    "every share below is a guess (profile for longer, or with a shorter interval)"
         end
         lines << "Showing top #{shown.size} nodes out of #{rows.size}" if shown.size < rows.size
+        lines << "Rows: #{rows_text}#{", by cum" if @sort == :cum}" unless @by == :function && @sort == :flat
+        lines << "Filtered: #{@filters}" if @filters && !@filters.empty?
         lines << lost_ticks_warning if lost_ticks_warning
+        lines << exact_warning if exact_warning
+        lines << empty_warning if empty_warning
         lines
+      end
+
+      # One line when a sampled heap profile cannot name where its in-use
+      # memory comes from: a large share in "[not sampled]" rows, or a
+      # total on too few samples. A short run is cheap to rerun exactly.
+      def exact_warning
+        return @exact_warning if defined?(@exact_warning)
+
+        @exact_warning =
+          if uncertain? && @sample_type.start_with?("inuse") && !total.zero?
+            share = not_sampled_share
+            if share >= NOT_SAMPLED_SHARE
+              "Warning: #{format("%.0f", share * 100)}% of #{@sample_type} is in \"#{NOT_SAMPLED}\" rows, live objects " \
+                "no sample reached: rerun with --exact to name their lines#{short_run_hint}"
+            elsif SampleInterval.few?(total_samples.to_i) && total_samples.to_i.positive?
+              "Warning: the whole #{@sample_type} rests on #{total_samples} sample#{"s" unless total_samples == 1}: " \
+                "every share below is a guess; rerun with --exact to measure it#{short_run_hint}"
+            end
+          end
+      end
+
+      def short_run_hint
+        seconds = @profile.duration_nanos / 1e9
+        return "" if @profile.duration_nanos.zero?
+
+        seconds < 60 ? " (this run took #{Units.format_value(@profile.duration_nanos, "nanoseconds")}: " \
+                       "exact mode suits a run this short)" : " (or profile with a shorter --interval)"
+      end
+
+      # A profile (or a filtered view of one) with nothing in it: said, not
+      # left as an empty table.
+      def empty_warning
+        return nil unless rows.empty?
+
+        if @profile.samples.empty? && @filters && !@filters.empty?
+          "Warning: no sample is left after #{@filters}"
+        elsif @profile.samples.empty?
+          "Warning: the profile has no samples#{empty_reason}"
+        else
+          "Warning: no sample has a #{@sample_type} value#{empty_reason}"
+        end
+      end
+
+      def empty_reason
+        m = @profile.comments.lazy.map { |c| Heading::CPU.match(c) }.find(&:itself)
+        return "" unless m
+
+        " (a thread is sampled every #{Units.format_value(m[2].to_i, "nanoseconds")} of its " \
+          "#{m[1] == "wall" ? "wall" : "CPU"} time: the program ran for less than that, or in threads that never " \
+          "ran Ruby; profile for longer, or with a shorter --interval)"
       end
 
       SAMPLING_COMMENT = /\ASampling: (\d+) bursts from (\d+) timer ticks that could start one/
@@ -254,40 +379,22 @@ module Fathom
         total = 0
         total_samples = 0
         count_index = @count_index
-        names_of = location_names
-        seen = {}
+        grouping = @grouping
         each_valued_sample do |sample, value|
           total += value
           n = count_index ? sample.values[count_index] : 0
           total_samples += n
-          ids = sample.location_ids
-          next if ids.empty?
+          flat_key, cum_keys = grouping.keys(sample)
+          next unless flat_key
 
-          flat[names_of[ids[0]][0]] += value
-          samples[names_of[ids[0]][0]] += n
-          seen.clear
-          ids.each do |id|
-            names_of[id].each do |name|
-              next if seen.key?(name)
-
-              seen[name] = true
-              cum[name] += value
-            end
-          end
+          flat[flat_key] += value
+          samples[flat_key] += n
+          cum_keys.each { |key| cum[key] += value }
         end
         @total = total
         @total_samples = count_index ? total_samples : nil
         @rows = cum.map { |name, c| Row.new(name, flat[name], c, samples[name]) }
-                   .sort_by! { |r| [-r.flat.abs, r.name] }
-      end
-
-      # location id => function names of its lines (innermost first), computed
-      # once per location rather than once per frame.
-      def location_names
-        @profile.locations.to_h do |id, lines|
-          names = lines.map { |function_id, _| @profile.function_name(function_id) }
-          [id, names.empty? ? ["<location #{id}>"] : names]
-        end
+        @rows.sort_by! { |r| @sort == :cum ? [-r.cum.abs, -r.flat.abs, r.name] : [-r.flat.abs, r.name] }
       end
     end
   end

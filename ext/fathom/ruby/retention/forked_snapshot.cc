@@ -21,6 +21,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "base/clock.h"
 #include "io/child_process.h"
@@ -82,16 +83,88 @@ void GetStats(Snapshot* s, const std::string& in) {
   // for a future stat, not shown.
 }
 
+void PutU32(uint32_t v, std::string* out) { out->append(reinterpret_cast<const char*>(&v), sizeof v); }
+
+void PutString(const std::string& v, std::string* out) {
+  PutU32(static_cast<uint32_t>(v.size()), out);
+  out->append(v);
+}
+
+// The focus objects' reports, after the stats: a length (int64), then a
+// count and per object found, path and roots (lengths before strings).
+void PutFocus(const std::vector<FocusReport>& reports, std::string* out) {
+  std::string section;
+  PutU32(static_cast<uint32_t>(reports.size()), &section);
+  for (const FocusReport& r : reports) {
+    section.push_back(r.found ? 1 : 0);
+    PutU32(static_cast<uint32_t>(r.path.size()), &section);
+    for (const std::string& name : r.path) PutString(name, &section);
+    PutU32(static_cast<uint32_t>(r.roots.size()), &section);
+    for (const std::string& name : r.roots) PutString(name, &section);
+  }
+  int64_t size = static_cast<int64_t>(section.size());
+  out->append(reinterpret_cast<const char*>(&size), sizeof size);
+  out->append(section);
+}
+
+// Reads what PutFocus wrote at `in[*pos]`; throws on a short or bad section.
+class FocusReader {
+ public:
+  FocusReader(const std::string& in, size_t pos, size_t end) : in_(in), pos_(pos), end_(end) {}
+  uint32_t U32() {
+    Need(sizeof(uint32_t));
+    uint32_t v;
+    memcpy(&v, in_.data() + pos_, sizeof v);
+    pos_ += sizeof v;
+    return v;
+  }
+  std::string String() {
+    uint32_t n = U32();
+    Need(n);
+    std::string v = in_.substr(pos_, n);
+    pos_ += n;
+    return v;
+  }
+  bool Byte() {
+    Need(1);
+    return in_[pos_++] != 0;
+  }
+
+ private:
+  void Need(size_t n) {
+    if (end_ - pos_ < n) ThrowFathomError("fathom: the forked retention snapshot sent a bad focus section");
+  }
+  const std::string& in_;
+  size_t pos_, end_;
+};
+
+std::vector<FocusReport> GetFocus(const std::string& in, size_t pos, size_t end) {
+  FocusReader r(in, pos, end);
+  uint32_t count = r.U32();
+  // Each report takes at least 9 bytes: a bad count cannot make this allocate much.
+  if (count > (end - pos) / 9) ThrowFathomError("fathom: the forked retention snapshot sent a bad focus section");
+  std::vector<FocusReport> reports(count);
+  for (FocusReport& f : reports) {
+    f.found = r.Byte();
+    uint32_t frames = r.U32();
+    for (uint32_t i = 0; i < frames; i++) f.path.push_back(r.String());
+    uint32_t roots = r.U32();
+    for (uint32_t i = 0; i < roots; i++) f.roots.push_back(r.String());
+  }
+  return reports;
+}
+
 // Everything the child computes. May throw (a C++ failure, or a Ruby
 // exception carried out of Protect as RubyJump).
 void ChildWork(Snapshot* s, RetentionProfileOptions* options, std::string* out) {
   int64_t started = MonotonicNs();
-  BuildGraph(s, Qnil);
+  BuildGraph(s, s->forked_focus);
   int64_t t1 = MonotonicNs();
   NameEdges(s);  // s->forked: no Ruby method is called
   s->name_ns = MonotonicNs() - t1;
   s->graph_pins = false;
   AnalyzeGraph(s);  // no GVL to release here: nothing else runs in this process
+  std::vector<FocusReport> focus = FocusReports(s);
   options->duration_nanos = s->walk_ns + s->name_ns;
   int64_t t2 = MonotonicNs();
   RetentionProfileStats encode_stats;
@@ -102,6 +175,7 @@ void ChildWork(Snapshot* s, RetentionProfileOptions* options, std::string* out) 
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
   PutStats(s, MonotonicNs() - started, usage.ru_maxrss, out);
+  PutFocus(focus, out);
   out->append(bytes);
 }
 
@@ -157,7 +231,15 @@ bool TakeForked(Snapshot* s, const RetentionProfileOptions& options, int64_t tim
   if (report.bytes.size() < kStatCount * sizeof(int64_t))
     ThrowFathomError("fathom: the forked retention snapshot sent a short result (%zu bytes)", report.bytes.size());
   GetStats(s, report.bytes);
-  s->forked_bytes.assign(report.bytes, kStatCount * sizeof(int64_t), std::string::npos);
+  size_t pos = kStatCount * sizeof(int64_t);
+  int64_t focus_size = -1;
+  if (report.bytes.size() >= pos + sizeof focus_size) memcpy(&focus_size, report.bytes.data() + pos, sizeof focus_size);
+  pos += sizeof focus_size;
+  if (focus_size < 0 || report.bytes.size() - pos < static_cast<uint64_t>(focus_size))
+    ThrowFathomError("fathom: the forked retention snapshot sent a short result (%zu bytes)", report.bytes.size());
+  s->forked_focus_reports = GetFocus(report.bytes, pos, pos + static_cast<size_t>(focus_size));
+  pos += static_cast<size_t>(focus_size);
+  s->forked_bytes.assign(report.bytes, pos, std::string::npos);
   s->forked_done = true;
   return true;
 }

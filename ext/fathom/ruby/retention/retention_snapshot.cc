@@ -43,6 +43,7 @@ void SnapshotMark(void* ptr) {
     }
     rb_gc_mark(s->progress);
     rb_gc_mark(s->skip_children_of);
+    rb_gc_mark(s->forked_focus);
     // The walk compares these by address: pinned while it runs.
     rb_gc_mark(s->own_list);
     rb_gc_mark(s->prepared_pins);
@@ -88,23 +89,21 @@ void Analyze(Snapshot* s) {
 }
 
 // The dominator path (frame names, root first) of each focus object, or nil.
-VALUE FocusPaths(Snapshot* s) {
-  VALUE paths = rb_ary_new_capa(static_cast<long>(s->focus_nodes.size()));
-  for (uint32_t node : s->focus_nodes) {
-    if (node == HeapGraphBuilder::kNotFound || s->idom[node] == kUnreachable) {
+VALUE FocusPathsValue(const std::vector<FocusReport>& reports) {
+  VALUE paths = rb_ary_new_capa(static_cast<long>(reports.size()));
+  for (const FocusReport& r : reports) {
+    if (!r.found) {
       rb_ary_push(paths, Qnil);
       continue;
     }
-    VALUE path = rb_ary_new();
-    for (uint32_t d : DominatorPath(s->idom, node)) {  // node first, super-root last
-      if (d == HeapGraph::kSuperRoot) continue;
-      std::string name = FrameName(s->graph, s->idom, d);
-      rb_ary_unshift(path, rb_utf8_str_new(name.data(), static_cast<long>(name.size())));
-    }
+    VALUE path = rb_ary_new_capa(static_cast<long>(r.path.size()));
+    for (const std::string& name : r.path) rb_ary_push(path, rb_utf8_str_new(name.data(), static_cast<long>(name.size())));
     rb_ary_push(paths, path);
   }
   return paths;
 }
+
+VALUE FocusPaths(Snapshot* s) { return FocusPathsValue(FocusReports(s)); }
 
 // Everything from disabling GC on. Runs under Protect: all
 // state lives in *s (owned by the Ruby object), so a Ruby exception (an
@@ -165,6 +164,24 @@ void BuildGraph(Snapshot* s, VALUE focus) {
   s->objects = s->graph.node_count() - s->graph.first_object_node();
   s->root_categories = s->graph.category_count();
   s->walk_ns = MonotonicNs() - t0;
+}
+
+std::vector<FocusReport> FocusReports(Snapshot* s) {
+  std::vector<FocusReport> reports(s->focus_nodes.size());
+  for (size_t i = 0; i < s->focus_nodes.size(); i++) {
+    uint32_t node = s->focus_nodes[i];
+    FocusReport& r = reports[i];
+    if (node == HeapGraphBuilder::kNotFound) continue;
+    for (uint32_t c : s->focus_roots[i]) r.roots.push_back(s->graph.name(s->graph.edge_name(c)));
+    if (s->idom[node] == kUnreachable) continue;
+    r.found = true;
+    for (uint32_t d : DominatorPath(s->idom, node)) {  // node first, super-root last
+      if (d == HeapGraph::kSuperRoot) continue;
+      r.path.push_back(FrameName(s->graph, s->idom, d));
+    }
+    std::reverse(r.path.begin(), r.path.end());
+  }
+  return reports;
 }
 
 void AnalyzeGraph(Snapshot* s) {
@@ -300,9 +317,12 @@ VALUE SnapshotTake(int argc, VALUE* argv, VALUE self) {
   });
 }
 
-// take_forked(gc, own, stamp, timeout_seconds, memory_bytes) -> true, or
+// take_forked(gc, own, stamp, timeout_seconds, memory_bytes, focus = nil)
+// -> true (with focus: the focus objects' paths, as take returns them), or
 // false when fork() itself failed (nothing was walked: take in-process
-// instead, with a new snapshot). The walk, naming, dominators and encoding
+// instead, with a new snapshot). focus: an Array whose objects the child
+// follows (the Array itself is no retainer); stats[:focus_roots] then
+// says which root categories hold each. The walk, naming, dominators and encoding
 // run in a forked child (forked_snapshot.cc); the profile is encoded there
 // with `stamp`, so flush returns it whatever stamp it is given. own: as
 // take's. memory_bytes: how much the child may map beyond what it
@@ -311,8 +331,10 @@ VALUE SnapshotTake(int argc, VALUE* argv, VALUE self) {
 VALUE SnapshotTakeForked(int argc, VALUE* argv, VALUE self) {
   Snapshot* s = Get(self);
   return RubyMethod([&] {
-    if (argc != 5) ThrowArgumentError("fathom: wrong number of arguments (given %d, expected 5)", argc);
+    if (argc < 5 || argc > 6) ThrowArgumentError("fathom: wrong number of arguments (given %d, expected 5..6)", argc);
     VALUE gc = argv[0], own = argv[1], stamp = argv[2], timeout = argv[3], memory = argv[4];
+    VALUE focus = argc > 5 ? argv[5] : Qnil;
+    if (!NIL_P(focus) && !RB_TYPE_P(focus, T_ARRAY)) ThrowTypeError("fathom: focus must be an Array or nil");
     if (!HeapWalkAvailable())
       throw RubyError(rb_eNotImpError,
                       "fathom: this Ruby does not export rb_objspace_reachable_objects_from; "
@@ -336,6 +358,9 @@ VALUE SnapshotTakeForked(int argc, VALUE* argv, VALUE self) {
     RetentionProfileOptions options = ProfileOptions(s, stamp);
     g_snapshot_in_progress = true;
     s->taken = true;
+    // The child walks its copy of the Array: no retainer, like take's focus.
+    s->forked_focus = focus;
+    s->skip_children_of = focus;
     // Disabled here, in the parent: rb_gc_disable finishes a lazy sweep
     // first (frees, runs free functions), which must not happen in the
     // child; the child inherits GC off and never turns it on.
@@ -354,7 +379,8 @@ VALUE SnapshotTakeForked(int argc, VALUE* argv, VALUE self) {
     }
     EndTake(s);
     s->prepared_pins = Qnil;
-    return done ? Qtrue : Qfalse;
+    if (!done) return Qfalse;
+    return NIL_P(focus) ? Qtrue : FocusPathsValue(s->forked_focus_reports);
   });
 }
 
@@ -424,7 +450,15 @@ VALUE SnapshotStats(VALUE self) {
     set("internal_objects", static_cast<long long>(s->internal_objects));
     set("internal_bytes", static_cast<long long>(s->internal_bytes));
     set("internals_extended", static_cast<long long>(s->internals_extended));
-    if (s->has_focus) {
+    if (s->forked_done && !NIL_P(s->forked_focus)) {
+      VALUE all = rb_ary_new_capa(static_cast<long>(s->forked_focus_reports.size()));
+      for (const FocusReport& r : s->forked_focus_reports) {
+        VALUE names = rb_ary_new_capa(static_cast<long>(r.roots.size()));
+        for (const std::string& name : r.roots) rb_ary_push(names, rb_utf8_str_new(name.data(), static_cast<long>(name.size())));
+        rb_ary_push(all, names);
+      }
+      rb_hash_aset(h, ID2SYM(rb_intern("focus_roots")), all);
+    } else if (s->has_focus) {
       // focus_roots: per focus object, the root categories holding it
       // directly (["machine_context"] when a C stack slot points at it),
       // nil when it was not found; the path names it either way.

@@ -102,6 +102,15 @@ struct PreparedThread {
   std::vector<std::pair<VALUE, std::string>> variables;  // value, "thread_variable[:key]"
 };
 
+// What a snapshot says about one focus object: its dominator path's frame
+// names, root first (empty and found = false when it is not reachable),
+// and the root categories that hold it themselves.
+struct FocusReport {
+  bool found = false;
+  std::vector<std::string> path;
+  std::vector<std::string> roots;
+};
+
 // Everything a snapshot holds, owned by the Ruby object (so a longjmp out of
 // a phase leaks nothing: the state is here, not on the C++ stack).
 struct Snapshot {
@@ -157,6 +166,13 @@ struct Snapshot {
   // The parent's side of a forked snapshot: the child's encoded profile.
   bool forked_done = false;
   std::string forked_bytes;
+  // A forked snapshot that follows focus objects (take_forked's focus):
+  // the Array in the parent (marked; the child reads its copy), and what
+  // the child found for each, sent back beside the profile
+  // (FocusReport): reachable or not, the dominator path's frame names
+  // (root first) and the root categories holding it directly.
+  VALUE forked_focus = Qnil;
+  std::vector<FocusReport> forked_focus_reports;
   int64_t fork_ns = 0, child_ns = 0, wait_ns = 0, prepare_ns = 0;
 
   // Stats.
@@ -229,6 +245,9 @@ void BuildGraph(Snapshot* s, VALUE focus);
 // Dominators and retained sizes on s->graph: pure computation, no Ruby
 // (the caller releases the GVL, or is the forked child).
 void AnalyzeGraph(Snapshot* s);
+// The focus objects' reports (after AnalyzeGraph): pure C++, so the forked
+// child computes them too.
+std::vector<FocusReport> FocusReports(Snapshot* s);
 // The encoder's options for s (stamp: the flush's stamp argument). Throws
 // TypeError for a bad stamp.
 RetentionProfileOptions ProfileOptions(Snapshot* s, VALUE stamp);

@@ -1,0 +1,198 @@
+# frozen_string_literal: true
+
+require "uri"
+require_relative "../leaks/rules"
+
+module Fathom
+  class CLI
+    # `fathom leaks DIR|FILE...` and `fathom leaks URL`: verdicts from a
+    # series of heap profiles (Leaks::Analysis), in words or --json. Pure
+    # Ruby, no native extension. Exit status 3 when a leak (or growth
+    # outside Ruby objects) is found, so that CI and cron can act on it.
+    module LeaksCommand
+      FOUND = 3
+      DEFAULT_EVERY = "30s"
+      DEFAULT_FOR = "20m"
+      TIMEOUT = 60
+
+      private
+
+      def leaks_parser(opts)
+        OptionParser.new do |o|
+          o.banner = "Usage: fathom leaks [options] DIR|FILE...\n       fathom leaks [options] URL [--every 30s --for 20m]"
+          o.separator ""
+          o.separator "Which allocation sites grow, what holds them, and how sure: each site's in-use bytes"
+          o.separator "over a series of heap profiles (always-on files: FATHOM_DIR; or a server's"
+          o.separator "/debug/fathom, fetched every --every for --for), classed growing (LEAK), levelling"
+          o.separator "off, periodic or flat, and the process's growth outside Ruby objects (RSS, malloc)."
+          o.separator "Exit status 3 when something leaks, 0 when not."
+          o.separator ""
+          o.on("--json", "the verdicts as JSON") { opts[:json] = true }
+          o.on("--all", "list the flat sites too") { opts[:all] = true }
+          o.on("--top N", "site lines to show per process (default: 20)") { |v| opts[:top] = v }
+          o.on("--min-windows N", "windows a series needs before it can be a leak " \
+                                  "(default: #{Leaks::Rules::DEFAULTS[:min_windows]})") { |v| opts[:min_windows] = v }
+          o.on("--windows N", "the last N windows of each process (default: 120)") { |v| opts[:windows] = v }
+          o.on("--sites N", "sites kept per process, the rest summed as one (default: 200)") { |v| opts[:sites] = v }
+          o.on("--every DUR", "URL: how often to fetch the heap profile (default: #{DEFAULT_EVERY})") { |v| opts[:every] = v }
+          o.on("--for DUR", "URL: for how long (default: #{DEFAULT_FOR}); stops early once a leak's holder is known") { |v| opts[:for] = v }
+          o.on("--token TOKEN", "URL: bearer token the server requires (default: FATHOM_RACK_TOKEN)") { |v| opts[:token] = v }
+          o.on("--no-holders", "URL: do not ask the server to snapshot what holds a leaking site") { opts[:no_holders] = true }
+          o.on("-h", "--help", "show this help") { opts[:help] = true }
+        end
+      end
+
+      def leaks_command(argv)
+        opts = {}
+        return 0 if parse_or_help(leaks_parser(opts), argv, opts, order: false)
+        raise UsageError, "missing DIR, FILE or URL (e.g. fathom leaks /var/tmp/fathom)" if argv.empty?
+
+        require_relative "../leaks/files"
+        require_relative "../leaks/analysis"
+        require_relative "../leaks/text"
+        require_relative "../leaks/json"
+        rules = validate do
+          Leaks::Rules.new(min_windows: Options.parse_integer("--min-windows", opts.fetch(:min_windows, Leaks::Rules::DEFAULTS[:min_windows].to_s),
+                                                              Leaks::Rules::MIN_WINDOWS_RANGE))
+        end
+        windows = validate { Options.parse_integer("--windows", opts.fetch(:windows, "120"), 4..100_000) }
+        sites = validate { Options.parse_integer("--sites", opts.fetch(:sites, "200"), 1..100_000) }
+        top = top_option(opts)
+        if argv.any? { |a| a.to_s.match?(%r{\Ahttps?://}i) }
+          raise UsageError, "one URL at a time, and not with files" unless argv.size == 1
+
+          histories = leaks_live(argv.first, opts, rules, windows, sites) or return 1
+        else
+          %i[every for token no_holders].each do |o|
+            raise UsageError, "--#{o.to_s.tr("_", "-")} is for a URL" if opts.key?(o)
+          end
+          histories = leaks_files(argv, windows, sites) or return 1
+        end
+        analyses = histories.map { |h| Leaks::Analysis.new(h, rules: rules) }
+        if opts[:json]
+          require "json"
+          @stdout.puts JSON.pretty_generate(Leaks::Json.document(analyses, all: true))
+        else
+          @stdout.print Leaks::Text.render(analyses, all: opts[:all], top: top)
+        end
+        analyses.any?(&:found?) ? FOUND : 0
+      end
+
+      def leaks_files(paths, windows, sites)
+        paths.each do |p|
+          next if File.exist?(p)
+
+          data_error("leaks", p, "no such file or directory")
+          return nil
+        end
+        loaded = begin
+          Leaks::Files.load(paths, max_sites: sites, max_windows: windows)
+        rescue Fathom::Error => e
+          # Files names the file it read ("fathom: PATH: why"): said once.
+          why = e.message.delete_prefix("fathom: ")
+          named = paths.find { |p| why.start_with?("#{p}: ") }
+          return data_error("leaks", named, why.delete_prefix("#{named}: ")) && nil if named
+
+          return data_error("leaks", paths.size == 1 ? paths.first : "a file", e.message) && nil
+        rescue SystemCallError => e
+          return data_error("leaks", paths.size == 1 ? paths.first : "a file", e.message.scrub) && nil
+        end
+        loaded.skipped.each do |path, why|
+          why = why.delete_prefix("fathom: ").delete_prefix("#{path}: ")
+          @stderr.puts "fathom leaks: skipped #{Options.clean(path, 200)}: #{Options.clean(why, 300)}"
+        end
+        if loaded.histories.empty?
+          data_error("leaks", paths.join(" "), "no heap profile found (always-on heap files are heap-<pid>-…pb.gz)")
+          return nil
+        end
+        loaded.histories
+      end
+
+      # ---- a live server
+
+      def leaks_live(url, opts, _rules, windows, sites)
+        base = leaks_base(url)
+        every = validate { Options.duration_ns("--every", opts.fetch(:every, DEFAULT_EVERY), min_ns: 10_000_000) } / 1e9
+        span = validate { Options.duration_ns("--for", opts.fetch(:for, DEFAULT_FOR), min_ns: 1_000_000) } / 1e9
+        token = opts.fetch(:token) { ENV["FATHOM_RACK_TOKEN"] }
+        token = nil if token&.empty?
+        history = Leaks::History.new(max_sites: sites, max_windows: windows)
+        started = monotonic
+        count = (span / every).floor + 1
+        count.times do |i|
+          wait = started + i * every - monotonic
+          sleep(wait) if wait.positive?
+          bytes = leaks_get(base, "heap", token)
+          return data_error("leaks", base, bytes) && nil if bytes.start_with?("HTTP ")
+
+          window = with_data("leaks", base) { Leaks::Window.from_profile(Report.decode(bytes), source: base) } or return nil
+          history.add(window)
+          @stderr.puts "fathom leaks: window #{history.size} of #{count} from pid #{window.pid || "?"}" if $stderr.tty?
+        end
+        leaks_holders(base, history, token) unless opts[:no_holders]
+        [history]
+      rescue SystemCallError, IOError, Timeout::Error, Net::HTTPBadResponse => e
+        data_error("leaks", base || url, "cannot fetch it: #{e.message.scrub}")
+        nil
+      end
+
+      # Asks the server to follow the leaking sites' live sampled objects in
+      # a retention snapshot (/debug/fathom/leaks?holders=FILE:LINE,...).
+      def leaks_holders(base, history, token)
+        analysis = Leaks::Analysis.new(history)
+        sites = analysis.leaks.first(10)
+        return if sites.empty?
+
+        query = URI.encode_www_form("holders" => sites.map { |v| "#{v.file}:#{v.line}" }.join(","))
+        body = leaks_get(base, "leaks?#{query}", token)
+        if body.start_with?("HTTP ")
+          @stderr.puts "fathom leaks: the server did not snapshot the holders: #{Options.clean(body, 300)}"
+          return
+        end
+        require "json"
+        records = JSON.parse(body.dup.force_encoding(Encoding::UTF_8))["holders"]
+        return unless Array === records
+
+        sites.each do |v|
+          record = records.find { |r| Hash === r && r["site"] == "#{v.file}:#{v.line}" } or next
+          history.holders[v.key] = record.merge("site" => v.key)
+        end
+      rescue JSON::ParserError
+        @stderr.puts "fathom leaks: the server's holders are not JSON"
+      end
+
+      def leaks_base(url)
+        uri = URI.parse(url)
+        raise UsageError, "URL must be http:// or https://, got #{Options.clean(url, 200)}" unless %w[http https].include?(uri.scheme) && uri.host
+
+        uri.path = uri.path.chomp("/").sub(%r{/(heap|leaks)\z}, "")
+        uri.query = nil
+        uri.to_s
+      rescue URI::InvalidURIError
+        raise UsageError, "not a URL: #{Options.clean(url, 200)}"
+      end
+
+      # The body of GET base/path, or "HTTP <code>: <the server's line>".
+      def leaks_get(base, path, token)
+        require "net/http"
+        uri = URI.parse("#{base}/#{path}")
+        http = Net::HTTP.new(uri.host, uri.port)
+        http.use_ssl = uri.scheme == "https"
+        http.open_timeout = 30
+        http.read_timeout = TIMEOUT * 10
+        request = Net::HTTP::Get.new(uri)
+        request["authorization"] = "Bearer #{token}" if token
+        response = http.start { http.request(request) }
+        body = response.body.to_s
+        return body.b if response.code == "200"
+
+        "HTTP #{response.code}: #{body.scrub.strip.delete_prefix("fathom: ").lines.first.to_s.strip}"
+      end
+
+      def monotonic
+        Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      end
+    end
+    include LeaksCommand
+  end
+end
