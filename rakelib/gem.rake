@@ -98,7 +98,7 @@ module FathomGem
     Dir.chdir(build) do
       system(env, File.join(bin, "ruby"), File.join(src, "ext/fathom/extconf.rb"), exception: true, out: "extconf.log")
       cache_env, = compiler_cache(File.dirname(src)) # the copy and its build directory
-      system(env.merge(cache_env), "make", "-j#{Etc.nprocessors}", "V=0", *ccache_make_args("Makefile"), exception: true)
+      system(env.merge(cache_env), "make", "-j#{Etc.nprocessors}", "V=0", *ccache_make_args("."), exception: true)
     end
     so = File.join(build, "fathom_ext.#{RbConfig::CONFIG['DLEXT']}")
     system("strip", "--strip-debug", so, exception: true)
