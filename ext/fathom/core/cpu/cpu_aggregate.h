@@ -2,7 +2,7 @@
 // (stack, thread, state). Runs off the signal path (with the GVL, in a
 // postponed job or a drain call), so it may allocate; never touches Ruby.
 //
-// Stacks are interned in a StackTable (core/heap/stack_table.h), which keeps
+// Stacks are interned in a StackTable (core/stacks/stack_table.h), which keeps
 // one reference per distinct (stack, thread, state) key: the Ruby layer
 // marks the table's frame handles for the GC and remaps them after
 // compaction, exactly as the heap profiler does.
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "cpu/sample_ring.h"
-#include "heap/stack_table.h"
+#include "stacks/stack_table.h"
 
 namespace fathom {
 

@@ -1,7 +1,7 @@
 #include "cpu/cpu_profile.h"
 
 #include "encode/pprof_builder.h"
-#include "heap_profile/heap_rows.h"  // kTruncatedFrameName
+#include "stacks/frames.h"
 
 namespace fathom {
 

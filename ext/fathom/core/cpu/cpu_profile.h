@@ -10,7 +10,7 @@
 
 #include "encode/output_stamp.h"
 #include "cpu/cpu_aggregate.h"
-#include "heap/stack_table.h"
+#include "stacks/frames.h"
 #include "labels/label_sets.h"
 
 namespace fathom {

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "heap_sampling/live_strata.h"
-#include "heap/object_map.h"
-#include "heap/stack_table.h"
+#include "base/object_map.h"
+#include "stacks/stack_table.h"
 #include "base/string_interner.h"
 
 namespace fathom {

@@ -100,7 +100,4 @@ class HeapProfileRowsBuilder {
 void AddUnsampledStrataRows(const LiveStrata& strata, const std::function<std::string(const Stratum&)>& class_name,
                             HeapProfileRows* rows);
 
-// The name of the frame added at the root of stacks cut at the maximum depth.
-inline constexpr const char* kTruncatedFrameName = "(truncated)";
-
 }  // namespace fathom

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "heap/stack_table.h"
+#include "stacks/frames.h"
 #include "native/native_stack_resolver.h"
 
 namespace fathom {
