@@ -1,7 +1,7 @@
 #include "cpu/cpu_profile.h"
 
 #include "encode/pprof_builder.h"
-#include "stacks/frames.h"
+#include "stacks/pprof_locations.h"
 
 namespace fathom {
 
@@ -17,30 +17,15 @@ std::string EncodeCpuPprof(const CpuProfileData& data) {
                 " dropped=" + std::to_string(data.dropped) + " states=" + data.state_source);
   ApplyOutputStamp(data.stamp, b);
 
-  std::vector<uint64_t> functions(data.symbols.size(), 0);
-  uint64_t truncated_location = 0;
+  PprofLocations locations(b, &data.symbols);
   std::vector<uint64_t> locs;
   for (const CpuProfileData::Row& row : data.rows) {
     locs.clear();
-    for (size_t i = 0; i < row.frames.size(); i++) {
-      uint32_t f = row.frames[i];
-      if (f >= functions.size()) continue;
-      if (functions[f] == 0) {
-        const FrameSymbol& sym = data.symbols[f];
-        functions[f] = b.intern_function(sym.name, sym.filename, sym.first_line);
-      }
-      locs.push_back(b.intern_location(functions[f], i < row.lines.size() ? row.lines[i] : 0));
-    }
+    locations.Append(row.stack, row.truncated, &locs);
     if (locs.empty()) {
       // No walk while a GC runs (cpu_sampler.cc): the GVL holder was in the
       // GC; another thread's stack was not read for this sample.
-      const char* name = row.state == ThreadState::kGc ? kCpuGcFrameName : kCpuNoStackFrameName;
-      locs.push_back(b.intern_location(b.intern_function(name, "", 0), 0));
-    }
-    if (row.truncated) {
-      if (truncated_location == 0)
-        truncated_location = b.intern_location(b.intern_function(kTruncatedFrameName, "", 0), 0);
-      locs.push_back(truncated_location);  // root end: stacks are leaf first
+      locs.push_back(locations.Named(row.state == ThreadState::kGc ? kCpuGcFrameName : kCpuNoStackFrameName));
     }
     auto name = data.thread_names.find(row.thread_id);
     std::vector<Label> labels{Label::Number("thread id", row.thread_id),

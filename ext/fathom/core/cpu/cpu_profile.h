@@ -28,8 +28,7 @@ const char* CpuModeName(CpuMode mode);
 
 struct CpuProfileData {
   struct Row {
-    std::vector<uint32_t> frames;  // indices into symbols, leaf first
-    std::vector<int32_t> lines;
+    std::vector<StackFrame> stack;  // leaf first, indexing symbols
     bool truncated = false;
     int32_t thread_id = 0;
     ThreadState state = ThreadState::kUnknown;
@@ -40,8 +39,7 @@ struct CpuProfileData {
   // The timeline (Firefox output only): samples in time order, each on a
   // stack of timeline_stacks.
   struct TimelineStack {
-    std::vector<uint32_t> frames;  // indices into symbols, leaf first
-    std::vector<int32_t> lines;
+    std::vector<StackFrame> stack;  // leaf first, indexing symbols
     uint32_t native_id = 0;  // the aggregate's native stack (woven in by the Ruby layer)
   };
   std::vector<TimelineStack> timeline_stacks;

@@ -234,14 +234,12 @@ CpuProfileData SampleData() {
   d.symbols = {{"Object#burn_a", "/app/burn.rb", 3, true}, {"<main>", "/app/burn.rb", 1, true},
                {"Kernel#sleep", "", 0, true}};
   CpuProfileData::Row a;
-  a.frames = {0, 1};
-  a.lines = {4, 9};
+  a.stack = {{0, 4}, {1, 9}};
   a.thread_id = 101;
   a.state = ThreadState::kRunning;
   a.values = {3, 30000000, 31000000};
   CpuProfileData::Row s;
-  s.frames = {2, 1};
-  s.lines = {0, 12};
+  s.stack = {{2, 0}, {1, 12}};
   s.thread_id = 102;
   s.state = ThreadState::kBlocked;
   s.truncated = true;
@@ -282,7 +280,7 @@ TEST(CpuProfileTest, FirefoxTimelineHasATrackPerThreadAndStateMarkers) {
   CpuProfileData d = SampleData();
   d.pid = 101;
   d.start_monotonic_ns = 1000000000;
-  d.timeline_stacks = {{{0, 1}, {4, 9}}, {{2, 1}, {0, 12}}};
+  d.timeline_stacks = {{{{0, 4}, {1, 9}}}, {{{2, 0}, {1, 12}}}};
   d.timeline = {
       {1010000000, 101, 0, ThreadState::kRunning, 10000000, 10000000},
       {1020000000, 101, 0, ThreadState::kGvlWait, 0, 10000000},

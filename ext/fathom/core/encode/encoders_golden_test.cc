@@ -137,8 +137,7 @@ CpuProfileData CpuData(CpuMode mode) {
   auto row = [](std::vector<uint32_t> frames, std::vector<int32_t> lines, bool truncated, int32_t tid,
                 ThreadState state, int64_t samples, int64_t cpu, int64_t wall, uint32_t label_set, uint64_t span) {
     CpuProfileData::Row r;
-    r.frames = std::move(frames);
-    r.lines = std::move(lines);
+    for (size_t i = 0; i < frames.size(); i++) r.stack.push_back(StackFrame{frames[i], lines[i]});
     r.truncated = truncated;
     r.thread_id = tid;
     r.state = state;
@@ -156,7 +155,7 @@ CpuProfileData CpuData(CpuMode mode) {
             row({3, 4, 2}, {0, 0, 7}, false, 4244, ThreadState::kNoGvl, 3, 30000000, 31000000, 3, 0),
             row({0}, {15}, true, 4242, ThreadState::kGvlWait, 1, 0, 9000000, 0, 0x1)};
   d.thread_names = {{4242, "main"}, {4243, "worker"}};
-  d.timeline_stacks = {{{0, 2}, {11, 3}, 0}, {{1, 0, 2}, {0, 12, 3}, 0}, {{3, 4, 2}, {0, 0, 7}, 0}};
+  d.timeline_stacks = {{{{0, 11}, {2, 3}}, 0}, {{{1, 0}, {0, 12}, {2, 3}}, 0}, {{{3, 0}, {4, 0}, {2, 7}}, 0}};
   d.timeline = {{11000000, 4242, 0, ThreadState::kRunning, 10000000, 10000000, 0},
                 {21000000, 4242, 0, ThreadState::kRunning, 9000000, 10000000, 0},
                 {31000000, 4243, 1, ThreadState::kBlocked, 0, 30000000, 0},

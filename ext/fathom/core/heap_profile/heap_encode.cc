@@ -2,6 +2,7 @@
 
 #include "encode/pprof_builder.h"
 #include "labels/label_sets.h"
+#include "stacks/pprof_locations.h"
 
 namespace fathom {
 
@@ -33,27 +34,11 @@ std::string EncodeHeapProfile(const HeapProfileRows& profile) {
   if (!profile.sampling_comment.empty()) b.add_comment(profile.sampling_comment);
   ApplyOutputStamp(profile.stamp, b);
 
-  // Location ids per output symbol+line are interned by the builder; we
-  // only cache the function id per symbol.
-  std::vector<uint64_t> function_ids(profile.symbols.size(), 0);
-  uint64_t truncated_location = 0;
+  PprofLocations locations(b, &profile.symbols);
   std::vector<std::vector<uint64_t>> stack_locations(profile.stacks.size());
   for (size_t s = 0; s < profile.stacks.size(); s++) {
-    std::vector<uint64_t>& locs = stack_locations[s];
-    locs.reserve(profile.stacks[s].size() + 1);
-    for (const HeapProfileRows::Frame& f : profile.stacks[s]) {
-      uint64_t& fn = function_ids[f.symbol];
-      if (fn == 0) {
-        const FrameSymbol& sym = profile.symbols[f.symbol];
-        fn = b.intern_function(sym.name, sym.filename, sym.first_line);
-      }
-      locs.push_back(b.intern_location(fn, f.line));
-    }
-    if (profile.truncated[s]) {
-      if (truncated_location == 0)
-        truncated_location = b.intern_location(b.intern_function(kTruncatedFrameName, "", 0), 0);
-      locs.push_back(truncated_location);  // root end: stacks are leaf first
-    }
+    stack_locations[s].reserve(profile.stacks[s].size() + 1);
+    locations.Append(profile.stacks[s], profile.truncated[s], &stack_locations[s]);
   }
 
   std::vector<int64_t> values(6);

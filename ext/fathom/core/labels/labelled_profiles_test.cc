@@ -67,8 +67,7 @@ TEST(LabelledProfiles, CpuPprofCarriesLabelsAndSpanId) {
   d.symbols = {{"Object#burn", "/app/burn.rb", 3, true}};
   d.label_sets = &sets;
   CpuProfileData::Row a;
-  a.frames = {0};
-  a.lines = {4};
+  a.stack = {{0, 4}};
   a.thread_id = 1;
   a.state = ThreadState::kRunning;
   a.values = {3, 3000000, 3000000};

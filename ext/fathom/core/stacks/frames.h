@@ -19,6 +19,14 @@ struct FrameSymbol {
   bool native = false;  // a C function found by native unwinding (filename: its object)
 };
 
+// A frame of a stack copied out of the stack table for encoding
+// (stack_copy.h): its symbol, an index into the copy's own table of
+// FrameSymbols, and the line it was at. Stacks of them are leaf first.
+struct StackFrame {
+  uint32_t symbol;
+  int32_t line;
+};
+
 // The name of the frame added at the root of stacks cut at the maximum depth.
 inline constexpr const char* kTruncatedFrameName = "(truncated)";
 
