@@ -20,7 +20,7 @@
 
 #include "cpu/cpu_profile.h"
 #include "gc/gc_profile.h"
-#include "heap_profile/heap_encode.h"
+#include "heap/heap_encode.h"
 #include "labels/label_sets.h"
 #include "retention/dominators.h"
 #include "retention/heap_graph.h"

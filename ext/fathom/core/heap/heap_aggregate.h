@@ -1,7 +1,7 @@
 // Heap profile aggregation: sums sample records' values per (stack,
 // class, thread) during the flush's walk (SampleStore::Report adds to it,
 // under the GVL), holding sampled mode's in-use values until the census
-// calibrates them (heap_sampling/live_strata.h). heap_profile/heap_rows.h
+// calibrates them (heap_census/live_strata.h). heap/heap_rows.h
 // copies the result out.
 #pragma once
 
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "heap/sample_store.h"
-#include "heap_sampling/live_strata.h"
+#include "heap_census/live_strata.h"
 
 namespace fathom {
 

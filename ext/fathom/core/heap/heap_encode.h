@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "heap_profile/heap_rows.h"
+#include "heap/heap_rows.h"
 
 namespace fathom {
 

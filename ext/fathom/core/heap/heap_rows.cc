@@ -1,4 +1,4 @@
-#include "heap_profile/heap_rows.h"
+#include "heap/heap_rows.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -14,7 +14,7 @@
 #include "encode/pprof_builder.h"
 #include "heap/heap_aggregate.h"
 #include "heap/sample_store.h"
-#include "heap_sampling/live_strata.h"
+#include "heap_census/live_strata.h"
 #include "labels/label_sets.h"
 #include "stacks/stack_copy.h"
 

@@ -21,7 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "heap_sampling/live_strata.h"
+#include "heap_census/live_strata.h"
 #include "base/object_map.h"
 #include "stacks/stack_table.h"
 #include "base/string_interner.h"

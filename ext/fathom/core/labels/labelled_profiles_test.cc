@@ -8,8 +8,8 @@
 #include "cpu/cpu_aggregate.h"
 #include "cpu/cpu_profile.h"
 #include "heap/heap_aggregate.h"
-#include "heap_profile/heap_encode.h"
-#include "heap_profile/heap_rows.h"
+#include "heap/heap_encode.h"
+#include "heap/heap_rows.h"
 #include "labels/label_sets.h"
 #include "testing/external_tools.h"
 

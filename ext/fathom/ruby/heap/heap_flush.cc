@@ -18,7 +18,7 @@
 #include "base/clock.h"
 #include "ruby/runtime/boundary.h"
 #include "ruby/runtime/symbols.h"
-#include "heap_profile/heap_encode.h"
+#include "heap/heap_encode.h"
 #include "ruby/io/firefox_parts.h"
 #include "ruby/heap/heap_collector.h"
 #include "ruby/heap/heap_tick.h"
