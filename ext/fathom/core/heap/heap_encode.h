@@ -1,4 +1,7 @@
-// Heap profile encoding: HeapProfileRows (heap_rows.h) to gzipped pprof.
+// Heap profile encoding: HeapProfileRows (heap_rows.h) to gzipped pprof,
+// its sample types and values as the schema says (heap_schema.h), with the
+// comment saying how many sample records stand behind its estimates
+// (SampleCountComment, encode/sample_schema.h).
 #pragma once
 
 #include <string>
@@ -7,15 +10,7 @@
 
 namespace fathom {
 
-// The comment line giving how many sample records stand behind the
-// profile's alloc_* and inuse_* totals.
-std::string SampleCountComment(const HeapProfileRows& rows);
-
 // Encodes to gzipped pprof. Pure computation: safe to run without the GVL.
 std::string EncodeHeapProfile(const HeapProfileRows& rows);
-
-// Sample types counting the records behind each row (unweighted).
-inline constexpr const char* kAllocSamplesType = "alloc_samples";
-inline constexpr const char* kInuseSamplesType = "inuse_samples";
 
 }  // namespace fathom
