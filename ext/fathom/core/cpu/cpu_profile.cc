@@ -9,8 +9,7 @@ const char* CpuModeName(CpuMode mode) { return mode == CpuMode::kWall ? "wall" :
 
 std::string EncodeCpuPprof(const CpuProfileData& data) {
   const char* mode = CpuModeName(data.mode);
-  PprofBuilder b({{"samples", "count"}, {"cpu", "nanoseconds"}, {"wall", "nanoseconds"}}, {mode, "nanoseconds"},
-                 data.interval_ns);
+  PprofBuilder b(SampleTypes<CpuValues>(), {mode, "nanoseconds"}, data.interval_ns);
   b.set_default_sample_type(mode);
   b.set_time(data.start_realtime_ns, data.duration_ns);
   b.add_comment(std::string("fathom.cpu.mode=") + mode + " interval_ns=" + std::to_string(data.interval_ns) +
@@ -19,6 +18,7 @@ std::string EncodeCpuPprof(const CpuProfileData& data) {
 
   PprofLocations locations(b, &data.symbols);
   std::vector<uint64_t> locs;
+  std::vector<int64_t> values;
   for (const CpuProfileData::Row& row : data.rows) {
     locs.clear();
     locations.Append(row.stack, row.truncated, &locs);
@@ -33,8 +33,9 @@ std::string EncodeCpuPprof(const CpuProfileData& data) {
                               Label::String("state", ThreadStateName(row.state))};
     // On a CPU with the GVL released: still "running", told apart by this.
     if (row.state == ThreadState::kNoGvl) labels.push_back(Label::String("gvl", "released"));
-    AddRequestLabels(data.label_sets, row.label_set, row.span_id, &labels);
-    b.add_sample(locs, {row.values.samples, row.values.cpu_ns, row.values.wall_ns}, labels);
+    AppendPprofLabels(row.labels, data.label_sets, &labels);
+    AppendValues(row.values, &values);
+    b.add_sample(locs, values, labels);
   }
   return b.EncodeGzipped();
 }

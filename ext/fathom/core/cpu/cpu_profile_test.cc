@@ -156,13 +156,13 @@ TEST(CpuAggregateTest, BlockedSampleWithCpuIsSplitIntoRunningWithoutGvlAndBlocke
   // counted where most of its time went.
   ASSERT_EQ(AccountedParts(h, CpuMode::kWall, parts), 2);
   EXPECT_EQ(parts[0].state, ThreadState::kNoGvl);
-  EXPECT_EQ(parts[0].cpu_ns, 6);
-  EXPECT_EQ(parts[0].wall_ns, 6);
-  EXPECT_EQ(parts[0].samples, 1);
+  EXPECT_EQ(parts[0].values.cpu_ns, 6);
+  EXPECT_EQ(parts[0].values.wall_ns, 6);
+  EXPECT_EQ(parts[0].values.samples, 1);
   EXPECT_EQ(parts[1].state, ThreadState::kBlocked);
-  EXPECT_EQ(parts[1].cpu_ns, 0);
-  EXPECT_EQ(parts[1].wall_ns, 4);
-  EXPECT_EQ(parts[1].samples, 0);
+  EXPECT_EQ(parts[1].values.cpu_ns, 0);
+  EXPECT_EQ(parts[1].values.wall_ns, 4);
+  EXPECT_EQ(parts[1].values.samples, 0);
   EXPECT_EQ(TimelineState(h, CpuMode::kWall), ThreadState::kNoGvl);
   EXPECT_STREQ(ThreadStateName(ThreadState::kNoGvl), "running");
   // 3 of 10 on a CPU (a thread in C without the GVL beside a CPU hog): pprof
@@ -170,8 +170,8 @@ TEST(CpuAggregateTest, BlockedSampleWithCpuIsSplitIntoRunningWithoutGvlAndBlocke
   // GVL, the graph's height being its CPU delta.
   h.cpu_delta_ns = 3;
   ASSERT_EQ(AccountedParts(h, CpuMode::kWall, parts), 2);
-  EXPECT_EQ(parts[0].samples, 0);
-  EXPECT_EQ(parts[1].samples, 1);
+  EXPECT_EQ(parts[0].values.samples, 0);
+  EXPECT_EQ(parts[1].values.samples, 1);
   EXPECT_EQ(TimelineState(h, CpuMode::kWall), ThreadState::kNoGvl);
   // A sleeper's crumbs (its own wake-ups, our handler) stay blocked in wall mode...
   h.cpu_delta_ns = 0;
@@ -179,14 +179,14 @@ TEST(CpuAggregateTest, BlockedSampleWithCpuIsSplitIntoRunningWithoutGvlAndBlocke
   h.cpu_delta_ns = 30;
   ASSERT_EQ(AccountedParts(h, CpuMode::kWall, parts), 1);
   EXPECT_EQ(parts[0].state, ThreadState::kBlocked);
-  EXPECT_EQ(parts[0].cpu_ns, 30);
+  EXPECT_EQ(parts[0].values.cpu_ns, 30);
   EXPECT_EQ(TimelineState(h, CpuMode::kWall), ThreadState::kBlocked);
   // ...but in CPU mode the timer fired because the thread was on a CPU.
   h.cpu_delta_ns = 10;
   h.wall_delta_ns = 150;
   ASSERT_EQ(AccountedParts(h, CpuMode::kCpu, parts), 2);
   EXPECT_EQ(parts[0].state, ThreadState::kNoGvl);
-  EXPECT_EQ(parts[0].samples, 1);
+  EXPECT_EQ(parts[0].values.samples, 1);
   EXPECT_EQ(TimelineState(h, CpuMode::kCpu), ThreadState::kNoGvl);
   // Running samples are never split.
   h.state = ThreadState::kRunning;
@@ -208,9 +208,9 @@ TEST(CpuAggregateTest, BlockedSampleThatStayedRunnableIsRunningWithoutGvl) {
   AccountedPart parts[2];
   ASSERT_EQ(AccountedParts(h, CpuMode::kWall, parts), 1);
   EXPECT_EQ(parts[0].state, ThreadState::kNoGvl);
-  EXPECT_EQ(parts[0].cpu_ns, 3);
-  EXPECT_EQ(parts[0].wall_ns, 100);
-  EXPECT_EQ(parts[0].samples, 1);
+  EXPECT_EQ(parts[0].values.cpu_ns, 3);
+  EXPECT_EQ(parts[0].values.wall_ns, 100);
+  EXPECT_EQ(parts[0].values.samples, 1);
   EXPECT_EQ(TimelineState(h, CpuMode::kWall), ThreadState::kNoGvl);
   // No CPU at all: nothing says it ran (a thread stopped by a debugger).
   h.cpu_delta_ns = 0;
@@ -221,7 +221,7 @@ TEST(CpuAggregateTest, BlockedSampleThatStayedRunnableIsRunningWithoutGvl) {
   h.stayed_runnable = false;
   ASSERT_EQ(AccountedParts(h, CpuMode::kWall, parts), 1);
   EXPECT_EQ(parts[0].state, ThreadState::kBlocked);
-  EXPECT_EQ(parts[0].cpu_ns, 3);
+  EXPECT_EQ(parts[0].values.cpu_ns, 3);
 }
 
 CpuProfileData SampleData() {

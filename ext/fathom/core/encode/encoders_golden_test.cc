@@ -144,8 +144,8 @@ CpuProfileData CpuData(CpuMode mode) {
     r.values.samples = samples;
     r.values.cpu_ns = cpu;
     r.values.wall_ns = wall;
-    r.label_set = label_set;
-    r.span_id = span;
+    r.labels.label_set = label_set;
+    r.labels.span_id = span;
     return r;
   };
   d.rows = {row({0, 2}, {11, 3}, false, 4242, ThreadState::kRunning, 10, 100000000, 101000000, 0, 0),

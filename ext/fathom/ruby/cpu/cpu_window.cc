@@ -102,8 +102,7 @@ CpuProfileData TakeData(CpuCollector* c) {
     row.thread_id = key.thread_id;
     row.state = key.state;
     row.values = values;
-    row.label_set = key.label_set;
-    row.span_id = key.span_id;
+    row.labels = key.labels;
     d.rows.push_back(std::move(row));
   });
   if (!c->agg.timeline().empty()) {
