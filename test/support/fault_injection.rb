@@ -25,7 +25,7 @@ module FaultInjection
       puts "\#{name}=\#{e.class}"
     end
     def heap_collector(exact: true)
-      Fathom::Native::HeapCollector.new(exact, 100_000, 64, :object_id)
+      Fathom::Native::HeapCollector.new(exact: exact, interval_ns: 100_000, max_depth: 64, liveness: :object_id)
     end
   RUBY
 

@@ -35,9 +35,7 @@ module Fathom
     FORK_MEMORY_BASE = 1 << 30
     FORK_MEMORY_PER_OBJECT = 1024
     FORK_ENV = "FATHOM_RETENTION_FORK"
-    # At least 3: the root category, a "(truncated)" hop and the object
-    # (the encoder refuses less, but only after the whole walk).
-    MAX_DEPTH_RANGE = (3..4096).freeze
+    MAX_DEPTH_RANGE = Options::RETENTION_DEPTH_RANGE
     # explain_sites(top:, per_site:): each picked object is followed by the
     # snapshot; more than this many is not an explanation anymore.
     SITES_RANGE = (1..100_000).freeze

@@ -3,6 +3,8 @@
 // the GC glue (mark, compact, free) and the fork child's reset. Every
 // method body runs through RubyMethod and every GC callback through NoThrow
 // (boundary.h).
+#include <algorithm>
+#include <climits>
 #include <random>
 #include <string>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include "base/clock.h"
 #include "ruby/io/output_stamp_arg.h"
 #include "ruby/runtime/boundary.h"
+#include "ruby/runtime/keywords.h"
 #include "ruby/init.h"
 #include "ruby/runtime/symbols.h"
 #include "ruby/io/firefox_parts.h"
@@ -20,8 +23,6 @@
 
 namespace fathom {
 namespace {
-
-constexpr int kMaxDepthLimit = 4096;
 
 // ---------------------------------------------------------------- GC glue
 
@@ -96,22 +97,20 @@ VALUE CollectorAlloc(VALUE klass) {
   return RubyMethod([klass] { return TypedData_Wrap_Struct(klass, &kHeapCollectorType, new HeapCollector()); });
 }
 
-VALUE CollectorInitialize(VALUE self, VALUE exact, VALUE interval_ns, VALUE max_depth, VALUE liveness) {
+// initialize(exact:, interval_ns:, max_depth:, liveness:), as
+// Fathom::HeapProfiler validated them (runtime/keywords.h): liveness
+// :object_id or :weakmap (liveness_tokens.h).
+VALUE CollectorInitialize(int argc, VALUE* argv, VALUE self) {
   HeapCollector* c = Unwrap(self);
   return RubyMethod([&] {
     if (c->max_depth != 0) ThrowFathomError("fathom: collector is already initialized");
-    if (!RB_INTEGER_TYPE_P(interval_ns)) ThrowTypeError("fathom: interval must be an Integer of nanoseconds");
-    if (!RB_INTEGER_TYPE_P(max_depth)) ThrowTypeError("fathom: max_depth must be an Integer");
-    long long interval = NUM2LL(interval_ns);
-    int depth = NUM2INT(max_depth);
-    if (interval < 10000) ThrowArgumentError("fathom: interval must be at least 10us, got %lldns", interval);
-    if (depth < 1 || depth > kMaxDepthLimit)
-      ThrowArgumentError("fathom: max_depth must be between 1 and %d, got %d", kMaxDepthLimit, depth);
-    c->exact = RTEST(exact);
-    c->interval_ns = static_cast<uint64_t>(interval);
-    c->max_depth = depth;
+    Keywords options(argc, argv, {"exact", "interval_ns", "max_depth", "liveness"}, "Fathom::Native::HeapCollector.new");
+    TokenKind liveness = LivenessTokens::ParseKind(options.Get("liveness"));
+    c->exact = options.Boolean("exact");
+    c->interval_ns = static_cast<uint64_t>(options.Integer("interval_ns", 1));
+    c->max_depth = static_cast<int>(std::min<int64_t>(options.Integer("max_depth", 1), INT_MAX - 1));
     c->store.set_exact(c->exact);
-    c->tokens = LivenessTokens(LivenessTokens::ParseKind(liveness));
+    c->tokens = LivenessTokens(liveness);
     return self;
   });
 }
@@ -421,7 +420,7 @@ void InitHeapCollector(VALUE mNative) {
   VALUE klass = rb_define_class_under(mNative, "HeapCollector", rb_cObject);
   rb_gc_register_mark_object(klass);
   rb_define_alloc_func(klass, CollectorAlloc);
-  rb_define_method(klass, "initialize", RUBY_METHOD_FUNC(CollectorInitialize), 4);
+  rb_define_method(klass, "initialize", RUBY_METHOD_FUNC(CollectorInitialize), -1);
   rb_define_method(klass, "start", RUBY_METHOD_FUNC(CollectorStart), 0);
   rb_define_method(klass, "stop", RUBY_METHOD_FUNC(CollectorStop), 0);
   rb_define_method(klass, "running?", RUBY_METHOD_FUNC(CollectorRunningP), 0);

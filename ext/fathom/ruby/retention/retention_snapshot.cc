@@ -6,6 +6,7 @@
 #include <ruby.h>
 
 #include <algorithm>
+#include <climits>
 #include <string>
 #include <vector>
 
@@ -233,6 +234,8 @@ VALUE SnapshotAlloc(VALUE klass) {
 
 // new(max_depth, string_contents = false): string_contents names String
 // hash keys by their bytes instead of their shape (edge_names.cc KeyLabel).
+// max_depth as Fathom::Retention validated it (its MAX_DEPTH_RANGE); the
+// encoder refuses what it cannot cut (retention_profile.h).
 VALUE SnapshotInitialize(int argc, VALUE* argv, VALUE self) {
   Snapshot* s = Get(self);
   return RubyMethod([&] {
@@ -243,7 +246,7 @@ VALUE SnapshotInitialize(int argc, VALUE* argv, VALUE self) {
     s->string_contents = contents == Qtrue;
     if (!RB_INTEGER_TYPE_P(max_depth) || !RB_FIXNUM_P(max_depth)) ThrowTypeError("fathom: max_depth must be an Integer");
     long depth = FIX2LONG(max_depth);
-    if (depth < 2 || depth > 4096) ThrowArgumentError("fathom: max_depth must be between 2 and 4096, got %ld", depth);
+    if (depth < 1 || depth > INT_MAX) ThrowArgumentError("fathom: max_depth must be a positive int, got %ld", depth);
     s->max_depth = static_cast<int>(depth);
     return self;
   });
