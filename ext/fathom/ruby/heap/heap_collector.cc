@@ -49,7 +49,7 @@ void CollectorMark(void* ptr) {
 void CollectorCompact(void* ptr) {
   NoThrow("heap collector compact", [ptr] {
     HeapCollector* c = static_cast<HeapCollector*>(ptr);
-    c->label_cache_gc_count = SIZE_MAX;  // classes and threads may have moved
+    c->commit.label_cache_gc_count = SIZE_MAX;  // classes and threads may have moved
     if (c->busy_thread != Qnil) c->busy_thread = rb_gc_location(c->busy_thread);
     auto location = [](uint64_t h) { return static_cast<uint64_t>(rb_gc_location(static_cast<VALUE>(h))); };
     c->store.stacks().RemapFrameHandles(location);
@@ -134,11 +134,11 @@ VALUE CollectorStart(VALUE self) {
     if (g_active) ThrowFathomError("fathom: another heap profiler is already running in this process");
     if (c->max_depth == 0) ThrowFathomError("fathom: collector was not initialized");
 
-    c->frames.assign(static_cast<size_t>(c->max_depth) + 1, Qnil);
-    c->lines.assign(static_cast<size_t>(c->max_depth) + 1, 0);
-    c->handles.assign(static_cast<size_t>(c->max_depth) + 1, 0);
-    c->burst.clear();
-    c->burst.reserve(kBurstCandidates);
+    c->hooks.frames.assign(static_cast<size_t>(c->max_depth) + 1, Qnil);
+    c->hooks.lines.assign(static_cast<size_t>(c->max_depth) + 1, 0);
+    c->hooks.handles.assign(static_cast<size_t>(c->max_depth) + 1, 0);
+    c->hooks.burst.clear();
+    c->hooks.burst.reserve(kBurstCandidates);
     if (c->store.live_count() == 0) {
       ResetWindow(c);
       if (!c->exact) NoteStartSlots(&c->census);
@@ -160,7 +160,7 @@ VALUE CollectorStart(VALUE self) {
       AddNewobjHook();
     } else {
       ReleaseFreeobjOwnership();
-      c->last_total_allocated = TotalAllocatedObjects();
+      c->hooks.last_total_allocated = TotalAllocatedObjects();
       std::string error;
       bool started = false;
       try {
@@ -313,18 +313,18 @@ VALUE CollectorAfterForkChild(VALUE self) {
     // Threads other than the forking one are gone: so is any flush in
     // progress, and the parent's samples describe the parent.
     c->flushing = false;
-    c->committing = false;
+    c->commit.committing = false;
     c->busy_depth = 0;
     c->busy_thread = Qnil;
     c->store.Clear();
-    c->burst.clear();  // its indices were the parent's records
+    c->hooks.burst.clear();  // its indices were the parent's records
     c->tokens.Reset();
     c->liveness_lost = false;
     SeedRng(c);
     ResetWindow(c);
     if (c->running && !c->exact) {
       NoteStartSlots(&c->census);  // the child's window starts now, in the parent's heap
-      c->last_total_allocated = TotalAllocatedObjects();
+      c->hooks.last_total_allocated = TotalAllocatedObjects();
       HeapTick::hook_armed.store(false);
       RemoveNewobjHook();
       HeapTick::AfterForkChild();
@@ -373,15 +373,15 @@ VALUE CollectorStats(VALUE self) {
     VALUE h = rb_hash_new();
     auto set = [&](const char* key, unsigned long long v) { rb_hash_aset(h, ID2SYM(rb_intern(key)), ULL2NUM(v)); };
     HeapTick::Stats t = HeapTick::stats();
-    set("samples_taken", c->samples_taken);
-    set("commits", c->commits);
-    set("untracked_samples", c->untracked);
-    set("samples_thinned", c->thinned);
-    set("thin_threshold", static_cast<unsigned long long>(c->thinning.threshold()));
+    set("samples_taken", c->hooks.samples_taken);
+    set("commits", c->commit.commits);
+    set("untracked_samples", c->commit.untracked);
+    set("samples_thinned", c->commit.thinned);
+    set("thin_threshold", static_cast<unsigned long long>(c->commit.thinning.threshold()));
     set("records", c->store.live_count());
     set("stacks", c->store.stacks().stack_count());
     set("frames", c->store.stacks().frame_count());
-    set("flushes", c->flushes);
+    set("flushes", c->window.flushes);
     set("timer_ticks", t.ticks);
     set("timer_signals", t.signals_sent);
     set("timer_misses", t.handler_misses);
@@ -391,7 +391,7 @@ VALUE CollectorStats(VALUE self) {
     set("timer_triggers", t.jobs_registered);
     set("timer_armed_skips", t.armed_skips);
     set("timer_idle_ticks", t.idle_ticks);
-    set("bursts", c->bursts);
+    set("bursts", c->hooks.bursts);
     set("census_refreshes", c->census.refreshes);
     if (!c->exact) set("window_lost_ticks", WindowTicks(*c).lost());
     rb_hash_aset(h, ID2SYM(rb_intern("timer_mechanism")), rb_str_new_cstr(HeapTick::mechanism()));
