@@ -41,7 +41,6 @@ extern "C" __attribute__((visibility("default"))) void Init_fathom_ext(void) {
   fathom::InitRetentionSnapshot(mNative);
   fathom::InitNewFile(mNative);
   fathom::InitMallocTrim(mNative);
-  fathom::InitNativeFramesDebug(mNative);
   fathom::InitThreadLabels(mNative);
 #ifdef FATHOM_DUMP_READER  // extconf.rb: only with simdjson
   fathom::InitDumpAnalysis(mNative);
