@@ -15,7 +15,7 @@ module Fathom
 
     # Limits shared by the profilers, the CLI, autorun and the Rack
     # endpoints, each written here only: the native collectors take the
-    # values checked here, by keyword (ext/fathom/ruby/runtime/keywords.h).
+    # values checked here, by keyword (ext/fathom/ruby/keywords.h).
     # Below 10us each tick (a signal, a postponed job, a hook install) costs
     # more than the interval; an hour is a typo guard (and keeps the
     # nanoseconds far inside the native int64).

@@ -1,4 +1,4 @@
-#include "ruby/runtime/keywords.h"
+#include "ruby/keywords.h"
 
 #include <cstring>
 

@@ -25,7 +25,7 @@
 #include "ruby/init.h"
 #include "ruby/io/firefox_parts.h"
 #include "ruby/runtime/boundary.h"
-#include "ruby/runtime/keywords.h"
+#include "ruby/keywords.h"
 #include "ruby/runtime/postponed_job.h"
 
 namespace fathom {
@@ -138,7 +138,7 @@ VALUE CollectorAlloc(VALUE klass) {
 }
 
 // initialize(mode:, interval_ns:, max_depth:, timeline:, native:), as
-// Fathom::CpuProfiler validated them (runtime/keywords.h): mode :cpu or
+// Fathom::CpuProfiler validated them (ruby/keywords.h): mode :cpu or
 // :wall; timeline: keep every sample in order (for the Firefox Profiler
 // format); native: each sample also holds its C frames (core/native/).
 VALUE CollectorInitialize(int argc, VALUE* argv, VALUE self) {

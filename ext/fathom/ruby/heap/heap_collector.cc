@@ -14,7 +14,7 @@
 #include "base/clock.h"
 #include "ruby/io/output_stamp_arg.h"
 #include "ruby/runtime/boundary.h"
-#include "ruby/runtime/keywords.h"
+#include "ruby/keywords.h"
 #include "ruby/init.h"
 #include "ruby/runtime/symbols.h"
 #include "ruby/io/firefox_parts.h"
@@ -98,7 +98,7 @@ VALUE CollectorAlloc(VALUE klass) {
 }
 
 // initialize(exact:, interval_ns:, max_depth:, liveness:), as
-// Fathom::HeapProfiler validated them (runtime/keywords.h): liveness
+// Fathom::HeapProfiler validated them (ruby/keywords.h): liveness
 // :object_id or :weakmap (liveness_tokens.h).
 VALUE CollectorInitialize(int argc, VALUE* argv, VALUE self) {
   HeapCollector* c = Unwrap(self);
