@@ -26,6 +26,7 @@
 #include "ruby/io/firefox_parts.h"
 #include "ruby/runtime/boundary.h"
 #include "ruby/keywords.h"
+#include "ruby/native_class.h"
 #include "ruby/runtime/postponed_job.h"
 
 namespace fathom {
@@ -118,23 +119,14 @@ size_t CollectorSize(const void* ptr) {
   return sizeof(*c) + ring + c->agg.size() * 48 + c->agg.stacks().stack_count() * 64;
 }
 
-const rb_data_type_t kCpuCollectorType = {
-    "Fathom::Native::CpuCollector",
-    {CollectorMark, CollectorFree, CollectorSize, CollectorCompact, {nullptr}},
-    nullptr,
-    nullptr,
-    RUBY_TYPED_FREE_IMMEDIATELY,
-};
+const rb_data_type_t kCpuCollectorType =
+    DataType("Fathom::Native::CpuCollector", CollectorMark, CollectorFree, CollectorSize, CollectorCompact);
 
-CpuCollector* Unwrap(VALUE self) { return static_cast<CpuCollector*>(rb_check_typeddata(self, &kCpuCollectorType)); }
+CpuCollector* Unwrap(VALUE self) { return fathom::Unwrap<CpuCollector>(self, kCpuCollectorType); }
 
 CpuCollector* Initialized(CpuCollector* c) {
   if (!c->ring) ThrowFathomError("fathom: CPU collector was not initialized");
   return c;
-}
-
-VALUE CollectorAlloc(VALUE klass) {
-  return RubyMethod([klass] { return TypedData_Wrap_Struct(klass, &kCpuCollectorType, new CpuCollector()); });
 }
 
 // initialize(mode:, interval_ns:, max_depth:, timeline:, native:), as
@@ -309,19 +301,15 @@ void InitCpuCollector(VALUE mNative) {
   cpu::InitWindow();
   rb_gc_register_address(&g_active_self);
 
-  rb_define_module_function(mNative, "internal_thread", RUBY_METHOD_FUNC(NativeInternalThread), 1);
+  DefineModuleFunctions(mNative, {{"internal_thread", Method(NativeInternalThread)}});
   VALUE klass = rb_define_class_under(mNative, "CpuCollector", rb_cObject);
   rb_gc_register_mark_object(klass);
-  rb_define_alloc_func(klass, CollectorAlloc);
-  rb_define_method(klass, "initialize", RUBY_METHOD_FUNC(CollectorInitialize), -1);
-  rb_define_method(klass, "start", RUBY_METHOD_FUNC(CollectorStart), 0);
-  rb_define_method(klass, "stop", RUBY_METHOD_FUNC(CollectorStop), 0);
-  rb_define_method(klass, "running?", RUBY_METHOD_FUNC(CollectorRunningP), 0);
-  rb_define_method(klass, "drain", RUBY_METHOD_FUNC(CollectorDrain), 0);
-  rb_define_method(klass, "flush", RUBY_METHOD_FUNC(CollectorFlush), 3);
-  rb_define_method(klass, "after_fork_child", RUBY_METHOD_FUNC(CollectorAfterForkChild), 0);
-  rb_define_method(klass, "stats", RUBY_METHOD_FUNC(CollectorStats), 0);
-  rb_define_method(klass, "flush_into", RUBY_METHOD_FUNC(CollectorFlushInto), 1);
+  rb_define_alloc_func(klass, Allocate<CpuCollector, &kCpuCollectorType>);
+  DefineMethods(klass, {{"initialize", Method(CollectorInitialize)}, {"start", Method(CollectorStart)},
+                        {"stop", Method(CollectorStop)}, {"running?", Method(CollectorRunningP)},
+                        {"drain", Method(CollectorDrain)}, {"flush", Method(CollectorFlush)},
+                        {"after_fork_child", Method(CollectorAfterForkChild)}, {"stats", Method(CollectorStats)},
+                        {"flush_into", Method(CollectorFlushInto)}});
 }
 
 }  // namespace fathom

@@ -15,6 +15,7 @@
 #include "ruby/io/output_stamp_arg.h"
 #include "ruby/runtime/boundary.h"
 #include "ruby/keywords.h"
+#include "ruby/native_class.h"
 #include "ruby/init.h"
 #include "ruby/runtime/symbols.h"
 #include "ruby/io/firefox_parts.h"
@@ -79,23 +80,14 @@ size_t CollectorSize(const void* ptr) {
   return sizeof(*c) + c->store.capacity() * sizeof(SampleRecord) + c->store.stacks().stack_count() * 64;
 }
 
-const rb_data_type_t kHeapCollectorType = {
-    "Fathom::Native::HeapCollector",
-    {CollectorMark, CollectorFree, CollectorSize, CollectorCompact, {nullptr}},
-    nullptr,
-    nullptr,
-    RUBY_TYPED_FREE_IMMEDIATELY,
-};
+const rb_data_type_t kHeapCollectorType =
+    DataType("Fathom::Native::HeapCollector", CollectorMark, CollectorFree, CollectorSize, CollectorCompact);
 
 // Raises TypeError (a longjmp) for a wrong receiver: call it before any C++
 // object is alive in the method body.
-HeapCollector* Unwrap(VALUE self) { return static_cast<HeapCollector*>(rb_check_typeddata(self, &kHeapCollectorType)); }
+HeapCollector* Unwrap(VALUE self) { return fathom::Unwrap<HeapCollector>(self, kHeapCollectorType); }
 
 // ---------------------------------------------------------------- lifecycle
-
-VALUE CollectorAlloc(VALUE klass) {
-  return RubyMethod([klass] { return TypedData_Wrap_Struct(klass, &kHeapCollectorType, new HeapCollector()); });
-}
 
 // initialize(exact:, interval_ns:, max_depth:, liveness:), as
 // Fathom::HeapProfiler validated them (ruby/keywords.h): liveness
@@ -419,21 +411,16 @@ void InitHeapCollector(VALUE mNative) {
   // Objects cached in C statics must be pinned: GC.compact would move them.
   VALUE klass = rb_define_class_under(mNative, "HeapCollector", rb_cObject);
   rb_gc_register_mark_object(klass);
-  rb_define_alloc_func(klass, CollectorAlloc);
-  rb_define_method(klass, "initialize", RUBY_METHOD_FUNC(CollectorInitialize), -1);
-  rb_define_method(klass, "start", RUBY_METHOD_FUNC(CollectorStart), 0);
-  rb_define_method(klass, "stop", RUBY_METHOD_FUNC(CollectorStop), 0);
-  rb_define_method(klass, "running?", RUBY_METHOD_FUNC(CollectorRunningP), 0);
-  rb_define_method(klass, "release_liveness_hook", RUBY_METHOD_FUNC(CollectorReleaseLivenessHook), 0);
-  rb_define_method(klass, "flush", RUBY_METHOD_FUNC(CollectorFlush), 2);
-  rb_define_method(klass, "flush_into", RUBY_METHOD_FUNC(CollectorFlushInto), 2);
-  rb_define_method(klass, "keep_alloc_events=", RUBY_METHOD_FUNC(CollectorSetKeepAllocEvents), 1);
-  rb_define_method(klass, "after_fork_child", RUBY_METHOD_FUNC(CollectorAfterForkChild), 0);
-  rb_define_method(klass, "stats", RUBY_METHOD_FUNC(CollectorStats), 0);
-  rb_define_method(klass, "census=", RUBY_METHOD_FUNC(CollectorSetCensus), 1);
-  rb_define_method(klass, "census_slice_ns=", RUBY_METHOD_FUNC(CollectorSetCensusSliceNs), 1);
-  rb_define_method(klass, "census_max_wall_ns=", RUBY_METHOD_FUNC(CollectorSetCensusMaxWallNs), 1);
-  rb_define_method(klass, "live_objects", RUBY_METHOD_FUNC(CollectorLiveObjects), 1);
+  rb_define_alloc_func(klass, Allocate<HeapCollector, &kHeapCollectorType>);
+  DefineMethods(klass, {{"initialize", Method(CollectorInitialize)}, {"start", Method(CollectorStart)},
+                        {"stop", Method(CollectorStop)}, {"running?", Method(CollectorRunningP)},
+                        {"release_liveness_hook", Method(CollectorReleaseLivenessHook)},
+                        {"flush", Method(CollectorFlush)}, {"flush_into", Method(CollectorFlushInto)},
+                        {"keep_alloc_events=", Method(CollectorSetKeepAllocEvents)},
+                        {"after_fork_child", Method(CollectorAfterForkChild)}, {"stats", Method(CollectorStats)},
+                        {"census=", Method(CollectorSetCensus)}, {"census_slice_ns=", Method(CollectorSetCensusSliceNs)},
+                        {"census_max_wall_ns=", Method(CollectorSetCensusMaxWallNs)},
+                        {"live_objects", Method(CollectorLiveObjects)}});
 }
 
 }  // namespace fathom

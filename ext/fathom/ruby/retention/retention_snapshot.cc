@@ -14,6 +14,7 @@
 #include "ruby/io/output_stamp_arg.h"
 #include "ruby/runtime/boundary.h"
 #include "ruby/init.h"
+#include "ruby/native_class.h"
 #include "retention/dominators.h"
 #include "retention/retention_profile.h"
 #include "ruby/retention/retention_snapshot.h"
@@ -55,17 +56,11 @@ size_t SnapshotSize(const void* ptr) {
   return sizeof(*s) + s->graph.MemoryBytes() + s->idom.capacity() * 4 + s->retained.capacity() * 8;
 }
 
-const rb_data_type_t kSnapshotType = {
-    "Fathom::Native::RetentionSnapshot",
-    {SnapshotMark, SnapshotFree, SnapshotSize, nullptr, {nullptr}},
-    nullptr,
-    nullptr,
-    RUBY_TYPED_FREE_IMMEDIATELY,
-};
+const rb_data_type_t kSnapshotType = DataType("Fathom::Native::RetentionSnapshot", SnapshotMark, SnapshotFree, SnapshotSize);
 
 // Raises TypeError (a longjmp) for a wrong receiver: call it before any
 // C++ object is alive in the method.
-Snapshot* Get(VALUE self) { return static_cast<Snapshot*>(rb_check_typeddata(self, &kSnapshotType)); }
+Snapshot* Get(VALUE self) { return Unwrap<Snapshot>(self, kSnapshotType); }
 
 // ---------------------------------------------------------------- phases
 
@@ -450,11 +445,9 @@ void InitRetentionSnapshot(VALUE mNative) {
   VALUE klass = rb_define_class_under(mNative, "RetentionSnapshot", rb_cObject);
   rb_gc_register_mark_object(klass);
   rb_define_alloc_func(klass, retention::SnapshotAlloc);
-  rb_define_method(klass, "initialize", RUBY_METHOD_FUNC(retention::SnapshotInitialize), -1);
-  rb_define_method(klass, "take", RUBY_METHOD_FUNC(retention::SnapshotTake), -1);
-  rb_define_method(klass, "take_forked", RUBY_METHOD_FUNC(retention::SnapshotTakeForked), -1);
-  rb_define_method(klass, "flush", RUBY_METHOD_FUNC(retention::SnapshotFlush), 1);
-  rb_define_method(klass, "stats", RUBY_METHOD_FUNC(retention::SnapshotStats), 0);
+  DefineMethods(klass, {{"initialize", Method(retention::SnapshotInitialize)}, {"take", Method(retention::SnapshotTake)},
+                        {"take_forked", Method(retention::SnapshotTakeForked)}, {"flush", Method(retention::SnapshotFlush)},
+                        {"stats", Method(retention::SnapshotStats)}});
 }
 
 }  // namespace fathom
