@@ -18,7 +18,7 @@ module NativeFrames
 
   def load_path
     sources = Dir[File.join(SOURCE, "*.cc")] +
-              Dir[File.join(EXT, "{core/native,core/native_symbols,core/stacks,core/base,ruby/runtime}", "*.{cc,h}")]
+              Dir[File.join(EXT, "{core/native,core/native_symbols,core/stacks,core/base,ruby,ruby/runtime}", "*.{cc,h}")]
     env = ENV["FATHOM_ASAN"] == "1" ? { "FATHOM_SANITIZE" => "1" } : {}
     TestExtension.extension("fathom_native_frames", SOURCE, sources, env)
   end

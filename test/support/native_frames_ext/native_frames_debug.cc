@@ -45,6 +45,7 @@
 #include <string>
 #include <vector>
 
+#include "ruby/native_class.h"
 #include "ruby/runtime/boundary.h"
 #include "ruby/runtime/symbols.h"
 #include "native/native_capture.h"
@@ -318,10 +319,8 @@ extern "C" __attribute__((visibility("default"))) void Init_fathom_native_frames
                                                                    : rb_define_class_under(mFathom, "Error", rb_eStandardError);
   rb_gc_register_address(&eFathomError);
   VALUE m = rb_define_module_under(rb_define_module("FathomTest"), "NativeFrames");
-  rb_define_module_function(m, "unwinder", RUBY_METHOD_FUNC(DebugNativeUnwinder), 0);
-  rb_define_module_function(m, "frame_pointer_depth", RUBY_METHOD_FUNC(DebugFramePointerDepth), 0);
-  rb_define_module_function(m, "symbolize", RUBY_METHOD_FUNC(DebugSymbolize), 1);
-  rb_define_module_function(m, "native_stack", RUBY_METHOD_FUNC(DebugNativeStack), 0);
-  rb_define_module_function(m, "capture_cost", RUBY_METHOD_FUNC(DebugCaptureCost), 1);
-  rb_define_module_function(m, "sample_native", RUBY_METHOD_FUNC(DebugSampleNative), 1);
+  DefineModuleFunctions(m, {{"unwinder", Method(DebugNativeUnwinder)},
+                            {"frame_pointer_depth", Method(DebugFramePointerDepth)},
+                            {"symbolize", Method(DebugSymbolize)}, {"native_stack", Method(DebugNativeStack)},
+                            {"capture_cost", Method(DebugCaptureCost)}, {"sample_native", Method(DebugSampleNative)}});
 }

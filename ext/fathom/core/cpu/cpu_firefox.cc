@@ -36,7 +36,6 @@ std::map<int32_t, firefox::Thread*> AddCpuTracks(firefox::Profile& profile, cons
   schema.tooltip_label = "{marker.name} ({marker.data.samples} samples)";
   schema.table_label = "{marker.name}: {marker.data.state}";
   schema.chart_label = "{marker.name}";
-  schema.display = {"marker-chart", "marker-table", "timeline-overview"};
   schema.fields = {{"state", "State", "string", true}, {"samples", "Samples", "integer", false}};
   schema.description =
       "A run of consecutive samples of this thread in one state, covering the time those samples stand for (from "

@@ -28,9 +28,8 @@
 namespace fathom {
 
 struct CpuValues {
-  int64_t samples = 0;
-  int64_t cpu_ns = 0;
-  int64_t wall_ns = 0;
+  // Samples taken, and the thread's CPU and wall time they stand for.
+  int64_t samples = 0, cpu_ns = 0, wall_ns = 0;
 
   static constexpr SampleField<CpuValues> kSchema[] = {
       {"samples", "count", &CpuValues::samples},

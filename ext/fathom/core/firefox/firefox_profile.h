@@ -111,7 +111,8 @@ struct MarkerSchema {
   std::string tooltip_label;
   std::string table_label;
   std::string chart_label;
-  std::vector<std::string> display;
+  // Where the markers show; by default, where Fathom's all do.
+  std::vector<std::string> display = {"marker-chart", "marker-table", "timeline-overview"};
   std::vector<MarkerField> fields;
   std::string description;  // optional text shown with every such marker
 };

@@ -23,12 +23,12 @@
 namespace fathom {
 
 struct HeapValues {
-  int64_t alloc_objects = 0;
-  int64_t alloc_space = 0;
-  int64_t inuse_objects = 0;
-  int64_t inuse_space = 0;
-  int64_t alloc_samples = 0;
-  int64_t inuse_samples = 0;
+  // Weighted estimates (exact in exact mode): the objects and bytes
+  // allocated in the window, and those alive at the flush.
+  int64_t alloc_objects = 0, alloc_space = 0;
+  int64_t inuse_objects = 0, inuse_space = 0;
+  // Unweighted: the sample records behind alloc_* and behind inuse_*.
+  int64_t alloc_samples = 0, inuse_samples = 0;
 
   static constexpr SampleField<HeapValues> kSchema[] = {
       {"alloc_objects", "count", &HeapValues::alloc_objects},

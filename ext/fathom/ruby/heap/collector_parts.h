@@ -20,10 +20,6 @@ namespace fathom {
 
 // allocation_hooks.cc: what the NEWOBJ hook and the arm job keep.
 struct HookState {
-  // Capture buffers, sized at start so the hook never allocates them.
-  std::vector<VALUE> frames;
-  std::vector<int> lines;
-  std::vector<uint64_t> handles;
   // Sampled mode: the allocation count at the previous sample (a sample
   // weighs the allocations since), the allocations still to skip before
   // the next candidate, and the records of the burst in progress
@@ -31,6 +27,10 @@ struct HookState {
   size_t last_total_allocated = 0;
   uint32_t skip_countdown = 0;
   std::vector<uint32_t> burst;
+  // Capture buffers, sized at start so the hook never allocates them.
+  std::vector<VALUE> frames;
+  std::vector<int> lines;
+  std::vector<uint64_t> handles;
   uint64_t samples_taken = 0;
   uint64_t bursts = 0;  // since initialize
 };
