@@ -55,7 +55,7 @@ class ProfileFoldersTest < Minitest::Test
     tests ? files : files.reject { |f| f.end_with?("_test.cc") }
   end
 
-  # "core/cpu/x.cc:3 includes heap/y.h (heap)" for each include of a
+  # "<file>:3 includes heap/<header> (heap)" for each include of a
   # profile not in `allowed`.
   def offences(files, allowed)
     SourceCode.includes(files).filter_map do |file, line, path|
