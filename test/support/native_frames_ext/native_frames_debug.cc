@@ -30,9 +30,11 @@
 //
 // It compiles its own copy of the sources it uses (extconf.rb), the
 // binding's doors (ruby/runtime/boundary.h) among them.
+#include <ruby.h>
+#include <ruby/debug.h>
+
 #include <dlfcn.h>
 #include <errno.h>
-#include <ruby/debug.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
