@@ -21,15 +21,31 @@ Gem::Specification.new do |spec|
     gem); it provides the Fathom module, `require "fathom"` and the `fathom`
     command.
   DESC
-  spec.authors = ["Fathom developers"]
+  spec.authors = ["The Fathom developers"]
   spec.license = "MIT"
+  spec.homepage = Fathom::REPOSITORY
+  # No homepage_uri: the homepage is the source, and RubyGems 3.5+ warns
+  # at `gem build` when two URIs of the metadata are the same.
+  spec.metadata = {
+    "source_code_uri" => Fathom::REPOSITORY,
+    "changelog_uri" => "#{Fathom::REPOSITORY}/blob/main/CHANGELOG.md",
+    "bug_tracker_uri" => "#{Fathom::REPOSITORY}/issues",
+    "documentation_uri" => "#{Fathom::REPOSITORY}/tree/main/docs",
+  }
   spec.required_ruby_version = ">= 3.1"
-  spec.files = Dir["lib/**/*.rb", "ext/fathom/**/*.{cc,h,rb}", "exe/*", "README.md", "IMPLEMENTATION.md",
-                   "CONTRIBUTING.md", "docs/**/*.md", "LICENSE"]
+  # What a user needs: the code, the extension's sources (the build of the
+  # source gem; rake gem:native swaps them for built .so files), and the
+  # user docs. Contributor docs (CONTRIBUTING.md, IMPLEMENTATION.md,
+  # docs/internals/), tests, benchmarks, scripts and examples stay in the
+  # repository; the shipped docs cite them by its URL
+  # (test/unit/gem_docs_test.rb checks that).
+  spec.files = Dir["lib/**/*.rb", "exe/*", "README.md", "CHANGELOG.md", "LICENSE", "docs/*.md",
+                   "ext/fathom/*.rb", "ext/fathom/{core,ruby}/**/*.{cc,h}", "ext/fathom/vendor/simdjson/*"]
     .reject { |f| f.end_with?("_test.cc") || f.start_with?("ext/fathom/core/testing/") }
   spec.bindir = "exe"
   spec.executables = ["fathom"]
   spec.require_paths = ["lib"]
   spec.extensions = ["ext/fathom/extconf.rb"]
-  # No runtime dependencies: the extension links zlib, which Ruby itself links.
+  # No runtime dependencies: the extension links zlib, which Ruby itself
+  # links, and compiles the vendored simdjson.
 end

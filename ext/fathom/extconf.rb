@@ -23,13 +23,14 @@ abort "fathom needs a C++17 compiler (g++ >= 8 or clang++ >= 7)" unless find_exe
 
 have_library("z", "deflateInit2_", "zlib.h") or abort "fathom needs zlib (apt-get install zlib1g-dev)"
 have_library("pthread")
-# The heap-dump reader (core/dump/) parses JSON lines with simdjson (a C++
-# library: only linked here, its header is used by the C++ sources).
-# Optional: without it the gem still builds and every profiler works; only
-# `fathom analyze` / Fathom.analyze_dump refuse, saying what to install.
-with_dump_reader = ENV["FATHOM_DUMP_READER"] != "0" && (pkg_config("simdjson") || have_library("simdjson"))
+# The heap-dump reader (core/dump/) parses JSON lines with simdjson, vendored
+# (vendor/simdjson/README.md says why and from where): every build has
+# `fathom analyze`, and the precompiled gem needs no libsimdjson.so.N.
+# FATHOM_DUMP_READER=0 builds without the reader and the forked dump writer
+# (Fathom.analyze_dump and Fathom.heap_dump then refuse, saying so).
+with_dump_reader = ENV["FATHOM_DUMP_READER"] != "0"
 unless with_dump_reader
-  message "simdjson not found: building without the heap-dump reader (apt-get install libsimdjson-dev for fathom analyze)\n"
+  message "FATHOM_DUMP_READER=0: building without the heap-dump reader and writer (fathom analyze, fathom dump)\n"
 end
 
 # Ruby APIs that are only optionally present. Each has a fallback in the
@@ -52,6 +53,11 @@ have_func("rb_objspace_each_objects")               # the live census (ruby/heap
 have_func("rb_objspace_internal_object_p")
 have_func("rb_objspace_reachable_objects_from")      # the retention snapshot's heap walk
 have_func("rb_objspace_reachable_objects_from_root")
+# The object-id flag that object_id liveness tokens read (LivenessTokens::
+# LookupAt). Ruby 4.0 keeps an object's id in its shape instead and its
+# public header no longer has the flag (docs/internals/versions.md, "Ruby
+# 4.0"): without it that mode is refused, and the extension still builds.
+have_const("RUBY_FL_SEEN_OBJ_ID", "ruby.h")
 # glibc: gives freed arena memory back after a retention snapshot (Rack endpoint).
 have_func("malloc_trim", "malloc.h")
 
@@ -64,9 +70,15 @@ dirs -= ["core/dump"] unless with_dump_reader
 dirs += ["ruby"] + concerns.("ruby").sort
 dirs -= ["ruby/dump"] unless with_dump_reader
 $defs << "-DFATHOM_DUMP_READER" if with_dump_reader
+# The vendored simdjson (vendor/simdjson/) is one more object, with
+# dump_reader.cc the only file that includes its header.
+if with_dump_reader
+  dirs << "vendor/simdjson"
+  $INCFLAGS << " -I$(srcdir)/vendor/simdjson"
+end
 # mkmf compiles every object into one build directory under its basename,
 # and $(VPATH) finds a source by its basename: names must be unique.
-$srcs = dirs.flat_map { |d| Dir[File.join(src, d, "*.cc")].reject { |f| f.end_with?("_test.cc") }.map { |f| File.basename(f) } }.sort
+$srcs = dirs.flat_map { |d| Dir[File.join(src, d, "*.{cc,cpp}")].reject { |f| f.end_with?("_test.cc") }.map { |f| File.basename(f) } }
 dupes = $srcs.group_by(&:itself).select { |_, v| v.size > 1 }.keys
 abort "source file names must be unique across core/ and ruby/: #{dupes.join(', ')}" unless dupes.empty?
 ruby_include_dirs = [RbConfig::CONFIG["rubyhdrdir"], RbConfig::CONFIG["rubyarchhdrdir"]].compact
@@ -76,6 +88,13 @@ abort "binding headers hidden by Ruby's own headers of the same path (rename the
 $VPATH.concat(dirs.map { |d| "$(srcdir)/#{d}" })
 $INCFLAGS << " -I$(srcdir)/core -I$(srcdir)"
 
+# Three kinds of build (docs/internals/versions.md, "Building the extension"):
+#   gem install (the default)  -O2, no debug info: what a user's install
+#                              compiles, in as little time as it can
+#   FATHOM_DEBUG_INFO=1        -O2 -g: rake compile, for gdb, perf and valgrind
+#   FATHOM_SANITIZE=1          -O1 -g with ASan and UBSan (rake compile:asan)
+# and FATHOM_PORTABLE=1 on top of the first: the precompiled gem's build
+# (rake gem:native), which must load on other Linux distributions.
 $CXXFLAGS << " -std=c++17 -fvisibility=hidden -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter"
 if ENV["FATHOM_SANITIZE"] == "1"
   # The sanitizer build is the test build: it can also inject C++ failures
@@ -83,30 +102,40 @@ if ENV["FATHOM_SANITIZE"] == "1"
   $CXXFLAGS << " -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -DFATHOM_FAULT_INJECTION"
   $LDFLAGS << " -fsanitize=address,undefined"
 else
-  $CXXFLAGS << " -O2 -g"
-  # Link-time optimization: the hooks in ruby/ call into core/ (SampleStore,
-  # StackTable) once or twice per allocation in exact mode, and across
-  # translation units nothing is inlined. With LTO exact mode runs 2.6% fewer
-  # instructions per allocation than without (callgrind, 300k allocations,
-  # Ruby 3.1), and its wall time is back to what it was before core/ and
-  # ruby/ were split. Checked first, so a toolchain without LTO still builds.
-  lto = " -flto=auto"
-  if ENV["FATHOM_LTO"] != "0" && try_link("int main(void) { return 0; }", lto)
-    $CXXFLAGS << lto
-    $LDFLAGS << lto
-  end
+  # -g0 comes after Ruby's own CXXFLAGS (Debian's have -g): debug info made
+  # objects compile up to 1.6x longer (simdjson's) and the .so 20 MB larger,
+  # and a user's crash report still names our functions from the symbol
+  # table, which is kept.
+  $CXXFLAGS << (ENV["FATHOM_DEBUG_INFO"] == "1" ? " -O2 -g" : " -O2 -g0")
+  # No link-time optimization: it gained too little in exact mode for the
+  # time it added to every install (docs/internals/versions.md, "LTO").
+end
+if ENV["FATHOM_PORTABLE"] == "1"
+  # libstdc++ linked in, its symbols kept hidden: the .so then needs no
+  # libstdc++ as new as GCC 12's (GLIBCXX_3.4.30) on the machine and cannot
+  # clash with another extension's copy. libgcc stays the shared
+  # libgcc_s.so.1 that every glibc system has: its static unwinder would
+  # need glibc 2.35's _dl_find_object. libruby is not linked:
+  # its symbols come from the process that loads us, so the same .so loads
+  # into a Ruby built with or without --enable-shared, wherever it lives
+  # (no rpath to this machine's /opt/fathom-rubies).
+  # --gc-sections drops the parts of the static libstdc++ nothing calls:
+  # half its size, and its std::random_device, which needs glibc 2.36's
+  # arc4random (the gem's floor is 2.34: docs/internals/versions.md,
+  # "The precompiled gem"). Only libdir's -L goes with libruby: mkmf gives
+  # it an rpath (/opt/fathom-rubies/<v>/lib) that no user machine has.
+  $LDFLAGS << " -static-libstdc++ -Wl,--exclude-libs,ALL -Wl,--gc-sections"
+  $LIBRUBYARG = ""
+  $LIBRUBYARG_SHARED = ""
+  $DEFLIBPATH = $DEFLIBPATH.select { |dir| dir.start_with?(".") }
 end
 # mkmf links C++ objects with the C compiler driver unless told otherwise.
 RbConfig::MAKEFILE_CONFIG["LDSHARED"] = RbConfig::MAKEFILE_CONFIG["LDSHAREDXX"]
 
 create_makefile("fathom/fathom_ext")
 
-# mkmf tracks no header dependencies: a changed header would leave stale
-# objects with another class layout linked together. Every object depends
-# on every header (there are few; a full rebuild takes seconds).
-headers = dirs.flat_map { |d| Dir[File.join(src, d, "*.h")] }.sort
-File.open("Makefile", "a") do |mk|
-  mk.puts
-  mk.puts "FATHOM_HEADERS = #{headers.join(' ')}"
-  mk.puts "$(OBJS): $(FATHOM_HEADERS) Makefile"
-end
+require_relative "makefile_wrapper"
+# simdjson.o first: the longest object (about 12 s of CPU); make starts
+# objects in $(OBJS)'s order, by name, and last it would run alone at the end.
+Fathom::MakefileWrapper.new(src: src, headers: dirs.flat_map { |d| Dir[File.join(src, d, "*.h")] }.sort,
+                            first: with_dump_reader ? ["simdjson.o"] : []).write

@@ -23,8 +23,8 @@ module Fathom
       def require!
         return true if available?
 
-        raise LoadError, "fathom: the native extension is not available (#{@error.message}); " \
-                         "build it with `rake compile` (or reinstall the gem)"
+        hint = precompiled_gem? ? "" : "; build it with `rake compile` (or reinstall the gem)"
+        raise LoadError, "fathom: the native extension is not available (#{@error.message})#{hint}"
       end
 
       private
@@ -46,7 +46,8 @@ module Fathom
 
       # A checkout builds one extension per Ruby version into
       # lib/fathom/<X.Y>/ (rake compile), so that switching Rubies never loads
-      # an extension linked against another libruby; an installed gem has its
+      # an extension linked against another libruby, and the precompiled gem
+      # holds one there per Ruby it was built for; the source gem has its
       # build at lib/fathom/fathom_ext.so.
       def require_for_this_ruby
         versioned = File.join(__dir__, RUBY_VERSION[/\A\d+\.\d+/], "fathom_ext")
@@ -54,9 +55,23 @@ module Fathom
         # characters ("[", "{") would not find its own build.
         if %w[so bundle dll].any? { |ext| File.exist?("#{versioned}.#{ext}") }
           require versioned
+        elsif precompiled_gem?
+          raise LoadError, "this precompiled gem holds the extension for Ruby #{prebuilt_rubies.join(', ')}, " \
+                           "not #{RUBY_VERSION}: install the source gem " \
+                           "(gem install fathom-profiler --platform ruby; Bundler: force_ruby_platform)"
         else
           require "fathom/fathom_ext"
         end
+      end
+
+      # The precompiled gem ships no ext/ (rake gem:native); a checkout and
+      # the source gem do.
+      def precompiled_gem?
+        !File.exist?(File.expand_path("../../ext/fathom/extconf.rb", __dir__)) && !prebuilt_rubies.empty?
+      end
+
+      def prebuilt_rubies
+        Dir.children(__dir__).select { |d| d.match?(/\A\d+\.\d+\z/) }.sort_by { |v| Gem::Version.new(v) }
       end
     end
   end

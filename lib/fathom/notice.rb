@@ -37,6 +37,15 @@ module Fathom
         drop
       end
 
+      # `text` as one line of valid UTF-8: control characters escaped
+      # (a final newline is dropped; #print adds one).
+      def one_line(text)
+        text = text.to_s.dup.force_encoding(Encoding::UTF_8).scrub.chomp
+        text.gsub(/[[:cntrl:]]/) { |c| format("\\x%02x", c.ord) }
+      rescue StandardError
+        "fathom: (a message could not be printed)"
+      end
+
       # What descriptor 2 was when Fathom was loaded: [dev, ino, regular
       # file?], and how Ruby names STDERR then (IO#reopen changes the name).
       def remember_stderr
@@ -83,6 +92,11 @@ module Fathom
   # Prints one of Fathom's messages to `io` ($stderr by default); true if it
   # was printed, false if not. Never raises. With a block, the block builds
   # the message, and a failure there is reported instead of raised.
+  #
+  # A message is one line: control characters in it (CR LF from a setting,
+  # a path, a server's reply or an exception's message) are written
+  # escaped, "\x0d\x0a", so that nothing outside Fathom can end the line
+  # and write one that looks like another program's log line.
   def self.notice(message = nil, io: $stderr)
     if block_given?
       begin
@@ -91,6 +105,6 @@ module Fathom
         message = "fathom: (a message could not be built: #{e.class})"
       end
     end
-    Notice.print(message, io)
+    Notice.print(Notice.one_line(message), io)
   end
 end

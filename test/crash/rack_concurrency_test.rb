@@ -10,7 +10,7 @@ require "fathom/rack"
 class RackConcurrencyTest < Minitest::Test
   def env(path, query = "")
     { "REQUEST_METHOD" => "GET", "SCRIPT_NAME" => "", "PATH_INFO" => path, "QUERY_STRING" => query,
-      "REMOTE_ADDR" => "127.0.0.1" }
+      "REMOTE_ADDR" => "127.0.0.1", "SERVER_PROTOCOL" => "HTTP/1.1" }
   end
 
   def setup

@@ -14,7 +14,7 @@ class RackForkTest < Minitest::Test
 
   def env(path, query)
     { "REQUEST_METHOD" => "GET", "SCRIPT_NAME" => "", "PATH_INFO" => path, "QUERY_STRING" => query,
-      "REMOTE_ADDR" => "127.0.0.1", "HTTP_HOST" => "localhost" }
+      "REMOTE_ADDR" => "127.0.0.1", "SERVER_PROTOCOL" => "HTTP/1.1", "HTTP_HOST" => "localhost" }
   end
 
   def running_profilers

@@ -116,7 +116,7 @@ class HeapDumpTest < Minitest::Test
 
   def rack_env(path, query = "")
     { "REQUEST_METHOD" => "GET", "SCRIPT_NAME" => "", "PATH_INFO" => path, "QUERY_STRING" => query,
-      "REMOTE_ADDR" => "127.0.0.1" }
+      "REMOTE_ADDR" => "127.0.0.1", "SERVER_PROTOCOL" => "HTTP/1.1" }
   end
 
   def test_rack_endpoint_serves_a_gzipped_dump_without_values

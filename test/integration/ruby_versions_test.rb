@@ -9,6 +9,7 @@ require "support/pprof_raw"
 class RubyVersionsTest < Minitest::Test
   THREADED = File.expand_path("../fixtures/threaded_script.rb", __dir__)
   LEAK = File.expand_path("../fixtures/leak_script.rb", __dir__)
+  RUBY34_CHANGES = File.expand_path("../fixtures/ruby34_changes.rb", __dir__)
   RUBY_33 = Gem::Version.new(RUBY_VERSION) >= Gem::Version.new("3.3")
 
   def setup
@@ -125,6 +126,34 @@ class RubyVersionsTest < Minitest::Test
     assert status.success?, err
     assert_equal "ran\n", out
     assert_match(/runs unprofiled.*M:N threads are on/, err)
+  end
+
+  # What Ruby 3.4 changed in the language, on every Ruby (the same program;
+  # ruby34_changes.rb says what it does): Fathom mutates none of the
+  # strings it is handed (3.4's chilled literals warn under
+  # -W:deprecated); an `it` block is named as any block, by its method
+  # (docs/limits.md); and a call that spans lines is charged to the line
+  # Ruby itself records for the allocation (ObjectSpace.allocation_sourceline;
+  # 3.4 compiles with Prism). Deterministic: exact mode.
+  def test_ruby_34_language_changes
+    out, err, status = Open3.capture3(TestHelper::PLAIN_ENV, RbConfig.ruby, "-W:deprecated", "-I", TestHelper::LIB,
+                                      RUBY34_CHANGES, @dir)
+    assert status.success?, err
+    assert_empty err.lines.grep(/warning/i), err
+    truth = JSON.parse(out.lines.last)
+    heap = Fathom::Pprof.read_file(File.join(@dir, "heap.pb.gz"))
+    alloc = heap.sample_type_index("alloc_objects")
+    by_frame = Hash.new(0)
+    heap.samples.each do |s|
+      s.location_ids.each do |loc|
+        heap.locations.fetch(loc).each { |fid, line| by_frame[[heap.function_name(fid), line]] += s.values[alloc] }
+      end
+    end
+    assert(by_frame.any? { |(name, _), n| name == "ItBlock.tripled" && n >= 3000 }, by_frame.keys.map(&:first).uniq.inspect)
+    lines = by_frame.select { |(name, _), n| name == "Object#multi_line_call" && n >= 1000 }.keys.map(&:last)
+    assert_equal [truth["multi_line_call"]], lines.uniq, "Ruby #{RUBY_VERSION} records the Array at line #{truth["multi_line_call"]}"
+    wall = Fathom::Pprof.read_file(File.join(@dir, "wall.pb.gz"))
+    assert(wall.samples.any? { |s| s.labels["step"] == "loop" }, "wall samples carry the label")
   end
 
   private

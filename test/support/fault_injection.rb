@@ -25,7 +25,9 @@ module FaultInjection
       puts "\#{name}=\#{e.class}"
     end
     def heap_collector(exact: true)
-      Fathom::Native::HeapCollector.new(exact: exact, interval_ns: 100_000, max_depth: 64, liveness: :object_id)
+      # object_id tokens are refused on Ruby 4.0+ (liveness_tokens.cc).
+      Fathom::Native::HeapCollector.new(exact: exact, interval_ns: 100_000, max_depth: 64,
+                                        liveness: RUBY_VERSION >= "4" ? :weakmap : :object_id)
     end
   RUBY
 

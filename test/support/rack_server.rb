@@ -33,8 +33,9 @@ class RackServer
     server&.close
   end
 
-  def initialize(env = {})
-    @port = self.class.free_port
+  # port: a given one (a server restarted on the port of one that died).
+  def initialize(env = {}, port: nil)
+    @port = port || self.class.free_port
     @log = File.join(Dir.tmpdir, "fathom-puma-#{@port}.log")
     env = TestHelper::PLAIN_ENV.merge("RUBYOPT" => "-I#{LIB} #{env.delete("RUBYOPT")}".strip).merge(env)
     @pid = Process.spawn(env, SYSTEM_RUBY, "-S", "puma", "-b", "tcp://127.0.0.1:#{@port}", "-t", "4:4", "config.ru",

@@ -63,8 +63,9 @@ module RailsApp
   class Server
     attr_reader :port, :pid, :log
 
-    def initialize(env = {}, workers: 2)
-      @port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+    # port: a given one (a server restarted on the port of one that died).
+    def initialize(env = {}, workers: 2, port: nil)
+      @port = port || TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
       @log = File.join(Dir.tmpdir, "fathom-rails-#{@port}.log")
       app_env = RailsApp.env({ "PORT" => @port.to_s, "SHOP_WORKERS" => workers.to_s }.merge(env))
       @pid = Process.spawn(app_env, RbConfig.ruby, "-S", "bundle", "exec", "puma", "-C", "config/puma.rb",

@@ -54,9 +54,11 @@ class BoundaryRuleTest < Minitest::Test
     # The combined Firefox document (Fathom::Native::FirefoxParts) each
     # collector's flush_into adds its window to, and the stamp (who wrote
     # the profile) each flush reads (io/output_stamp_arg.h).
-    "heap" => %w[io labels], "cpu" => %w[io labels], "gc" => %w[io], "retention" => %w[io fork],
+    "heap" => %w[io labels fork], "cpu" => %w[io labels], "gc" => %w[io], "retention" => %w[io fork],
     # fork/: the forked child and the parent's wait, shared by the forked
-    # retention snapshot and the forked heap dump (fork/forked_child.h).
+    # retention snapshot and the forked heap dump (fork/forked_child.h);
+    # and what a process forked from the app resets (fork/fork_child_reset.h:
+    # the heap flush's census registers there too).
     "dump" => %w[fork],
     # labels/: the request labels current on the sampled thread, read by the
     # SIGPROF handler (cpu) and the NEWOBJ hook of a sampled allocation (heap)

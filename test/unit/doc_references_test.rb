@@ -24,6 +24,9 @@ require_relative "../test_helper"
 #    literal (the gemspec's file list), not a citation.
 #    In Markdown files, links to a file are checked too: the file relative to
 #    the linking file, and an #anchor against its headings' GitHub slugs.
+#    A link to the repository's URL (Fathom::REPOSITORY/blob/main/<path>,
+#    or /tree/main/ for a folder), which the docs that ship in the gem use
+#    for what does not ship, is checked as a link to <path> here.
 # 2. Source paths. A repository path starting with ext/, lib/, test/,
 #    bench/, script/, exe/ or examples/, or the short forms core/... and
 #    ruby/... (under ext/fathom/), must exist when it ends in a source
@@ -32,20 +35,22 @@ require_relative "../test_helper"
 #    skipped, and so is a ruby/... header that is Ruby's own (ruby/debug.h,
 #    found in RbConfig's rubyhdrdir).
 #
-# It reads ext/, lib/, test/, script/, bench/, exe/, .ci/, docs/, the
-# top-level *.md, Rakefile, Gemfile and the gemspec.
+# It reads ext/ (but the vendored simdjson), lib/, test/, script/, bench/,
+# exe/, .ci/, rakelib/, docs/, the top-level *.md, Rakefile, Gemfile and
+# the gemspec.
 class DocReferencesTest < Minitest::Test
   ROOT = TestHelper::ROOT
-  SCANNED = %w[ext lib test script bench exe .ci docs].freeze
+  SCANNED = %w[ext lib test script bench exe .ci rakelib docs].freeze
   TOP = %w[Rakefile Gemfile].freeze
   BINARY = /\.(gz|so|o|a|png|jpg|sqlite3|lock|pb)\z|package-lock\.json\z/
-  SKIP_DIRS = %r{(\A|/)(node_modules|tmp|log)/}
+  SKIP_DIRS = %r{(\A|/)(node_modules|tmp|log)/|\Aext/fathom/vendor/}
 
   DOC = %r{(?<![\w/.\-"'])(?<file>(?:README|IMPLEMENTATION|CONTRIBUTING|DESIGN)\.md|docs/[\w/\-]+\.md)}
   GAP = %r{(?:'s)?(?:[ \t,(]|\n[ \t]*(?:\#|//|/?\*)?[ \t]*)*}
   SECTION = /"(?<section>[^"\s][^"]{0,119})"/
   CITATION = /#{DOC}(?:#{GAP}#{SECTION})?/
   LINK = %r{\]\((?<target>[^)\s#]*)(?:\#(?<anchor>[^)\s]*))?\)}
+  REPOSITORY_PATH = %r{\A#{Regexp.escape(Fathom::REPOSITORY)}/(?:blob|tree)/main/(?<path>.+)\z}
   PATH = %r{(?<![\w/.\-~$])(?<path>(?:ext|lib|test|bench|script|exe|examples|core|ruby)/[\w./+\-]*[\w])(?<after>.?)}
   SOURCE_EXT = /\.(rb|cc|h|md|js|gz|json)\z/
   PATTERN_NEXT = ["*", "%", "<", "{", "…"].freeze
@@ -138,9 +143,13 @@ class DocReferencesTest < Minitest::Test
 
         line.gsub(/`[^`]*`/) { |c| " " * c.size }.scan(LINK) do
           target, anchor = Regexp.last_match[:target], Regexp.last_match[:anchor]
-          next if target.match?(%r{\A[a-z]+:}) # http:, mailto:
+          in_repository = target.match(REPOSITORY_PATH)
+          next if !in_repository && target.match?(%r{\A[a-z]+:}) # http:, mailto:
 
-          path = target.empty? ? file : File.expand_path(target, File.dirname(File.join(ROOT, file))).delete_prefix("#{ROOT}/")
+          path = if in_repository then in_repository[:path]
+                 elsif target.empty? then file
+                 else File.expand_path(target, File.dirname(File.join(ROOT, file))).delete_prefix("#{ROOT}/")
+                 end
           if !File.exist?(File.join(ROOT, path))
             failures << "#{file}:#{n}: links to #{target}, which does not exist"
           elsif anchor && path.end_with?(".md") && !anchors(path).include?(anchor)

@@ -142,6 +142,41 @@ class LabelsTest < Minitest::Test
     assert_equal [{}, 0, nil], Thread.new { [Labels.current, Fathom::Native::Labels.current_set, Labels.span_id] }.value
   end
 
+  # Issue 40, item 12: Ruby 3.1 fires no THREAD_END hook for a thread ended
+  # by an exception, Thread#kill or Thread#exit, and its thread cache gives
+  # the ended thread's native thread (where the labels live) to the next
+  # Ruby thread: that thread's samples carried the dead one's endpoint.
+  # Each way to end is tried until the next thread got the same native
+  # thread (at once on 3.1, every time seen; 3.3 and 3.4 have no cache, so
+  # there the new thread's words start at zero anyway).
+  def test_no_thread_passes_its_labels_on_however_it_ends
+    deaths = {
+      "raise" => -> { raise "boom" },
+      "kill" => -> { Thread.current.kill },
+      "exit" => -> { Thread.exit },
+      "throw" => -> { throw :nowhere },
+      "return" => -> {},
+    }
+    reused = deaths.keys.select do |how|
+      20.times.any? do
+        ids = Queue.new
+        dead = Thread.new do
+          Thread.current.report_on_exception = false
+          Labels.set(endpoint: "dead by #{how}")
+          Labels.span_id = 42
+          ids << Thread.current.native_thread_id
+          deaths.fetch(how).call
+        end
+        dead.join rescue nil # rubocop:disable Style/RescueModifier -- how it ended is the point, not what it raised
+        sleep 0.01 # its native thread goes back to 3.1's cache
+        id, set, span = Thread.new { [Thread.current.native_thread_id, Fathom::Native::Labels.current_set, Labels.span_id] }.value
+        assert_equal [0, nil], [set, span], "a thread ended by #{how} passed its labels on"
+        id == ids.pop
+      end
+    end
+    assert_equal deaths.keys, reused, "Ruby 3.1 reuses an ended thread's native thread" if RUBY_VERSION.start_with?("3.1.")
+  end
+
   def test_native_rejects_unknown_ids_and_bad_pairs
     assert_raises(ArgumentError) { Fathom::Native::Labels.current_set = 123_456 }
     assert_raises(TypeError) { Fathom::Native::Labels.intern([["a", 1]]) }

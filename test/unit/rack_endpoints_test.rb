@@ -31,7 +31,7 @@ class RackEndpointsTest < Minitest::Test
 
   def env(path, query = "")
     { "REQUEST_METHOD" => "GET", "SCRIPT_NAME" => "", "PATH_INFO" => path, "QUERY_STRING" => query,
-      "REMOTE_ADDR" => "127.0.0.1" }
+      "REMOTE_ADDR" => "127.0.0.1", "SERVER_PROTOCOL" => "HTTP/1.1" }
   end
 
   def fetch(app, path, query = "")

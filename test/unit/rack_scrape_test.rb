@@ -28,7 +28,7 @@ class RackScrapeTest < Minitest::Test
 
   def env(path, query = "", headers = {})
     { "REQUEST_METHOD" => "GET", "SCRIPT_NAME" => "", "PATH_INFO" => path, "QUERY_STRING" => query,
-      "REMOTE_ADDR" => "127.0.0.1", "HTTP_HOST" => "localhost" }.merge(headers)
+      "REMOTE_ADDR" => "127.0.0.1", "SERVER_PROTOCOL" => "HTTP/1.1", "HTTP_HOST" => "localhost" }.merge(headers)
   end
 
   def call(app, path, query = "", headers = {})

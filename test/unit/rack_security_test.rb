@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "support/env_vars"
 require "fathom/rack"
 require "timeout"
 require "socket"
@@ -10,11 +11,13 @@ require "tmpdir"
 # (a Rack env Hash: the rack gem is not needed, and REMOTE_ADDR is ours to
 # set, as a proxy or a remote client would make it).
 class RackSecurityTest < Minitest::Test
+  include EnvVars
+
   TOKEN = "s3cret-token-0123456789abcdef"
 
   def env(path, query: "", addr: "127.0.0.1", headers: {}, method: "GET")
     { "REQUEST_METHOD" => method, "SCRIPT_NAME" => "", "PATH_INFO" => path, "QUERY_STRING" => query,
-      "REMOTE_ADDR" => addr }.merge(headers)
+      "REMOTE_ADDR" => addr, "SERVER_PROTOCOL" => "HTTP/1.1" }.merge(headers)
   end
 
   def call(app, path, **opts)
@@ -69,16 +72,33 @@ class RackSecurityTest < Minitest::Test
   # behind any of them every client would be "loopback".
   def test_every_client_address_header_a_unix_socket_and_http_1_0_are_not_loopback
     %w[HTTP_X_CLIENT_IP HTTP_TRUE_CLIENT_IP HTTP_CF_CONNECTING_IP HTTP_X_CLUSTER_CLIENT_IP
-       HTTP_FASTLY_CLIENT_IP HTTP_X_FORWARDED_FOR].each do |h|
+       HTTP_FASTLY_CLIENT_IP HTTP_X_FORWARDED_FOR HTTP_VIA HTTP_X_FORWARDED_PROTO HTTP_X_FORWARDED_HOST].each do |h|
       ["203.0.113.9", "127.0.0.1", ""].each do |value|
         status, _, body = call(app, "/debug/fathom/", headers: { h => value })
         assert_equal 403, status, "#{h}: #{value.inspect}"
         assert_match(/not through a proxy/, body)
       end
     end
-    # nginx's default proxy_pass: HTTP/1.0 to the upstream, no forwarding header.
-    assert_equal 403, call(app, "/debug/fathom/", headers: { "SERVER_PROTOCOL" => "HTTP/1.0" }).first
-    assert_equal 200, call(app, "/debug/fathom/", headers: { "SERVER_PROTOCOL" => "HTTP/1.1" }).first
+    # nginx's default proxy_pass: HTTP/1.0 to the upstream, no forwarding
+    # header. Each server's keys (Fathom::Rack::RequestVersion;
+    # test/hostile/proxy_guard_test.rb runs the real ones).
+    {
+      { "SERVER_PROTOCOL" => "HTTP/1.0" } => 403, # puma 6, unicorn...
+      { "SERVER_PROTOCOL" => "HTTP/1.1", "HTTP_VERSION" => "HTTP/1.0" } => 403, # puma 5: its SERVER_PROTOCOL is a constant
+      { "SERVER_PROTOCOL" => "HTTP/1.1", "HTTP_VERSION" => "HTTP/1.0, HTTP/1.1" } => 403, # puma 5 + a client's Version:
+      { "SERVER_PROTOCOL" => "HTTP/1.0", "HTTP_VERSION" => "HTTP/1.1" } => 403, # puma 7: Version: is the client's
+      { "SERVER_PROTOCOL" => nil } => 403, # not reported: cannot be told
+      { "SERVER_PROTOCOL" => "HTTP/1.1", "HTTP_VERSION" => "HTTP/1.1, \xFF" } => 403, # a client's bytes: 403, not 500
+      { "SERVER_PROTOCOL" => "HTTP/1.1", "SERVER_SOFTWARE" => "WEBrick/1.8.1 (Ruby/3.1.2/2022-04-12)" } => 403,
+      { "SERVER_PROTOCOL" => "HTTP/1.1" } => 200,
+      { "SERVER_PROTOCOL" => "HTTP/1.1", "HTTP_VERSION" => "HTTP/1.1" } => 200,
+      { "SERVER_PROTOCOL" => "HTTP/2" } => 200
+    }.each do |headers, expected|
+      status, _, body = app.call(env("/debug/fathom/").merge(headers).compact) # nil: the key removed
+      assert_equal expected, status, headers.inspect
+      body = body.each.to_a.join
+      assert_match(/this request: (it came as |the server did not report|WEBrick)/, body) if expected == 403
+    end
     # A unix socket: no address, a path, or puma's 127.0.0.1 with the socket in the env.
     ["", "unix:/run/app.sock", "unix"].each do |addr|
       assert_equal 403, call(app, "/debug/fathom/", addr: addr).first, addr
@@ -142,14 +162,6 @@ class RackSecurityTest < Minitest::Test
     assert_raises(TypeError) { app(hosts: [1]) }
     assert_raises(TypeError) { app(hosts: :x) }
     assert_equal ["x.example"], app(hosts: " X.example ,,").config.hosts
-  end
-
-  def with_env(vars)
-    old = vars.to_h { |k, _| [k, ENV[k]] }
-    vars.each { |k, v| ENV[k] = v }
-    yield
-  ensure
-    old.each { |k, v| ENV[k] = v }
   end
 
   def test_wrong_or_missing_token_is_refused

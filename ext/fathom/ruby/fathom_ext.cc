@@ -5,6 +5,7 @@
 
 #include "ruby/init.h"
 #include "ruby/runtime/boundary.h"
+#include "ruby/fork/fork_child_reset.h"
 #include "ruby/runtime/thread_registry.h"
 
 extern "C" __attribute__((visibility("default"))) void Init_fathom_ext(void) {
@@ -31,6 +32,7 @@ extern "C" __attribute__((visibility("default"))) void Init_fathom_ext(void) {
   // Native.fault_injection? -> whether FATHOM_INJECT_FAULT works in this build.
   rb_define_module_function(
       mNative, "fault_injection?", [](VALUE) -> VALUE { return fathom::FaultInjectionBuilt() ? Qtrue : Qfalse; }, 0);
+  fathom::InitForkChildReset(mNative);
   fathom::InitRactorGuard(mNative);
   fathom::InitThreadRegistry();
   fathom::InitHeapTick(mNative);

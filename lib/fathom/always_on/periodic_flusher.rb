@@ -241,11 +241,7 @@ module Fathom
       NAME_ATTEMPTS.times do
         path = File.join(@dir, file_name)
         written =
-          if @rotation && unique then @rotation.write_new(path, bytes)
-          elsif @rotation then @rotation.locked do
-                                     @rotation.make_room(bytes.bytesize, path)
-                                     AtomicFile.write_new(path, bytes)
-                                   end
+          if @rotation then @rotation.write_new(path, bytes, replace: !unique)
           else AtomicFile.write_new(path, bytes, replace: !unique)
           end
         return written if written

@@ -26,7 +26,9 @@ module Fathom
     initializer "fathom.always_on" do
       # fathom/setup starts on load; it is a no-op when already started
       # (RUBYOPT=-rfathom/setup and the Railtie together).
-      if %w[FATHOM_DIR FATHOM_PUSH].any? { |name| ENV[name] && !ENV[name].strip.empty? }
+      # As bytes: a value that is not UTF-8 must reach fathom/setup, which
+      # reports it naming the variable, not raise here and fail the boot.
+      if %w[FATHOM_DIR FATHOM_PUSH].any? { |name| ENV[name] && !ENV[name].b.strip.empty? }
         if StartInWorkers.puma_preloading_master?
           StartInWorkers.after_fork { require_relative "setup" }
         else

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "../options"
+require_relative "../env_text"
 require_relative "../modes"
 require_relative "periodic_flusher"
 require_relative "rotation"
@@ -67,9 +68,10 @@ module Fathom
       opts.merge(profilers(modes, env))
     end
 
-    # name -> the variable's value, nil when unset or blank.
+    # name -> the variable's value, nil when unset or blank; bytes that
+    # are not UTF-8 are an ArgumentError naming the variable (EnvText).
     def reader(env)
-      ->(name) { (v = env[name]) && !v.strip.empty? ? v : nil }
+      EnvText.reader(env)
     end
   end
 end

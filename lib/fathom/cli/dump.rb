@@ -1,6 +1,8 @@
 # frozen_string_literal: true
 
 require "uri"
+require_relative "../redact"
+require_relative "gzip_end"
 
 module Fathom
   class CLI
@@ -10,10 +12,19 @@ module Fathom
     # gzipped JSON lines of ObjectSpace.dump_all, for `fathom analyze`.
     # Pure Ruby (net/http), no native extension. In a Ruby process,
     # Fathom.heap_dump(path) writes one directly.
+    #
+    # Credentials: --token (or FATHOM_RACK_TOKEN) is sent as a bearer
+    # token, which is what Fathom::Rack::App checks; user:password@ in the
+    # URL is sent as basic auth, as curl sends it (for a proxy in front that
+    # asks for it). Not both: a request has one Authorization header. The
+    # URL is shown without its userinfo in every message, and whatever the
+    # server answers is shown with the credentials taken out (Redact).
     module Dump
       DEFAULT_OUT = "fathom-dump.json.gz"
       TIMEOUT_RANGE = (1..86_400).freeze
-      CHUNK_LIMIT = 1 << 20
+      # The most of an error reply that is read: it is shown as one line.
+      # The rest is never read (the connection is closed).
+      ERROR_BODY_LIMIT = 16 << 10
 
       private
 
@@ -25,7 +36,9 @@ module Fathom
           o.separator "endpoint (http://127.0.0.1:3000/debug/fathom/dump) or the prefix it lives under"
           o.separator "(http://127.0.0.1:3000/debug/fathom). A forked child writes the dump: the server"
           o.separator "pauses for fork() only. The file is ObjectSpace.dump_all's JSON lines, gzipped,"
-          o.separator "without string contents; read it with `fathom analyze FILE`."
+          o.separator "without string contents; read it with `fathom analyze FILE`. user:password@ in"
+          o.separator "URL is sent as basic auth (as curl does), for a proxy that asks for it; it is"
+          o.separator "never shown, and cannot be combined with a token."
           o.separator ""
           o.on("-o", "--out FILE", "where to write the dump (default: #{DEFAULT_OUT})") { |v| opts[:out] = v }
           o.on("--token TOKEN", "bearer token the server requires (default: FATHOM_RACK_TOKEN)") { |v| opts[:token] = v }
@@ -42,24 +55,46 @@ module Fathom
         raise UsageError, "missing URL (e.g. fathom dump http://127.0.0.1:3000/debug/fathom)" if argv.empty?
         raise UsageError, "too many arguments: #{printable(argv).join(" ")}" if argv.size > 1
 
-        uri = dump_uri(argv.first, opts[:large])
+        uri, basic = dump_uri(argv.first, opts[:large])
         timeout = validate { Options.parse_integer("--timeout", opts.fetch(:timeout, "600"), TIMEOUT_RANGE) }
         out = dump_out(opts.fetch(:out, DEFAULT_OUT), opts[:force])
         token = opts.fetch(:token) { ENV["FATHOM_RACK_TOKEN"] }
         token = nil if token&.empty?
-        fetch_dump(uri, out, token, timeout, opts[:force] == true)
+        if token && basic
+          from = opts.key?(:token) ? "--token" : "FATHOM_RACK_TOKEN (--token '' leaves it out)"
+          raise UsageError, "give a token (#{from}) or user:password@ in URL, not both: a request has one Authorization header"
+        end
+        auth = token ? ["Bearer #{token}", [token]] : basic && basic_auth(*basic)
+        fetch_dump(uri, out, auth, timeout, opts[:force] == true)
       end
 
-      # URL -> the /dump endpoint's URI (http or https), with ?force=1 for --large.
+      # URL -> [the /dump endpoint's URI (http or https) without its
+      # userinfo, with ?force=1 for --large; [user, password] from the
+      # userinfo, percent-decoded, or nil]. Messages show the URL with its
+      # userinfo replaced (Redact.url), even when it does not parse.
       def dump_uri(url, large)
+        shown = Options.clean(Redact.url(url), 200)
         uri = URI.parse(url)
-        raise UsageError, "URL must be http:// or https://, got #{Options.clean(url, 200)}" unless %w[http https].include?(uri.scheme) && uri.host
+        raise UsageError, "URL must be http:// or https://, got #{shown}" unless %w[http https].include?(uri.scheme) && uri.host
 
-        uri.path = "#{uri.path.chomp("/")}/dump" unless uri.path.end_with?("/dump")
-        uri.query = large ? "force=1" : nil
-        uri
+        basic = uri.userinfo && uri.userinfo.split(":", 2).map { |part| percent_decoded(part) }
+        path = uri.path.end_with?("/dump") ? uri.path : "#{uri.path.chomp("/")}/dump"
+        # Built anew: URI#userinfo = nil leaves the userinfo in place.
+        [uri.class.build(host: uri.host, port: uri.port, path: path, query: large ? "force=1" : nil), basic]
       rescue URI::InvalidURIError
-        raise UsageError, "not a URL: #{Options.clean(url, 200)}"
+        hint = url.include?("@") ? " (percent-encode / ? # @ in a password: %2F %3F %23 %40)" : ""
+        raise UsageError, "not a URL: #{shown}#{hint}"
+      end
+
+      def percent_decoded(text)
+        text.b.gsub(/%\h\h/) { |h| h[1, 2].hex.chr }.force_encoding(Encoding::UTF_8)
+      end
+
+      # [the Authorization header, the secrets in it], for user:password@.
+      def basic_auth(user, password)
+        pair = "#{user}:#{password}"
+        encoded = [pair].pack("m0")
+        ["Basic #{encoded}", [password, encoded, pair].compact.reject(&:empty?)]
       end
 
       def dump_out(out, force)
@@ -70,17 +105,22 @@ module Fathom
       end
 
       # Streams the body into a temp file beside `out` and moves it into
-      # place once whole (a gzip, as the server sends). Exit 1 with the
-      # server's one-line reason for an HTTP error, or the connection's.
-      def fetch_dump(uri, out, token, timeout, force)
+      # place once whole: as long as its Content-Length says, or, without
+      # one, a gzip stream that came to its end (GzipEnd). Net::HTTP takes
+      # an early EOF for the end of a body, so a cut connection looked like
+      # a finished dump ("wrote", exit 0, then `fathom analyze`: "unexpected
+      # end of file"). Exit 1 with the server's one-line reason for an HTTP
+      # error, or the connection's; no file is left either way.
+      def fetch_dump(uri, out, auth, timeout, force)
         require "net/http"
         dir = File.dirname(out)
         Stdlib.mkdir_p(dir)
         tmp = File.join(dir, AtomicFile.temp_name(File.basename(out)))
         where = Options.clean(uri.to_s, 200)
+        secrets = auth ? auth.last : []
         begin
           result = File.open(tmp, File::WRONLY | File::CREAT | File::EXCL, 0o600, binmode: true) do |f|
-            dump_request(uri, token, timeout) { |chunk| f.write(chunk) }.tap { f.flush && f.fsync }
+            dump_request(uri, auth, timeout, secrets) { |chunk| f.write(chunk) }.tap { f.flush && f.fsync }
           end
           return data_error("dump", where, result) if String === result
 
@@ -94,30 +134,66 @@ module Fathom
         end
         @stdout.puts dump_summary(out, result)
         0
-      rescue SystemCallError, IOError, Timeout::Error, OpenSSL::SSL::SSLError, Net::HTTPBadResponse => e
-        data_error("dump", where, "cannot fetch it: #{e.message.scrub}")
+      rescue SystemCallError, IOError, Timeout::Error, OpenSSL::SSL::SSLError, Net::HTTPBadResponse, Zlib::Error => e
+        data_error("dump", where, "cannot fetch it: #{Redact.message(e.message, secrets: secrets || [], max: 300)}")
       end
 
       # Yields the body's chunks; returns the response, or the error text
-      # for a status other than 200.
-      def dump_request(uri, token, timeout, &block)
+      # for a status other than 200 or a body that did not come whole.
+      def dump_request(uri, auth, timeout, secrets, &block)
         http = Net::HTTP.new(uri.host, uri.port)
         http.use_ssl = uri.scheme == "https"
         http.open_timeout = [timeout, 30].min
         http.read_timeout = timeout
         request = Net::HTTP::Get.new(uri)
-        request["authorization"] = "Bearer #{token}" if token
+        request["authorization"] = auth.first if auth
+        # The bytes as sent: Net::HTTP would otherwise ask for gzip and
+        # inflate a gzip-encoded reply, whose Content-Length is then not
+        # what the body adds up to.
+        request["accept-encoding"] = "identity"
         http.start do
           http.request(request) do |response|
-            unless response.code == "200"
-              body = +""
-              response.read_body { |chunk| body << chunk if body.bytesize < CHUNK_LIMIT }
-              return "HTTP #{response.code}: #{body.scrub.strip.delete_prefix("fathom: ").lines.first.to_s.strip}"
-            end
-            response.read_body(&block)
-            return response
+            # Returning leaves the rest of the body unread; http.start closes the connection.
+            return error_reply(response, secrets) unless response.code == "200"
+
+            return whole_body(response, &block) || response
           end
         end
+      end
+
+      # "HTTP <code>: <the first line of the reply>", read up to ERROR_BODY_LIMIT.
+      def error_reply(response, secrets)
+        body = "".b
+        cut = false
+        response.read_body do |chunk|
+          body << chunk
+          next unless body.bytesize > ERROR_BODY_LIMIT
+
+          body = body.byteslice(0, ERROR_BODY_LIMIT)
+          cut = true
+          break
+        end
+        line = Redact.text(body, secrets: secrets, cut: cut).scrub.strip.delete_prefix("fathom: ").lines.first.to_s.strip
+        "HTTP #{response.code}: #{Options.clean(line, 300)}"
+      end
+
+      # Yields the body's chunks; nil when it came whole, else why not.
+      def whole_body(response)
+        length = response["content-length"]&.then { |v| Integer(v, 10) rescue nil } # rubocop:disable Style/RescueModifier
+        gzip = GzipEnd.new unless length
+        received = 0
+        response.read_body do |chunk|
+          received += chunk.bytesize
+          gzip << chunk if gzip
+          yield chunk
+        end
+        if length && received != length
+          "the reply ended after #{received} of its #{length} bytes (the connection was cut); nothing was written"
+        elsif gzip && !gzip.ended?
+          "the reply ended before its gzip stream did, after #{received} bytes (the connection was cut); nothing was written"
+        end
+      ensure
+        gzip&.close
       end
 
       def dump_summary(out, response)

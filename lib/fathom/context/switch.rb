@@ -18,7 +18,7 @@ module Fathom
       # "1" on; unset, empty or "0" off; anything else is one line on
       # stderr and off, as any bad FATHOM_* value: never a failed boot.
       def enabled?(env = ENV)
-        value = env[VAR].to_s.strip
+        value = env[VAR].to_s.b.strip # as bytes: never an encoding error at boot
         return true if value == "1"
         return false if value.empty? || value == "0"
 

@@ -3,6 +3,7 @@
 require_relative "../error"
 require_relative "../notice"
 require_relative "stdlib"
+require_relative "../process/held_locks"
 
 module Fathom
   # Writes whole files so that readers see either the old content or the new
@@ -23,11 +24,24 @@ module Fathom
   # others may write to (group- or world-writable without the sticky bit,
   # where they could remove or replace Fathom's files) is said once per
   # directory (Fathom.notice), not refused.
-  # Temporary files are named ".<name>.<pid>.<random>.fathom-tmp"; one left by
-  # a process that no longer exists (killed mid-write) is removed by the
-  # next write into the same directory.
+  # Temporary files are named ".<name>.<pid>.<random>.fathom-tmp". Their
+  # writer holds an flock(2) on each from its creation until its name is
+  # gone (linked and unlinked, or removed), and one left behind (a writer
+  # killed mid-write) is removed by a later writer of the same directory
+  # once nobody holds its lock and it has not been written for STALE_AFTER
+  # (remove_stale_temps). Not by the pid in its name: a process cannot tell
+  # whether another one is alive (containers sharing a volume have pid
+  # namespaces of their own, where a live writer's pid is unknown or
+  # another process's), and a live dump's temporary file was deleted so.
   module AtomicFile
     TMP_SUFFIX = ".fathom-tmp"
+    # Seconds since its last write before an unlocked temporary file is
+    # taken for abandoned. The lock is what proves a writer alive; the age
+    # covers the moment between creating the file and locking it, and the
+    # profiles of an older Fathom sharing the directory, which took no lock
+    # but wrote each file in one go (an older Fathom's heap dump, written
+    # for minutes, is not covered: its writer proves nothing).
+    STALE_AFTER = 60
     # Enough of a file to read a gzip header or a Firefox profile's meta.
     SNIFF_BYTES = 4096
 
@@ -45,12 +59,14 @@ module Fathom
       warn_if_shared(dir)
       remove_stale_temps(dir)
       tmp = File.join(dir, temp_name(File.basename(path)))
+      lock = nil
       begin
         # 0600, like Tempfile: only the owner reads a profile.
         # binmode: File::BINARY is 0 on Linux, so with Encoding.default_internal
         # set (Rails sets UTF-8) the gzip bytes were transcoded and raised
         # Encoding::UndefinedConversionError: no file under Rails.
         File.open(tmp, File::WRONLY | File::CREAT | File::EXCL, 0o600, binmode: true) do |f|
+          lock = lock_temp(f)
           f.write(data)
           f.flush
           f.fsync
@@ -62,6 +78,7 @@ module Fathom
         # After a successful install the temp name is gone (renamed or
         # linked and unlinked).
         File.unlink(tmp) if File.exist?(tmp)
+        unlock_temp(lock)
       end
       fsync_dir(dir)
       path
@@ -99,10 +116,29 @@ module Fathom
     end
 
     # ".<name>.<pid>.<random>.fathom-tmp": dot-prefixed so that directory
-    # watchers globbing "*.pb.gz" skip it; the pid lets the next writer
-    # remove it if its writer died.
+    # watchers globbing "*.pb.gz" skip it; the pid and the random part keep
+    # writers apart (the pid says who wrote it, to a person: cleanup goes by
+    # the lock, see remove_stale_temps).
     def temp_name(name)
       ".#{name}.#{Process.pid}.#{Random.urandom(4).unpack1("H*")}#{TMP_SUFFIX}"
+    end
+
+    # Takes the writer's lock on a temporary file just created (never
+    # waits: the file is new and nobody else's) and returns what holds it
+    # until #unlock_temp: a duplicate of the descriptor (the same open
+    # file, so the same lock), which lets the writer close `file` (and see
+    # a write error NFS reports at close) before the file is linked into
+    # place, while the lock lasts until its temporary name is gone.
+    def lock_temp(file)
+      file.flock(File::LOCK_EX | File::LOCK_NB)
+      HeldLocks.hold(file.dup)
+    end
+
+    def unlock_temp(lock)
+      return unless lock
+
+      HeldLocks.release(lock)
+      lock.close unless lock.closed?
     end
 
     # Returns the absolute path if `path` may be written, else raises
@@ -154,7 +190,10 @@ module Fathom
       head.byteslice(pos, stop - pos)
     end
 
-    # Removes temporary files whose writer is gone. The directory's entries
+    # Removes temporary files whose writer is gone: nobody holds their lock
+    # and nothing wrote them for STALE_AFTER (see above). What the file
+    # proves, not what a pid says: another pid namespace's live writer has
+    # a pid that is dead, or someone else's, here. The directory's entries
     # are listed, not globbed: a directory name is any bytes, and Dir.glob
     # read "[" or "{" in it as a pattern (or raised ArgumentError on bytes
     # that are not UTF-8; found by the option fuzzer).
@@ -167,23 +206,26 @@ module Fathom
       names.each do |name|
         next unless name.b.start_with?(".".b) && name.b.end_with?(TMP_SUFFIX.b)
 
-        tmp = File.join(dir.b, name.b) # names in two encodings would not join
-        pid = name.b.delete_suffix(TMP_SUFFIX.b).split(".".b)[-2].to_i # any bytes: a name is not text
-        next if pid <= 0 || pid == Process.pid || process_alive?(pid)
-
-        File.unlink(tmp)
-      rescue SystemCallError
+        remove_if_abandoned(File.join(dir.b, name.b)) # names in two encodings would not join
+      rescue SystemCallError, IOError
         nil # gone already, or not ours to remove
       end
     end
 
-    def process_alive?(pid)
-      Process.kill(0, pid)
-      true
-    rescue Errno::ESRCH
-      false
-    rescue Errno::EPERM
-      true # someone else's process
+    # Unlinks `tmp` if it is a regular file last written more than
+    # STALE_AFTER ago whose lock this process can take: its writer has
+    # ended (a lock dies with the last descriptor of its open file). Holds
+    # that lock while it unlinks, and unlinks only the file it locked (not
+    # one that took the name meanwhile).
+    def remove_if_abandoned(tmp)
+      File.open(tmp, File::RDONLY | File::NOFOLLOW | File::NONBLOCK) do |f|
+        stat = f.stat
+        return unless stat.file? && Time.now - stat.mtime > STALE_AFTER
+        return unless f.flock(File::LOCK_EX | File::LOCK_NB)
+
+        now = File.lstat(tmp)
+        File.unlink(tmp) if now.ino == stat.ino && now.dev == stat.dev
+      end
     end
 
     # Moves the finished temp file into place; false (temp removed) when

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "../notice"
+require_relative "../native"
 
 module Fathom
   # Keeps running profilers and flushers alive across fork.
@@ -15,6 +16,14 @@ module Fathom
   #
   # Objects register when they start and unregister when they stop, so the
   # registry only ever holds live objects and needs no weak references.
+  #
+  # Before any of them, the child resets the native side's process-wide
+  # "in progress" state (Native.after_fork_child: a heap dump or retention
+  # snapshot that another thread was waiting for, a heap flush's census with
+  # GC off): the thread that would end it was not copied, and the child
+  # would keep it for life ("another heap dump is in progress" on every
+  # Fathom.heap_dump there). What sets such state calls ForkHooks.install
+  # first, so this runs in any process forked while it is set.
   module ForkHooks
     @registry = []
     @lock = Mutex.new
@@ -37,6 +46,7 @@ module Fathom
 
       # Called in the child right after fork, with only the forking thread alive.
       def run_child_hooks
+        Native.after_fork_child if NativeLoader.available?
         # The lock may have been held by a thread that no longer exists here.
         @lock = Mutex.new
         @registry.dup.each do |obj|
@@ -51,8 +61,7 @@ module Fathom
         @installed == true
       end
 
-      private
-
+      # Prepends the hooks to Process (once): registering does it too.
       def install
         return if @installed
 

@@ -7,6 +7,7 @@ require_relative "../notice"
 require_relative "../options"
 require_relative "../profile"
 require_relative "../process/ractor_check"
+require_relative "../process/ruby_guards"
 
 module Fathom
   # The words, in lib/ and in ext/:
@@ -29,10 +30,12 @@ module Fathom
   # HeapProfiler has its own.
   module CollectorLifecycle
     # Raises Fathom::Error if another profiler of the same kind is already
-    # running in this process (Ruby's hooks are process-wide), or while
-    # Ractors run (see RactorCheck).
+    # running in this process (Ruby's hooks are process-wide), while
+    # Ractors run (see RactorCheck), or where this Ruby's GC lacks what the
+    # profiler reads (see RubyGuards).
     def start
       RactorCheck.refuse_if_running!("#{self.class.name}#start")
+      RubyGuards.refuse_gc!(kind, "#{self.class.name}#start")
       @lock.synchronize { @collector.start }
       @stopped_for_ractor = false
       ForkHooks.register(self)

@@ -60,14 +60,14 @@ module Fathom
       profile
     end
 
-    # The extension is built without the reader when simdjson was missing
-    # at install time (ext/fathom/extconf.rb).
+    # The extension is built without the reader only when asked
+    # (FATHOM_DUMP_READER=0, ext/fathom/extconf.rb): simdjson is vendored.
     def require_reader!
       NativeLoader.require!
       return if Native.respond_to?(:analyze_dump)
 
-      raise Fathom::Error, "fathom: this build has no heap-dump reader: simdjson was not found when the gem was " \
-                           "built (apt-get install libsimdjson-dev, then reinstall fathom)"
+      raise Fathom::Error, "fathom: this build has no heap-dump reader: it was built with FATHOM_DUMP_READER=0 " \
+                           "(reinstall fathom without it)"
     end
 
     # The three-dump technique (see DumpDiff in core/dump/dump_analysis.h):

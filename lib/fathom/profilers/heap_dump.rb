@@ -5,6 +5,8 @@ require_relative "../native"
 require_relative "../files/atomic_file"
 require_relative "../files/stdlib"
 require_relative "../process/ractor_check"
+require_relative "../process/ruby_guards"
+require_relative "../process/fork_hooks"
 
 module Fathom
   # Heap dumps in ObjectSpace.dump_all's format, written by a forked child
@@ -61,13 +63,17 @@ module Fathom
 
       # Other Ractors would change the heap while the child's image is taken.
       RactorCheck.refuse_if_running!("Fathom.heap_dump")
+      RubyGuards.refuse_gc!(:dump, "Fathom.heap_dump")
       NativeLoader.require!
       unless Native.respond_to?(:heap_dump_forked)
-        raise NotImplementedError, "fathom: this build has no heap-dump support (built without simdjson: " \
-                                   "apt-get install libsimdjson-dev and rebuild)"
+        raise NotImplementedError, "fathom: this build has no heap-dump support (built with FATHOM_DUMP_READER=0: " \
+                                   "reinstall fathom without it)"
       end
 
       target = AtomicFile.check_target!(path, overwrite: force)
+      # A process another thread forks while the child runs must not stay
+      # "in progress" for life (ForkHooks runs Native.after_fork_child there).
+      ForkHooks.install
       write(target, values, gzip, timeout, force).merge(path: target, values: values, gzip: gzip)
     end
 
@@ -81,14 +87,19 @@ module Fathom
 
     # The child writes a temp file the parent opened (0600, O_EXCL); the
     # parent moves it into place only once the child said it is complete.
+    # The parent holds the temp file's lock (AtomicFile.lock_temp) until
+    # then: however long the child takes, a cleanup elsewhere (another
+    # container sharing the directory) sees a live writer.
     def write(target, values, gzip, timeout, force)
       dir = File.dirname(target)
       Stdlib.mkdir_p(dir)
       AtomicFile.remove_stale_temps(dir)
       tmp = File.join(dir, AtomicFile.temp_name(File.basename(target)))
       installed = false
+      lock = nil
       begin
         stats = File.open(tmp, File::WRONLY | File::CREAT | File::EXCL, 0o600, binmode: true) do |f|
+          lock = AtomicFile.lock_temp(f)
           Native.heap_dump_forked(f.fileno, values, gzip ? GZIP_LEVEL : -1, timeout, CHILD_MEMORY)
         end
         installed = AtomicFile.install(tmp, target, force)
@@ -96,6 +107,7 @@ module Fathom
         # ensure, not rescue: a Thread#kill raises nothing, and its thread
         # must not leave a part of a heap dump behind either.
         File.unlink(tmp) if !installed && File.exist?(tmp)
+        AtomicFile.unlock_temp(lock)
       end
       AtomicFile.fsync_dir(dir)
       stats

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-require_relative "collector_lifecycle" # options, modes, native, profile
+require_relative "collector_lifecycle" # options, modes, native, profile, ruby_guards
 
 module Fathom
   # Heap (allocation + in-use) profiler: the Ruby face of
@@ -36,9 +36,15 @@ module Fathom
     # object_id is free of side effects and its ids survive GC.compact up to
     # Ruby 3.2.2, whose WeakMap is broken under compaction (Ruby bug #19529).
     # From 3.2.3 on, WeakMap works and object_id changes the object's shape
-    # (and _id2ref is deprecated in 3.5/4.0), so a WeakMap keyed by sequence
-    # numbers holds the samples' objects, weakly.
-    LIVENESS_BY_VERSION = Gem::Version.new(RUBY_VERSION) >= Gem::Version.new("3.2.3") ? :weakmap : :object_id
+    # (and _id2ref is deprecated in 4.0, where :object_id is refused:
+    # RubyGuards.liveness!), so a WeakMap keyed by sequence numbers holds
+    # the samples' objects, weakly.
+    # Read through RubyVersion at each new, so that the guards' tests can
+    # fake a Ruby (unit/ruby_guards_test.rb).
+    def self.auto_liveness
+      RubyVersion.at_least?("3.2.3") ? :weakmap : :object_id
+    end
+    LIVENESS_BY_VERSION = auto_liveness
     LIVENESS = %i[auto object_id weakmap].freeze
     # live_objects(limit:): the store indexes records with 32 bits, so no
     # limit above this can matter (and the native side takes a C long).
@@ -53,7 +59,8 @@ module Fathom
       @interval_ns = Options.sampling_interval_ns("interval", opts[:interval])
       @max_depth = Options.integer("max_depth", opts[:max_depth], Options::MAX_DEPTH_RANGE)
       @liveness = Options.one_of("liveness", opts[:liveness], LIVENESS)
-      @liveness = LIVENESS_BY_VERSION if @liveness == :auto
+      @liveness = self.class.auto_liveness if @liveness == :auto
+      @liveness = RubyGuards.liveness!(@liveness)
       NativeLoader.require!
       @census = Options.boolean("census", opts[:census])
       @collector = Native::HeapCollector.new(exact: @exact, interval_ns: @interval_ns, max_depth: @max_depth,

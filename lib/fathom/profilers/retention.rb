@@ -7,6 +7,8 @@ require_relative "../notice"
 require_relative "../process/own_threads"
 require_relative "../profile"
 require_relative "../process/ractor_check"
+require_relative "../process/ruby_guards"
+require_relative "../process/fork_hooks"
 
 module Fathom
   # Retention analysis: why objects are still alive.
@@ -72,8 +74,9 @@ module Fathom
     # fork: true (the default) walks a copy-on-write image of the heap in a
     # forked child: the app pauses only for fork() (milliseconds, growing
     # with RSS), not for the walk (about 0.25 s per million objects). The
-    # child runs no Ruby code and exits with _exit; it is killed past
-    # fork_timeout seconds. The profile says which walk ran (a "walk=forked"
+    # child runs no Ruby code and exits with _exit; it is killed once it has
+    # used fork_timeout seconds of CPU, or is still past fork_timeout seconds
+    # (docs/internals/retention.md, "the deadline"). The profile says which walk ran (a "walk=forked"
     # or "walk=in-process" comment, stats[:walk]). The in-process walk runs
     # instead with fork: false, FATHOM_RETENTION_FORK=0, with focus:, where
     # fork() is unavailable or fails. A forked snapshot runs no GC first
@@ -105,9 +108,13 @@ module Fathom
       raise TypeError, "fathom: focus must be an Array of objects, got #{Options.describe(focus)}" unless NilClass === focus || Array === focus
       # Other Ractors would mutate the graph while the walk reads it.
       RactorCheck.refuse_if_running!("Fathom.retention_snapshot")
+      RubyGuards.refuse_gc!(:retention, "Fathom.retention_snapshot")
 
       out = Options.path("out", out) unless NilClass === out
       NativeLoader.require!
+      # A process another thread forks while this snapshot runs must not
+      # stay "in progress" for life (ForkHooks runs Native.after_fork_child).
+      ForkHooks.install
       native = nil
       if fork && focus.nil?
         forked = Native::RetentionSnapshot.new(max_depth, string_contents)

@@ -102,7 +102,8 @@ module Fathom
       # (no secrets), endpoint, auth (the scheme only).
       def stats
         @lock.synchronize do
-          @stats.merge(queued: @queue.size + (@inflight ? 1 : 0), endpoint: @endpoint.to_s, auth: @auth)
+          # Cleaned as last_error is: it reaches log lines (the stop line).
+          @stats.merge(queued: @queue.size + (@inflight ? 1 : 0), endpoint: Options.clean(@endpoint.to_s, 200), auth: @auth)
         end
       end
 

@@ -1,5 +1,8 @@
 # frozen_string_literal: true
 
+require_relative "../options"
+require_relative "../redact"
+
 module Fathom
   module Push
     # Where profiles go, parsed from FATHOM_PUSH (or Client.new's url:)
@@ -25,8 +28,15 @@ module Fathom
       # The server's default ports, for pyroscope:// and parca:// without one.
       BACKEND_PORTS = { pyroscope: 4040, parca: 7070 }.freeze
       PATHS = { pyroscope: "/push.v1.PusherService/Push", parca: "/api/profiles/writeraw" }.freeze
-      URL = %r{\A(?<scheme>[a-z][a-z0-9+.\-]*)://(?:(?<userinfo>[^@/?#]*)@)?(?<host>\[[0-9a-fA-F:.]+\]|[^:/?#\[\]@]+)
-               (?::(?<port>\d{1,5}))?(?<path>/[^?#]*)?\z}x.freeze
+      # No whitespace or control character anywhere: a host or path with
+      # CR LF would otherwise reach log lines (stats[:endpoint], the stop
+      # line) raw, with whatever text follows it.
+      URL = %r{\A(?<scheme>[a-z][a-z0-9+.\-]*)://(?:(?<userinfo>[^@/?#\s[:cntrl:]]*)@)?
+               (?<host>\[[0-9a-fA-F:.]+\]|[^:/?#\[\]@\s[:cntrl:]]+)
+               (?::(?<port>\d{1,5}))?(?<path>/[^?#\s[:cntrl:]]*)?\z}x.freeze
+      # What a userinfo must escape (RFC 3986: "/", "?", "#" end the
+      # authority, "@" ends the userinfo), and how.
+      RESERVED_HINT = "percent-encode / ? # @ in a password (%2F %3F %23 %40), and : in a user name (%3A)"
 
       attr_reader :backend, :scheme, :host, :port, :prefix, :user, :password
 
@@ -34,11 +44,16 @@ module Fathom
       def self.parse(name, text)
         raise TypeError, "fathom: #{name} must be a String URL, got #{text.class}" unless String === text
 
-        text = text.strip
+        unless text.dup.force_encoding(Encoding::UTF_8).valid_encoding?
+          raise ArgumentError, "fathom: #{name} holds bytes that are not UTF-8: #{Options.shown(Endpoint.redact(text.b))}"
+        end
+
+        text = text.dup.force_encoding(Encoding::UTF_8).strip
         m = URL.match(text)
         unless m
-          raise ArgumentError, "fathom: #{name} must be a URL like pyroscope://host:4040 or parca://host:7070, " \
-                               "got #{Endpoint.redact(text).inspect}"
+          hint = text.include?("@") ? " (#{RESERVED_HINT})" : ""
+          raise ArgumentError, "fathom: #{name} must be a URL like pyroscope://host:4040 or parca://host:7070#{hint}, " \
+                               "got #{Options.shown(Endpoint.redact(text))}"
         end
         backend, scheme = SCHEMES[m[:scheme].downcase]
         unless backend
@@ -56,9 +71,11 @@ module Fathom
         %w[http https].include?(given) ? DEFAULT_PORTS.fetch(scheme) : BACKEND_PORTS.fetch(backend)
       end
 
-      # A URL with its userinfo removed, for messages about a bad value.
+      # A URL with its userinfo removed, for messages about a bad value:
+      # everything up to the last "@", so that no part of a password with
+      # an unescaped reserved character is shown (Redact.url).
       def self.redact(text)
-        text.gsub(%r{[^\s/]*@}, "***@")
+        Redact.url(text)
       end
 
       def self.unescape(text)

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "../options"
+require_relative "../env_text"
 require_relative "endpoint"
 require_relative "series_labels"
 require_relative "client"
@@ -18,7 +19,8 @@ module Fathom
     # (or TypeError) naming the variable. Secrets (FATHOM_PUSH_TOKEN,
     # FATHOM_PUSH_PASSWORD, the URL's password) never appear in messages.
     def from_env(env = ENV)
-      value = ->(name) { (v = env[name]) && !v.strip.empty? ? v : nil }
+      # Bytes that are not UTF-8 are an error naming the variable (EnvText).
+      value = EnvText.reader(env)
       url = value["FATHOM_PUSH"] or return nil
 
       Endpoint.parse("FATHOM_PUSH", url) # the URL's errors name the variable

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "../options"
+require_relative "../env_text"
 require_relative "../error"
 require_relative "../always_on/rotation"
 
@@ -52,8 +53,8 @@ module Fathom
       attr_reader :prefix, :token, :hosts, :max_seconds, :default_seconds, :retention_max_objects, :dump_max_objects, :dir,
                   :keep_files, :keep_mb
 
-      def initialize(enabled: ENV["FATHOM_RACK"] == "1", prefix: DEFAULT_PREFIX, token: ENV["FATHOM_RACK_TOKEN"],
-                     hosts: ENV["FATHOM_RACK_HOSTS"],
+      def initialize(enabled: ENV["FATHOM_RACK"] == "1", prefix: DEFAULT_PREFIX, token: EnvText.fetch(ENV, "FATHOM_RACK_TOKEN"),
+                     hosts: EnvText.fetch(ENV, "FATHOM_RACK_HOSTS"),
                      max_seconds: 60, default_seconds: 30, retention_max_objects: 2_000_000, dump_max_objects: 5_000_000,
                      heap: nil, gc: nil, always_on: nil, dir: nil, keep_files: self.class.env_integer("FATHOM_KEEP", 50),
                      keep_mb: self.class.env_integer("FATHOM_KEEP_MB", 100))
@@ -104,8 +105,8 @@ module Fathom
 
       # FATHOM_KEEP / FATHOM_KEEP_MB as always-on reads them, else the default.
       def self.env_integer(name, default)
-        value = ENV[name]
-        value.nil? || value.strip.empty? ? default : Options.parse_integer(name, value, (1..(1 << 40)))
+        value = EnvText.reader(ENV)[name]
+        value.nil? ? default : Options.parse_integer(name, value, (1..(1 << 40)))
       end
 
       private
@@ -120,7 +121,7 @@ module Fathom
 
       def check_prefix(prefix)
         raise TypeError, "fathom: prefix must be a String, got #{Options.describe(prefix)}" unless String === prefix
-        unless prefix.start_with?("/") && !prefix.match?(%r{//|\s})
+        unless prefix.valid_encoding? && prefix.start_with?("/") && !prefix.match?(%r{//|\s})
           raise ArgumentError, "fathom: prefix must be a path starting with /, got #{Options.shown(prefix)}"
         end
 
@@ -133,18 +134,18 @@ module Fathom
         list =
           case hosts
           when nil then []
-          when String then hosts.split(",")
+          when String then hosts.b.split(",") # as bytes: HOST_NAME below refuses any that is not ASCII
           when Array then hosts
           else raise TypeError, "fathom: hosts must be an Array of Strings or a comma-separated String, got #{Options.describe(hosts)}"
           end
         list.filter_map do |name|
           raise TypeError, "fathom: hosts must hold Strings, got #{Options.describe(name)}" unless String === name
 
-          name = name.strip.downcase.delete_prefix("[").delete_suffix("]")
+          name = name.b.strip.downcase.delete_prefix("[").delete_suffix("]")
           next if name.empty?
           raise ArgumentError, "fathom: hosts must hold host names (no port, scheme or path), got #{Options.shown(name)}" unless name.bytesize <= 253 && name.match?(HOST_NAME)
 
-          name.freeze
+          name.force_encoding(Encoding::UTF_8).freeze # ASCII, as HOST_NAME matched
         end.uniq.freeze
       end
 
@@ -152,7 +153,7 @@ module Fathom
         return nil if NilClass === token || token == ""
         raise TypeError, "fathom: token must be a String, got #{Options.describe(token)}" unless String === token
         # Short tokens can be guessed; the header carries printable ASCII.
-        unless token.bytesize >= 16 && token.match?(/\A[\x21-\x7e]+\z/)
+        unless token.bytesize >= 16 && token.b.match?(/\A[\x21-\x7e]+\z/n)
           raise ArgumentError, "fathom: token must be at least 16 printable ASCII characters (no spaces)"
         end
 

@@ -3,6 +3,7 @@
 require_relative "response"
 require_relative "../always_on/process_comments"
 require_relative "../process/own_threads"
+require_relative "../process/ruby_guards"
 require_relative "../modes"
 require_relative "index"
 require_relative "dump_body"
@@ -94,6 +95,7 @@ module Fathom
       def retention(params)
         params.format(%i[pprof])
         force = params.flag("force")
+        refuse_unsupported(:retention)
         objects = GC.stat(:heap_live_slots)
         if objects > @config.retention_max_objects && !force
           raise Refusal.new(413, "the heap holds #{objects} objects, above retention_max_objects " \
@@ -112,6 +114,7 @@ module Fathom
         raise Refusal.new(400, "dump has no text form (?debug=1): fetch it and run fathom analyze") if params.debug?
 
         params.one_of("format", %i[json], :json)
+        refuse_unsupported(:dump)
         objects = GC.stat(:heap_live_slots)
         if objects > @config.dump_max_objects && !params.flag("force")
           raise Refusal.new(413, "the heap holds #{objects} objects, above dump_max_objects " \
@@ -147,6 +150,14 @@ module Fathom
       end
 
       private
+
+      # 501 where this Ruby's GC lacks what the feature reads
+      # (RubyGuards.gc_refusal): said before GC.stat(:heap_live_slots),
+      # which would raise an ArgumentError that ends as a 500.
+      def refuse_unsupported(feature)
+        reason = RubyGuards.gc_refusal(feature)
+        raise Refusal.new(501, reason) if reason
+      end
 
       # The timed endpoints (gc, profile): the block's profiler for
       # `seconds` (#call holds the guard), then its reply. Started in

@@ -4,6 +4,7 @@ require "ipaddr"
 require "openssl"
 require "socket"
 require_relative "response"
+require_relative "request_version"
 require_relative "../process/fork_hooks"
 
 module Fathom
@@ -16,10 +17,14 @@ module Fathom
     #   - without a token: loopback clients only (REMOTE_ADDR 127.0.0.0/8 or
     #     ::1 over TCP), and the request must not look proxied: a reverse
     #     proxy on the same host makes every client look local, so a request
-    #     with a client-address header (FORWARDED below), over HTTP/1.0
-    #     (nginx's proxy_pass default, which adds no such header) or on a
-    #     unix socket (puma and unicorn report those as 127.0.0.1) is treated
-    #     as remote; others get 403;
+    #     with a client-address header (FORWARDED below), one that did not
+    #     come as HTTP/1.1 or later as the server received it (nginx's
+    #     default proxy_pass speaks HTTP/1.0 and adds no such header;
+    #     RequestVersion reads each server's keys) or one on a unix socket
+    #     (puma and unicorn report those as 127.0.0.1) is treated as
+    #     remote; others get 403, saying which it was. A proxy that speaks
+    #     HTTP/1.1 and adds no header cannot be told from a local client:
+    #     behind one, only a token protects (docs/production.md says so);
     #   - without a token, also the Host header: only localhost, a loopback
     #     IP literal ([::1], 127.0.0.1) or a name of Config#hosts, with any
     #     port. A page on evil.example whose name the attacker re-points at
@@ -41,6 +46,12 @@ module Fathom
       # means the request came through something that is not the client.
       FORWARDED = %w[HTTP_X_FORWARDED_FOR HTTP_FORWARDED HTTP_X_REAL_IP HTTP_X_CLIENT_IP HTTP_TRUE_CLIENT_IP
                      HTTP_CF_CONNECTING_IP HTTP_X_CLUSTER_CLIENT_IP HTTP_FASTLY_CLIENT_IP].freeze
+      # Headers that say a request went through a proxy without naming the
+      # client: Via (Varnish, Squid, CloudFront, Google's load balancers),
+      # and the X-Forwarded-* a TLS-terminating proxy adds on its own
+      # (Traefik, Envoy, an ALB). No local client sends them.
+      PROXIED = %w[HTTP_VIA HTTP_X_FORWARDED_PROTO HTTP_X_FORWARDED_HOST HTTP_X_FORWARDED_PORT
+                   HTTP_X_FORWARDED_SERVER HTTP_X_FORWARDED_SSL].freeze
       # Where servers put the connection's socket in the env (a unix socket
       # is reported as REMOTE_ADDR 127.0.0.1 by puma and unicorn).
       SOCKET_KEYS = %w[puma.socket unicorn.socket pitchfork.socket].freeze
@@ -125,9 +136,9 @@ module Fathom
         if @config.token
           given = bearer(env)
           raise Refusal.new(401, "a valid bearer token is required", "www-authenticate" => 'Bearer realm="fathom"') unless given && same?(given, @config.token)
-        elsif !loopback?(env)
+        elsif (why = not_loopback(env))
           raise Refusal.new(403, "profiles are served to loopback clients only, not through a proxy or a unix socket " \
-                                 "(configure a token to allow others)")
+                                 "(configure a token to allow others); this request: #{why}")
         elsif !local_host?(env["HTTP_HOST"])
           raise Refusal.new(403, "Host #{shown_host(env["HTTP_HOST"])} is not a local name: without a token only " \
                                  "localhost, 127.0.0.1, [::1] and the names in hosts: (FATHOM_RACK_HOSTS) are served")
@@ -169,12 +180,22 @@ module Fathom
       end
 
       def loopback?(env)
-        return false if FORWARDED.any? { |h| env.key?(h) }
-        return false if env["SERVER_PROTOCOL"].to_s.upcase == "HTTP/1.0"
-        return false if SOCKET_KEYS.any? { |k| defined?(UNIXSocket) && UNIXSocket === env[k] }
+        not_loopback(env).nil?
+      end
 
-        addr = IPAddr.new(env["REMOTE_ADDR"].to_s)
-        addr = addr.native # ::ffff:127.0.0.1 -> 127.0.0.1
+      # nil for a direct loopback client, else why the request is not one.
+      def not_loopback(env)
+        header = FORWARDED.find { |h| env.key?(h) } || PROXIED.find { |h| env.key?(h) }
+        return "it carries #{header.delete_prefix("HTTP_").tr("_", "-")}, as proxies add" if header
+        return "it came on a unix socket" if SOCKET_KEYS.any? { |k| defined?(UNIXSocket) && UNIXSocket === env[k] }
+
+        return "its client is not on this host" unless loopback_address?(env["REMOTE_ADDR"])
+
+        RequestVersion.not_current(env)
+      end
+
+      def loopback_address?(text)
+        addr = IPAddr.new(text.to_s).native # ::ffff:127.0.0.1 -> 127.0.0.1
         LOOPBACK.any? { |net| net.family == addr.family && net.include?(addr) }
       rescue IPAddr::Error, ArgumentError
         false

@@ -1,7 +1,9 @@
 # frozen_string_literal: true
 
+require_relative "../options"
 require_relative "../context/scope"
 require_relative "../context/path_pattern"
+require_relative "../context/path_budget"
 require_relative "labelled_body"
 
 module Fathom
@@ -29,18 +31,24 @@ module Fathom
     # endpoint: a callable (env) -> String or nil naming the endpoint
     # instead of the path pattern (nil: the path pattern). Its values must
     # be bounded in count, as route names are.
+    #
+    # max_paths: at most this many distinct path patterns (first come);
+    # requests on new paths after that are labelled "GET (other paths)"
+    # and it is said once (Context::PathBudget: clients choose paths, and
+    # the process's label table is shared with routes and jobs).
     class RequestLabels
       # The request's Context::Scope, for the Rails controller hook.
       ENV_KEY = Context::Scope::ENV_KEY
       KIND = "request"
 
-      def initialize(app, endpoint: nil)
+      def initialize(app, endpoint: nil, max_paths: Context::PathBudget::MAX)
         unless endpoint.nil? || endpoint.respond_to?(:call)
           raise ArgumentError, "fathom: RequestLabels endpoint: must respond to call(env), got #{endpoint.class}"
         end
 
         @app = app
         @endpoint = endpoint
+        @paths = Context::PathBudget.new(Options.integer("max_paths", max_paths, 1..1024))
       end
 
       def call(env)
@@ -67,7 +75,7 @@ module Fathom
         rescue StandardError
           nil
         end
-        name.is_a?(String) && !name.empty? ? name : Context::PathPattern.of_env(env)
+        name.is_a?(String) && !name.empty? ? name : @paths.admit(Context::PathPattern.of_env(env))
       end
     end
   end

@@ -224,6 +224,27 @@ TEST(CpuAggregateTest, BlockedSampleThatStayedRunnableIsRunningWithoutGvl) {
   EXPECT_EQ(parts[0].values.cpu_ns, 3);
 }
 
+// Wall mode, one sample over a whole blocking region (3.2+ masks SIGPROF
+// outside Ruby code): 0.5 s of CPU in 6 s is 8%, under a tenth, but far
+// above a wake-up's crumbs: split, not blocked whole.
+TEST(CpuAggregateTest, LongBlockedSampleWithRealCpuIsSplit) {
+  SampleHeader h;
+  h.state = ThreadState::kBlocked;
+  h.cpu_delta_ns = 500000000;
+  h.wall_delta_ns = 6000000000;
+  AccountedPart parts[2];
+  ASSERT_EQ(AccountedParts(h, CpuMode::kWall, parts), 2);
+  EXPECT_EQ(parts[0].state, ThreadState::kNoGvl);
+  EXPECT_EQ(parts[0].values.cpu_ns, 500000000);
+  EXPECT_EQ(parts[1].state, ThreadState::kBlocked);
+  EXPECT_EQ(parts[1].values.wall_ns, 5500000000);
+  // A tenth of a millisecond in a 10 ms sample: a sleeper's wake-up.
+  h.cpu_delta_ns = 100000;
+  h.wall_delta_ns = 10000000;
+  ASSERT_EQ(AccountedParts(h, CpuMode::kWall, parts), 1);
+  EXPECT_EQ(parts[0].state, ThreadState::kBlocked);
+}
+
 CpuProfileData SampleData() {
   CpuProfileData d;
   d.mode = CpuMode::kWall;

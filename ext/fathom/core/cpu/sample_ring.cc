@@ -17,7 +17,17 @@ const char* ThreadStateName(ThreadState state) {
 int AccountedParts(const SampleHeader& h, CpuMode mode, AccountedPart parts[2]) {
   int64_t cpu = h.cpu_delta_ns > 0 ? h.cpu_delta_ns : 0;
   int64_t wall = h.wall_delta_ns > 0 ? h.wall_delta_ns : 0;
-  bool on_a_cpu = mode == CpuMode::kCpu ? cpu > 0 : (cpu * 10 >= wall || h.stayed_runnable) && cpu > 0;
+  // Wall mode: a blocked thread's own crumbs (its wake-ups at our signal,
+  // our handler: tens of microseconds a sample) are not running. Crumbs
+  // are under a tenth of the sample and under kCrumbsNs; anything more is
+  // C code that ran without the GVL. The absolute floor matters for a
+  // sample that covers a whole blocking region (3.2+ wall mode masks
+  // SIGPROF while a thread is outside Ruby and samples it at READY): a C
+  // call that burned 0.5 s of CPU over 6 s on a loaded machine is 8%, and
+  // read as blocked whole under the tenth alone.
+  constexpr int64_t kCrumbsNs = 1000000;
+  bool on_a_cpu =
+    mode == CpuMode::kCpu ? cpu > 0 : (cpu * 10 >= wall || cpu >= kCrumbsNs || h.stayed_runnable) && cpu > 0;
   if (h.state != ThreadState::kBlocked || !on_a_cpu) {
     parts[0] = AccountedPart{h.state, {1, cpu, wall}};
     return 1;

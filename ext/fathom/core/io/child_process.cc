@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "base/clock.h"
+#include "io/child_deadline.h"
 
 namespace fathom {
 namespace retention {
@@ -107,9 +108,12 @@ void KillAndReap(pid_t pid, int read_fd) {
   Reap(pid, &status, 0, &ended);
 }
 
-void CollectChild(pid_t pid, int read_fd, int64_t deadline_ns, const std::atomic<bool>* cancel, ChildReport* out) {
+void CollectChild(pid_t pid, int read_fd, int64_t started_ns, int64_t timeout_ns, const std::atomic<bool>* cancel,
+                  ChildReport* out) {
   ChildReport& report = *out;
   int64_t started = MonotonicNs();
+  ChildDeadline deadline(started_ns, timeout_ns);
+  auto expired = [&] { return deadline.Expired(MonotonicNs(), ChildCpuNs(pid)); };
   std::string& got = report.bytes;
   bool eof = false;
   report.outcome = ChildReport::kFailed;
@@ -121,13 +125,13 @@ void CollectChild(pid_t pid, int read_fd, int64_t deadline_ns, const std::atomic
       report.outcome = ChildReport::kCancelled;
       break;
     }
-    int64_t left_ms = (deadline_ns - MonotonicNs()) / 1000000;
-    if (left_ms <= 0) {
+    if (expired()) {
       report.outcome = ChildReport::kTimedOut;
       break;
     }
+    int64_t left_ms = deadline.WallLeftMs(MonotonicNs());
     struct pollfd p = {read_fd, POLLIN, 0};
-    int r = poll(&p, 1, static_cast<int>(left_ms < kPollSliceMs ? left_ms : kPollSliceMs));
+    int r = poll(&p, 1, static_cast<int>(left_ms > 0 && left_ms < kPollSliceMs ? left_ms : kPollSliceMs));
     if (r < 0 && errno != EINTR) break;
     if (r <= 0) continue;
     ssize_t n = read(read_fd, buf, sizeof buf);
@@ -154,7 +158,7 @@ void CollectChild(pid_t pid, int read_fd, int64_t deadline_ns, const std::atomic
     while (!ended) {
       report.reaped = Reap(pid, &report.wait_status, WNOHANG, &ended);
       if (ended) break;
-      if (MonotonicNs() >= deadline_ns || (cancel != nullptr && cancel->load(std::memory_order_relaxed))) {
+      if (expired() || (cancel != nullptr && cancel->load(std::memory_order_relaxed))) {
         kill(pid, SIGKILL);
         report.reaped = Reap(pid, &report.wait_status, 0, &ended);
         break;
@@ -165,7 +169,7 @@ void CollectChild(pid_t pid, int read_fd, int64_t deadline_ns, const std::atomic
   report.wait_ns += MonotonicNs() - started;
   if (!eof) {
     if (report.outcome == ChildReport::kFailed) report.error = "reading from the child failed";
-    else report.error = "the child ran past its deadline and was killed";
+    else report.error = "the child ran past its deadline and was killed (it used its whole timeout in CPU, or stopped working past it)";
     got.clear();
     return;
   }

@@ -66,16 +66,19 @@ struct ChildReport {
   int64_t wait_ns = 0;  // from the call to the child's end
 };
 
-// Reads the child's message from read_fd (and closes it), up to
-// deadline_ns (base/clock.h MonotonicNs), appending to report->bytes. Past
-// the deadline the child is sent SIGKILL. Always waits for the child (EINTR
+// Reads the child's message from read_fd (and closes it), appending to
+// report->bytes, until the child's deadline (io/child_deadline.h: timeout_ns
+// of its CPU time, or of wall time from started_ns, MonotonicNs just before
+// fork, once its CPU clock stops moving; 10x timeout_ns of wall time at
+// most). Past the deadline the child is sent SIGKILL. Always waits for the child (EINTR
 // retried), so no zombie is left, except when *cancel turns true (checked
 // every 50 ms and whenever data arrives): then it returns kCancelled at
 // once with the child running and read_fd open, for the caller to run the
 // interrupt that cancelled it (Ruby's unblocking function is also called
 // for interrupts that raise nothing) and call it again with the same
 // report, or KillAndReap. Call it without the GVL: it blocks.
-void CollectChild(pid_t pid, int read_fd, int64_t deadline_ns, const std::atomic<bool>* cancel, ChildReport* report);
+void CollectChild(pid_t pid, int read_fd, int64_t started_ns, int64_t timeout_ns, const std::atomic<bool>* cancel,
+                  ChildReport* report);
 
 // SIGKILL, close read_fd, wait (EINTR retried): for a child given up on.
 void KillAndReap(pid_t pid, int read_fd);

@@ -49,7 +49,7 @@ TEST(ChildProcess, ResultComesBackWhole) {
   big[12345] = 'y';
   pid_t pid = Spawn(&fd, [&](int w) { SendResult(w, big); });
   ChildReport r;
-  CollectChild(pid, fd, MonotonicNs() + 30 * kSecond, nullptr, &r);
+  CollectChild(pid, fd, MonotonicNs(), 30 * kSecond, nullptr, &r);
   EXPECT_EQ(ChildReport::kOk, r.outcome) << r.error;
   EXPECT_EQ(big, r.bytes);
   EXPECT_TRUE(r.reaped);
@@ -60,7 +60,7 @@ TEST(ChildProcess, FailureTextIsReported) {
   int fd;
   pid_t pid = Spawn(&fd, [](int w) { SendFailure(w, "out of memory"); }, 1);
   ChildReport r;
-  CollectChild(pid, fd, MonotonicNs() + 30 * kSecond, nullptr, &r);
+  CollectChild(pid, fd, MonotonicNs(), 30 * kSecond, nullptr, &r);
   EXPECT_EQ(ChildReport::kFailed, r.outcome);
   EXPECT_EQ("out of memory", r.error);
   ExpectNoChild(pid);
@@ -70,7 +70,7 @@ TEST(ChildProcess, ACrashedChildIsAFailure) {
   int fd;
   pid_t pid = Spawn(&fd, [](int) { kill(getpid(), SIGKILL); });
   ChildReport r;
-  CollectChild(pid, fd, MonotonicNs() + 30 * kSecond, nullptr, &r);
+  CollectChild(pid, fd, MonotonicNs(), 30 * kSecond, nullptr, &r);
   EXPECT_EQ(ChildReport::kFailed, r.outcome);
   EXPECT_NE(std::string::npos, r.error.find("signal 9")) << r.error;
   ExpectNoChild(pid);
@@ -80,7 +80,7 @@ TEST(ChildProcess, AResultWithoutACleanExitIsAFailure) {
   int fd;
   pid_t pid = Spawn(&fd, [](int w) { SendResult(w, "partial"); }, 3);
   ChildReport r;
-  CollectChild(pid, fd, MonotonicNs() + 30 * kSecond, nullptr, &r);
+  CollectChild(pid, fd, MonotonicNs(), 30 * kSecond, nullptr, &r);
   EXPECT_EQ(ChildReport::kFailed, r.outcome);
   ExpectNoChild(pid);
 }
@@ -92,7 +92,7 @@ TEST(ChildProcess, PastTheDeadlineTheChildIsKilledAndReaped) {
     for (;;) pause();
   });
   ChildReport r;
-  CollectChild(pid, fd, MonotonicNs() + kSecond / 5, nullptr, &r);
+  CollectChild(pid, fd, MonotonicNs(), kSecond / 5, nullptr, &r);
   EXPECT_EQ(ChildReport::kTimedOut, r.outcome);
   EXPECT_TRUE(r.reaped);
   EXPECT_TRUE(WIFSIGNALED(r.wait_status));
@@ -107,7 +107,7 @@ TEST(ChildProcess, ACancelLeavesTheChildToTheCaller) {
   });
   std::atomic<bool> cancel{true};
   ChildReport r;
-  CollectChild(pid, fd, MonotonicNs() + 60 * kSecond, &cancel, &r);
+  CollectChild(pid, fd, MonotonicNs(), 60 * kSecond, &cancel, &r);
   EXPECT_EQ(ChildReport::kCancelled, r.outcome);
   // Still running, still ours: the caller gives up on it.
   EXPECT_EQ(0, waitpid(pid, nullptr, WNOHANG));
@@ -123,10 +123,10 @@ TEST(ChildProcess, AfterACancelTheWaitResumes) {
   });
   std::atomic<bool> cancel{true};
   ChildReport r;
-  CollectChild(pid, fd, MonotonicNs() + 60 * kSecond, &cancel, &r);
+  CollectChild(pid, fd, MonotonicNs(), 60 * kSecond, &cancel, &r);
   EXPECT_EQ(ChildReport::kCancelled, r.outcome);
   cancel = false;  // the interrupt raised nothing: wait again
-  CollectChild(pid, fd, MonotonicNs() + 60 * kSecond, &cancel, &r);
+  CollectChild(pid, fd, MonotonicNs(), 60 * kSecond, &cancel, &r);
   EXPECT_EQ(ChildReport::kOk, r.outcome) << r.error;
   EXPECT_EQ("late", r.bytes);
   ExpectNoChild(pid);
@@ -139,7 +139,7 @@ TEST(ChildProcess, AChildReapedElsewhereStillGivesItsResult) {
   int status;
   ASSERT_EQ(pid, waitpid(pid, &status, 0));
   ChildReport r;
-  CollectChild(pid, fd, MonotonicNs() + 30 * kSecond, nullptr, &r);
+  CollectChild(pid, fd, MonotonicNs(), 30 * kSecond, nullptr, &r);
   EXPECT_EQ(ChildReport::kOk, r.outcome) << r.error;
   EXPECT_FALSE(r.reaped);
   EXPECT_EQ("done", r.bytes);
@@ -162,7 +162,7 @@ TEST(ChildProcess, AddressSpaceLimitMakesBigAllocationsFail) {
     SendResult(w, big == nullptr ? "refused" : "granted");
   });
   ChildReport r;
-  CollectChild(pid, fd, MonotonicNs() + 30 * kSecond, nullptr, &r);
+  CollectChild(pid, fd, MonotonicNs(), 30 * kSecond, nullptr, &r);
   ASSERT_EQ(ChildReport::kOk, r.outcome) << r.error;
   EXPECT_EQ("refused", r.bytes);
 }
@@ -182,7 +182,7 @@ TEST(ChildProcess, LowerPriorityLeavesTheParentsAlone) {
     SendResult(w, errno == 0 ? std::to_string(nice_now) : "getpriority failed");
   });
   ChildReport r;
-  CollectChild(pid, fd, MonotonicNs() + 30 * kSecond, nullptr, &r);
+  CollectChild(pid, fd, MonotonicNs(), 30 * kSecond, nullptr, &r);
   ASSERT_EQ(ChildReport::kOk, r.outcome) << r.error;
   EXPECT_EQ("19", r.bytes);
   EXPECT_EQ(parent_before, getpriority(PRIO_PROCESS, 0));

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -92,6 +93,12 @@ NewFileResult WriteNewFile(const std::string& dir, const std::string& name, cons
   // 0600: a profile holds memory contents (strings, paths); only its owner reads it.
   Fd file(openat(dir_fd.get(), tmp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (file.get() < 0) return Failed("open", errno);
+  // The writer's lock, held until the temporary name is gone (see the
+  // header): a duplicate of the descriptor is the same open file, so the
+  // lock outlives file.Close() below and ends when this returns, after
+  // the unlink. Never waits: the file is new and nobody else's.
+  flock(file.get(), LOCK_EX | LOCK_NB);
+  Fd lock(fcntl(file.get(), F_DUPFD_CLOEXEC, 0));
 
   NewFileResult result;
   const char* step = nullptr;  // the step that failed

@@ -13,7 +13,11 @@
 // is fsynced, and is linked to `name`; link(2) fails rather than replace
 // anything that exists under `name`, file or link (where the file system has
 // no hard links, renameat2(RENAME_NOREPLACE) does the same). The file is
-// created 0600. Whatever fails, the temporary file is removed.
+// created 0600. Whatever fails, the temporary file is removed. From its
+// creation until its name is gone the temporary file is flock(2)ed: the
+// proof of a live writer that lib/fathom/files/atomic_file.rb's cleanup
+// of abandoned temporary files looks for (a pid cannot tell, across pid
+// namespaces).
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,5 @@
 #include "ruby/cpu/cpu_sampler.h"
+#include "ruby/cpu/gvl_event_thread.h"
 #include "ruby/cpu/masked_threads.h"
 #include "ruby/cpu/mn_threads.h"
 #include "ruby/cpu/thread_slot.h"
@@ -219,10 +220,18 @@ void TakeStackProbe(ThreadSlot* s) {
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
-// Runs on the thread that changes state, often without the GVL: finds its
-// slot and stores one byte (at RESUMED, after a sample taken during a GC,
-// also takes a probe). No allocation, no Ruby.
-void ThreadEventHook(rb_event_flag_t event, const rb_internal_thread_event_data_t*, void*) {
+// Runs on the thread that changes state (another thread's event returns at
+// once), often without the GVL: finds its slot and stores one byte (at
+// RESUMED, after a sample taken during a GC, also takes a probe). No
+// allocation, no Ruby.
+void ThreadEventHook(rb_event_flag_t event, const rb_internal_thread_event_data_t* data, void*) {
+  // Another Ruby thread's event (READY from the thread that woke it, on
+  // Ruby 4.0) must not change this thread's slot: gvl_event_thread.h.
+  if (event == RUBY_INTERNAL_THREAD_EVENT_RESUMED) {
+    GvlEventThread::NoteResumed(data);
+  } else if (!GvlEventThread::IsCallers(data)) {
+    return;
+  }
   bool enabled = g_enabled.load(std::memory_order_relaxed);
   if (!enabled && MaskedCount() == 0) return;
   int32_t tid = CurrentTid();
@@ -309,6 +318,7 @@ const ThreadListener kThreadListener = {"cpu thread begin hook", "cpu thread end
 void WatchThreads() {
   fathom::WatchThreads(&kThreadListener);
 #ifdef HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK
+  GvlEventThread::NoteRunning(rb_thread_current());  // the GVL holder (gvl_event_thread.h)
   // Added once and kept: it must unblock SIGPROF on threads that were
   // blocked when sampling stopped (it returns at once when idle).
   if (g_event_hook == nullptr)

@@ -9,7 +9,9 @@
 // the child), every signal blocked across fork(), GC back on at once, then
 // the wait for the child without the GVL (cancellable: a Thread#kill or an
 // Interrupt kills and reaps the child).
-// Child: block every signal, bound its address space, then Ruby's roots
+// Child: die with the parent, close every descriptor but its pipe and the
+// dump's file (ForkAndCollect), block every signal, bound its address
+// space, then Ruby's roots
 // (rb_objspace_reachable_objects_from_root) as ROOT lines and every slot
 // of the heap (rb_objspace_each_objects, as dump_all) as one line each,
 // its references from rb_objspace_reachable_objects_from. Nothing there
@@ -35,6 +37,7 @@
 #include "ruby/fork/forked_child.h"
 #include "ruby/init.h"
 #include "ruby/runtime/boundary.h"
+#include "ruby/fork/fork_child_reset.h"
 #include "ruby/runtime/ruby_private_api.h"
 
 namespace fathom {
@@ -50,6 +53,9 @@ void rb_objspace_each_objects(int (*)(void*, void*, size_t, void*), void*) {}
 size_t rb_obj_memsize_of(VALUE) { return 0; }
 #endif
 
+// Set while a dump's child runs (GVL held to read or change it). Cleared
+// in a process forked meanwhile, where that dump never ends
+// (fork/fork_child_reset.h).
 bool g_dump_in_progress = false;
 
 #if RUBY_API_VERSION_MAJOR * 100 + RUBY_API_VERSION_MINOR >= 303
@@ -247,7 +253,8 @@ bool RunForked(int out_fd, bool values, int gzip_level, int64_t timeout_ns, uint
   bool gc_was_disabled = RTEST(rb_gc_disable());
   ForkedChild child;
   bool forked = ForkAndCollect(
-      "dump_fork_wait", timeout_ns, [&](int fd) { ChildMain(fd, out_fd, values, gzip_level, memory_bytes); },
+      "dump_fork_wait", timeout_ns, {out_fd},  // the file it writes: the one descriptor of the app's it keeps
+      [&](int fd) { ChildMain(fd, out_fd, values, gzip_level, memory_bytes); },
       [&] {
         if (!gc_was_disabled) rb_gc_enable();
       },
@@ -319,7 +326,11 @@ VALUE NativeHeapDumpForked(VALUE, VALUE fd, VALUE values, VALUE gzip_level, VALU
 }  // namespace
 
 void InitForkedDump(VALUE mNative) {
-  rb_define_module_function(mNative, "heap_dump_forked", RUBY_METHOD_FUNC(NativeHeapDumpForked), 5);
+  ResetInForkedChild([] { g_dump_in_progress = false; });
+  // The function itself, not RUBY_METHOD_FUNC(...): Ruby's C++ headers
+  // check its arity from its type, where the ANYARGS cast drew Ruby 3.1's
+  // "use of ANYARGS is deprecated" warning.
+  rb_define_module_function(mNative, "heap_dump_forked", NativeHeapDumpForked, 5);
 }
 
 }  // namespace fathom

@@ -425,9 +425,16 @@ void InitGcCollector(VALUE mNative) {
   sym_major_gc_count = sym("major_gc_count");
   // Both functions build their symbol tables on first use (which may
   // allocate): do it now, outside any GC, so the hooks never do.
-  rb_gc_latest_gc_info(rb_hash_new());
-  rb_gc_stat(sym_heap_live_slots);
-  rb_gc_stat(sym_time);
+  // A key the running GC lacks raises ArgumentError ("unknown key"): a GC
+  // library loaded with RUBY_GC_LIBRARY (3.4+; MMTk's GC.stat has none of
+  // the default GC's heap keys, its GC.latest_gc_info only :state), or a
+  // later Ruby that drops one. Raised here it would fail `require "fathom"`
+  // with a message about a GC.stat key; swallowed, the extension loads and
+  // Fathom::RubyGuards refuses every feature that reads the key before it
+  // starts, so that no hook reads it (docs/internals/versions.md, "Ruby 4.0").
+  TryProtect([] { rb_gc_latest_gc_info(rb_hash_new()); });
+  TryProtect([] { rb_gc_stat(sym_heap_live_slots); });
+  TryProtect([] { rb_gc_stat(sym_time); });
 
   VALUE klass = rb_define_class_under(mNative, "GcCollector", rb_cObject);
   rb_gc_register_mark_object(klass);

@@ -190,7 +190,9 @@ void RemoveFreeobjHook() { rb_remove_event_hook(AsHookFunc(FreeobjHook)); }
 
 void InitAllocationHooks() {
   sym_total_allocated_objects = ID2SYM(rb_intern("total_allocated_objects"));
-  rb_gc_stat(sym_total_allocated_objects);  // builds Ruby's stat-key table now, not in a hook
+  // Builds Ruby's stat-key table now, not in a hook. TryProtect: a GC
+  // without the key must not fail the load (gc_collector.cc, InitGcCollector).
+  TryProtect([] { rb_gc_stat(sym_total_allocated_objects); });
   g_arm_job.Preregister();
 }
 

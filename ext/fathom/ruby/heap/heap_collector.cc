@@ -7,6 +7,7 @@
 #include <climits>
 #include <random>
 #include <string>
+#include <sys/random.h>
 #include <unistd.h>
 #include <utility>
 #include <vector>
@@ -110,8 +111,14 @@ VALUE CollectorInitialize(int argc, VALUE* argv, VALUE self) {
 void SeedRng(HeapCollector* c) {
   // Seeded per process (and again after fork) so forked workers do not all
   // sample the same allocations, as an unseeded generator would.
-  std::random_device rd;
-  c->rng.seed(rd() ^ static_cast<unsigned>(getpid()) ^ static_cast<unsigned>(MonotonicNs()));
+  // getrandom(2), not std::random_device: the precompiled gem links
+  // libstdc++ statically, and GCC 12's random_device then needs glibc
+  // 2.36's arc4random, which would raise the gem's glibc floor from 2.34
+  // (docs/internals/versions.md, "The precompiled gem"). Without entropy
+  // (a seccomp filter), pid and clock still differ between workers.
+  unsigned entropy = 0;
+  if (getrandom(&entropy, sizeof(entropy), GRND_NONBLOCK) != static_cast<ssize_t>(sizeof(entropy))) entropy = 0;
+  c->rng.seed(entropy ^ static_cast<unsigned>(getpid()) ^ static_cast<unsigned>(MonotonicNs()));
 }
 
 void Deactivate() {
@@ -405,6 +412,7 @@ void ReleaseFreeobjOwnership() {
 void InitHeapCollector(VALUE mNative) {
   InitAllocationHooks();
   InitSampleCommit();
+  InitHeapFlush();
   rb_gc_register_address(&g_active_self);
   rb_gc_register_address(&g_freeobj_owner_self);
 

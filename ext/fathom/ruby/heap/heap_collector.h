@@ -155,6 +155,9 @@ VALUE FlushHeapProfile(HeapCollector* c, bool gc, FirefoxParts* parts = nullptr,
 void ResetWindow(HeapCollector* c);
 // The timer's ticks and the bursts since the window started.
 TickCounts WindowTicks(const HeapCollector& c);
+// Registers the flush's fork-child reset (GC turned off by a census in
+// progress is turned back on in a forked child).
+void InitHeapFlush();
 
 // ---- heap_collector.cc
 // Another collector's records keep only what FREEOBJ told them so far.

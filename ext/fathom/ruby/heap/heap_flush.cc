@@ -17,6 +17,7 @@
 
 #include "base/clock.h"
 #include "ruby/runtime/boundary.h"
+#include "ruby/fork/fork_child_reset.h"
 #include "ruby/runtime/symbols.h"
 #include "heap/heap_encode.h"
 #include "ruby/io/firefox_parts.h"
@@ -62,6 +63,33 @@ struct FlushState {
   int64_t census_begin_ns = 0;  // listing the pages (and Ruby finishing a lazy sweep)
   bool census_rushed = false;  // past its wall-time bound, the census ended in one slice
 };
+
+// Flushes whose census turned GC off and have not turned it back on (GVL
+// held). The census yields the GVL with GC off, so another thread may fork
+// meanwhile: the flush never ends in that child, which would run with GC
+// off for good. TurnGcBackOnInChild (fork/fork_child_reset.h) turns it
+// back on there.
+int g_census_gc_off = 0;
+
+void TurnGcOffForCensus(FlushState* f) {
+  f->enable_gc_after_walk = !RTEST(rb_gc_disable());
+  if (f->enable_gc_after_walk) g_census_gc_off++;
+}
+
+void TurnGcBackOn(FlushState* f) {
+  if (!f->enable_gc_after_walk) return;
+  f->enable_gc_after_walk = false;
+  // 0 already in a child forked by this very thread (a trap handler run
+  // while the census yielded forked): the reset turned GC on there.
+  if (g_census_gc_off > 0) g_census_gc_off--;
+  rb_gc_enable();
+}
+
+void TurnGcBackOnInChild() {
+  if (g_census_gc_off == 0) return;
+  g_census_gc_off = 0;
+  rb_gc_enable();
+}
 
 // Ends a stretch of holding the GVL (for the statistics).
 void EndHold(FlushState* f) {
@@ -187,7 +215,7 @@ void TakeCensusBeforeWalk(FlushState* f) {
   HeapCollector* c = f->c;
   f->census_off = CensusOffReason(c->census, c->exact, c->running);
   if (f->census_off) return;
-  f->enable_gc_after_walk = !RTEST(rb_gc_disable());
+  TurnGcOffForCensus(f);
   int64_t t0 = MonotonicNs();
   f->census_started_ns = t0;
   f->census_gc_count = rb_gc_count();
@@ -379,10 +407,7 @@ void FlushBody(FlushState* f) {
   TakeCensusBeforeWalk(f);
   WalkRecords(f);
   CalibrateToCensus(f);
-  if (f->enable_gc_after_walk) {
-    f->enable_gc_after_walk = false;
-    rb_gc_enable();
-  }
+  TurnGcBackOn(f);
   // Taken every flush (a pprof flush has no use for them) so none outlive
   // the stacks their keys name.
   std::vector<AllocEvent> events = c->store.TakeAllocEvents();
@@ -498,12 +523,14 @@ VALUE FlushHeapProfile(HeapCollector* c, bool gc, FirefoxParts* parts, OutputSta
   struct GcEnabler {
     FlushState* f;
     ~GcEnabler() {
-      if (f->enable_gc_after_walk) rb_gc_enable();
+      TurnGcBackOn(f);
     }
   } enabler{state};
   Protect([state] { FlushBody(state); });
   scope.Complete();
   return state->result;
 }
+
+void InitHeapFlush() { ResetInForkedChild(TurnGcBackOnInChild); }
 
 }  // namespace fathom

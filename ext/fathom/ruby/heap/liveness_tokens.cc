@@ -2,7 +2,21 @@
 
 #include <string>
 
+#include <ruby/version.h>
+
 #include "ruby/runtime/boundary.h"
+
+// object_id tokens need ObjectSpace._id2ref to answer only for the object
+// an id was given to, and the public RUBY_FL_SEEN_OBJ_ID flag (LookupAt).
+// Ruby 4.0 breaks both: _id2ref is deprecated and can return another live
+// object for a dead one's id (Bug #22200), and the flag left the public
+// header when ids moved into shapes. The Ruby layer refuses the mode first
+// (Fathom::RubyGuards.liveness, which tests can point at a faked version);
+// this is the native line behind it, for Native::HeapCollector.new called
+// directly. docs/internals/versions.md, "Ruby 4.0".
+#if RUBY_API_VERSION_MAJOR < 4 && defined(HAVE_CONST_RUBY_FL_SEEN_OBJ_ID)
+#define FATHOM_OBJECT_ID_TOKENS 1
+#endif
 
 namespace fathom {
 
@@ -31,7 +45,14 @@ TokenKind LivenessTokens::ParseKind(VALUE name) {
   if (SYMBOL_P(name)) name = rb_sym2str(name);
   if (!RB_TYPE_P(name, T_STRING)) ThrowTypeError("liveness: expected :object_id or :weakmap");
   std::string s(RSTRING_PTR(name), static_cast<size_t>(RSTRING_LEN(name)));
-  if (s == "object_id") return TokenKind::kObjectId;
+  if (s == "object_id") {
+#ifndef FATHOM_OBJECT_ID_TOKENS
+    ThrowArgumentError("liveness: :object_id is not supported on Ruby 4.0 and later: ObjectSpace._id2ref is "
+                       "deprecated there and can return another live object for a dead one's id (Ruby Bug #22200); "
+                       "use :weakmap");
+#endif
+    return TokenKind::kObjectId;
+  }
   if (s == "weakmap") return TokenKind::kWeakMap;
   ThrowArgumentError("liveness: expected :object_id or :weakmap, got %s", s.c_str());
 }
@@ -51,8 +72,15 @@ uint64_t LivenessTokens::Track(VALUE obj) {
 }
 
 VALUE LivenessTokens::LookupAt(uint64_t token, VALUE candidate) {
+#ifdef FATHOM_OBJECT_ID_TOKENS
   if (kind_ != TokenKind::kObjectId || !RB_FL_TEST_RAW(candidate, RUBY_FL_SEEN_OBJ_ID)) return Qundef;
   return NUM2ULL(rb_obj_id(candidate)) == token ? candidate : Qundef;
+#else
+  // Unreachable: ParseKind refuses object_id tokens on this Ruby.
+  (void)token;
+  (void)candidate;
+  return Qundef;
+#endif
 }
 
 VALUE LivenessTokens::Lookup(uint64_t token) {

@@ -12,7 +12,8 @@
 //              survive GC.compact. Used on Ruby < 3.2.3: there object_id has
 //              no side effect on the object, and ObjectSpace::WeakMap is
 //              broken under compaction (3.1.0–3.1.3, 3.2.0–3.2.2, Ruby bug
-//              #19529).
+//              #19529). Refused on Ruby 4.0+ (_id2ref deprecated there, and
+//              wrong for some dead ids: Bug #22200; liveness_tokens.cc).
 //   kWeakMap   token = a sequence number; an ObjectSpace::WeakMap maps it to
 //              the object, weakly. alive ⇔ the map still has the key. Used on
 //              Ruby ≥ 3.2.3: there object_id moves an object to a new shape

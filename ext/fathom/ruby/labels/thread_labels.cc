@@ -21,19 +21,25 @@ __attribute__((tls_model("initial-exec"))) thread_local uint64_t t_span_id = 0;
 
 // Ruby 3.1 hands a finished thread's native thread to the next Ruby thread
 // (its thread cache): labels a thread set with Labels.set and never restored
-// must not outlive it. RUBY_EVENT_THREAD_END runs on the ending thread, with
-// the GVL. Added the first time a thread sets labels or a span, kept.
-bool g_end_hook_added = false;
+// must not reach the next one. RUBY_EVENT_THREAD_END is not enough: 3.1
+// fires it only for a thread whose block returned, not for one ended by an
+// exception, Thread#kill or Thread#exit (3.3 and 3.4 fire it for every end).
+// RUBY_EVENT_THREAD_BEGIN fires on every Ruby version for every new
+// thread, on its native thread, before its block runs: clearing there
+// covers every way the previous thread of that native thread ended. Both
+// run with the GVL. Added the first time a thread sets labels or a span
+// (so before any thread that could leave them behind ends), kept.
+bool g_thread_hooks_added = false;
 
-void ClearAtThreadEnd(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
+void ClearThreadLabels(rb_event_flag_t, VALUE, VALUE, ID, VALUE) {
   t_label_set = 0;
   t_span_id = 0;
 }
 
-void EnsureEndHook() {
-  if (g_end_hook_added) return;
-  rb_add_event_hook(ClearAtThreadEnd, RUBY_EVENT_THREAD_END, Qnil);
-  g_end_hook_added = true;
+void EnsureThreadHooks() {
+  if (g_thread_hooks_added) return;
+  rb_add_event_hook(ClearThreadLabels, RUBY_EVENT_THREAD_BEGIN | RUBY_EVENT_THREAD_END, Qnil);
+  g_thread_hooks_added = true;
 }
 
 LabelPairs PairsFrom(VALUE pairs) {
@@ -63,7 +69,7 @@ VALUE SetCurrentSet(VALUE, VALUE id) {
     unsigned long long n = NUM2ULL(id);
     if (n != 0 && LabelSets::Global().Get(static_cast<uint32_t>(n)).empty())
       ThrowArgumentError("fathom: unknown label set id %llu", n);
-    if (n != 0) EnsureEndHook();
+    if (n != 0) EnsureThreadHooks();
     t_label_set = static_cast<uint32_t>(n);
     return id;
   });
@@ -84,7 +90,7 @@ VALUE SetSpanId(VALUE, VALUE span) {
     uint64_t value = 0;
     int sign = rb_integer_pack(span, &value, 1, sizeof value, 0, INTEGER_PACK_LSWORD_FIRST | INTEGER_PACK_NATIVE_BYTE_ORDER);
     if (sign != 1) ThrowArgumentError("fathom: span_id must be in 1..2**64-1");
-    EnsureEndHook();
+    EnsureThreadHooks();
     t_span_id = value;
     return span;
   });

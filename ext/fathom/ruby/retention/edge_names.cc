@@ -112,6 +112,35 @@ int IvarCallback(ID key, VALUE val, st_data_t arg) {
   });
 }
 
+// rb_ivar_foreach's callback collecting (value, "@name") pairs.
+int CollectIvar(ID key, VALUE val, st_data_t arg) {
+  return NoThrow("retention ivar callback", ST_STOP, [&] {
+    if (RB_SPECIAL_CONST_P(val)) return ST_CONTINUE;
+    std::string name = IdName(key);
+    if (!name.empty() && name[0] == '@')
+      reinterpret_cast<std::vector<std::pair<VALUE, std::string>>*>(arg)->emplace_back(val, name);
+    return ST_CONTINUE;
+  });
+}
+
+// Ruby 4.0 keeps the instance variables of classes, modules and
+// non-T_OBJECT objects in a companion imemo (IsFieldsImemo), the owner's
+// only child that holds them: the names wait for it, as a proc's captured
+// locals wait for its env ("Foo (Class) → (instance variables) → @cache").
+void DeferIvarsToFields(Namer& n, VALUE obj) {
+  // A T_OBJECT keeps its own; most others have none (a big Array's
+  // children are not scanned for nothing).
+  if (RB_BUILTIN_TYPE(obj) == RUBY_T_OBJECT || rb_ivar_count(obj) == 0) return;
+  for (auto& item : n.children.items()) {
+    if (!IsFieldsImemo(item.first)) continue;
+    std::vector<std::pair<VALUE, std::string>> ivars;
+    rb_ivar_foreach(obj, CollectIvar, reinterpret_cast<st_data_t>(&ivars));
+    n.g.SetEdgeName(item.second, "(instance variables)");
+    n.env_locals[item.second] = std::move(ivars);
+    return;
+  }
+}
+
 bool Printable(const std::string& s) {
   if (s.empty() || s.size() > kMaxKeyLength) return false;
   for (unsigned char c : s)
@@ -448,8 +477,10 @@ void NameChildrenOf(Namer& n, uint32_t parent) {
       break;
   }
   bool internal = type == RUBY_T_IMEMO || type == RUBY_T_ICLASS;
-  if (!internal && (RBASIC_CLASS(obj) != 0 || type == RUBY_T_CLASS || type == RUBY_T_MODULE))
+  if (!internal && (RBASIC_CLASS(obj) != 0 || type == RUBY_T_CLASS || type == RUBY_T_MODULE)) {
     rb_ivar_foreach(obj, IvarCallback, reinterpret_cast<st_data_t>(&n));
+    DeferIvarsToFields(n, obj);
+  }
   NameModules(n);
   NameThreads(n);
   // Whatever is left is named after the referrer's class.

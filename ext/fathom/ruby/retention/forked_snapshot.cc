@@ -4,7 +4,8 @@
 // child could touch state another thread held at fork time:
 // docs/internals/retention.md, "Forked snapshots".
 //
-// Parent (GVL held, GC disabled by take_forked): fork. Child: block every
+// Parent (GVL held, GC disabled by take_forked): fork. Child: die with the
+// parent, close every descriptor but its pipe (ForkAndCollect), block every
 // signal, bound its address space, then walk, name (no Ruby method call:
 // prepared names), compute dominators and encode, exactly the in-process
 // code, send the profile and its stats through a pipe, _exit. Parent: GC
@@ -143,7 +144,7 @@ bool TakeForked(Snapshot* s, const RetentionProfileOptions& options, int64_t tim
                 int* fork_errno) {
   ForkedChild child;
   bool forked = ForkAndCollect(
-      "retention_fork_wait", timeout_ns, [&](int fd) { ChildMain(s, fd, options, memory_bytes); },
+      "retention_fork_wait", timeout_ns, {}, [&](int fd) { ChildMain(s, fd, options, memory_bytes); },
       [&] { EnableGcAgain(s); },  // the parent runs on with GC as it was
       &child, fork_errno);
   s->fork_ns = child.fork_ns;

@@ -13,6 +13,7 @@
 #include "base/clock.h"
 #include "ruby/io/output_stamp_arg.h"
 #include "ruby/runtime/boundary.h"
+#include "ruby/fork/fork_child_reset.h"
 #include "ruby/init.h"
 #include "ruby/native_class.h"
 #include "retention/dominators.h"
@@ -23,6 +24,9 @@ namespace fathom {
 namespace retention {
 namespace {
 
+// Set while a snapshot walks or waits for its child (GVL held to read or
+// change it). Cleared in a process forked meanwhile, where that snapshot
+// never ends (fork/fork_child_reset.h).
 bool g_snapshot_in_progress = false;
 ID id_heap_live_slots, id_heap_available_slots;
 
@@ -435,12 +439,15 @@ VALUE SnapshotStats(VALUE self) {
 }  // namespace retention
 
 void InitRetentionSnapshot(VALUE mNative) {
+  ResetInForkedChild([] { retention::g_snapshot_in_progress = false; });
   retention::InitRetentionWalk();
   retention::InitEdgeNames();
   retention::id_heap_live_slots = rb_intern("heap_live_slots");
   retention::id_heap_available_slots = rb_intern("heap_available_slots");
-  // rb_gc_stat builds its key table on first use: do it here, outside any snapshot.
-  rb_gc_stat(ID2SYM(retention::id_heap_live_slots));
+  // rb_gc_stat builds its key table on first use: do it here, outside any
+  // snapshot. TryProtect: a GC without the key must not fail the load
+  // (gc_collector.cc, InitGcCollector).
+  TryProtect([] { rb_gc_stat(ID2SYM(retention::id_heap_live_slots)); });
 
   VALUE klass = rb_define_class_under(mNative, "RetentionSnapshot", rb_cObject);
   rb_gc_register_mark_object(klass);

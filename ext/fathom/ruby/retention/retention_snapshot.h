@@ -205,6 +205,9 @@ void PrepareWalk(Snapshot* s, VALUE own_list);
 // Phase 1: fills s->builder (created by the caller). Throws on failure.
 void Walk(Snapshot* s);
 void InitRetentionWalk();
+// Whether obj is the imemo holding another object's instance variables
+// (Ruby 4.0's imemo_fields, learned at load; never on 3.x).
+bool IsFieldsImemo(VALUE obj);
 // A progress line on s->progress once the snapshot has run for a second.
 // A failing IO (closed $stderr) only ends the progress lines.
 void Progress(Snapshot* s, const char* phase, uint32_t done);

@@ -133,8 +133,21 @@ bool IsProgramObject(const Snapshot* s, VALUE obj, int type) {
 // imemo_type`, the same from Ruby 2.3 to 3.4 and master). ProbeImemoEnvs
 // checks it on a real proc before anything relies on it.
 constexpr VALUE kImemoTypeMask = 0x0f;
-constexpr VALUE kImemoEnv = 0;
-bool ImemoIsEnv(VALUE obj) { return ((RBASIC(obj)->flags >> RUBY_FL_USHIFT) & kImemoTypeMask) == kImemoEnv; }
+constexpr int kImemoEnv = 0;
+int ImemoType(VALUE obj) { return static_cast<int>((RBASIC(obj)->flags >> RUBY_FL_USHIFT) & kImemoTypeMask); }
+bool ImemoIsEnv(VALUE obj) { return ImemoType(obj) == kImemoEnv; }
+
+// Ruby 4.0 keeps the instance variables of classes and modules, and of
+// objects that are not T_OBJECT (Strings, Arrays, Hashes, C data), in a
+// companion imemo (imemo_fields: 13 in 4.0.6's internal/imemo.h; a class's
+// fields_obj in internal/class.h), and marking the owner yields that imemo,
+// not the values. Taken as a Ruby internal it would charge whatever a
+// class-level @cache holds to the "Ruby internals" row: it is the
+// program's data, like an env. Its type is not hard-coded: ProbeImemoFields
+// learns it at load from a class with an instance variable; on Rubies that
+// mark ivars directly (3.x) it finds none (-1) and nothing changes.
+// docs/internals/versions.md, "Ruby 4.0".
+int g_fields_imemo_type = -1;
 
 // Ruby internals: the imemos but envs (iseqs, method entries, call and
 // constant caches, crefs, ifuncs, svars...) and iclasses (a module's
@@ -146,7 +159,9 @@ bool ImemoIsEnv(VALUE obj) { return ((RBASIC(obj)->flags >> RUBY_FL_USHIFT) & kI
 bool IsRubyInternal(const Snapshot* s, VALUE obj, int type) {
   if (!s->envs_known) return false;
   if (type == RUBY_T_ICLASS) return true;
-  return type == RUBY_T_IMEMO && !ImemoIsEnv(obj);
+  if (type != RUBY_T_IMEMO) return false;
+  int imemo = ImemoType(obj);
+  return imemo != kImemoEnv && imemo != g_fields_imemo_type;
 }
 
 bool g_envs_known = false;  // ProbeImemoEnvs' verdict, at load
@@ -206,6 +221,33 @@ bool ProbeImemoEnvs() {
   }
   RB_GC_GUARD(pair);
   return consistent && envs >= 1;
+}
+
+// The imemo type that holds a class's instance variables on this Ruby, or
+// -1 where marking a class yields them directly (see g_fields_imemo_type).
+int ProbeImemoFields() {
+  if (!kHeapWalkAvailable) return -1;
+  VALUE pair = Qnil;
+  if (!TryProtect([&] {
+        pair = rb_eval_string(
+          "fathom_probe = Object.new; [fathom_probe, Class.new.tap { |k| k.instance_variable_set(:@p, fathom_probe) }]");
+      }))
+    return -1;
+  if (!RB_TYPE_P(pair, T_ARRAY) || RARRAY_LEN(pair) != 2) return -1;
+  VALUE value = RARRAY_AREF(pair, 0), klass = RARRAY_AREF(pair, 1);
+  std::vector<VALUE> imemos;
+  rb_objspace_reachable_objects_from(klass, CollectImemoChild, &imemos);
+  int found = -1;
+  for (VALUE m : imemos) {
+    ChildFinder f{value, false};
+    rb_objspace_reachable_objects_from(m, FindChild, &f);
+    if (!f.found) continue;
+    int type = ImemoType(m);
+    if (type == kImemoEnv || (found != -1 && found != type)) return -1;  // not the layout described above
+    found = type;
+  }
+  RB_GC_GUARD(pair);
+  return found;
 }
 
 void RootCallback(const char* category, VALUE obj, void* data) {
@@ -343,6 +385,10 @@ void AddRoots(Snapshot* s) {
 
 }  // namespace
 
+bool IsFieldsImemo(VALUE obj) {
+  return g_fields_imemo_type != -1 && RB_BUILTIN_TYPE(obj) == RUBY_T_IMEMO && ImemoType(obj) == g_fields_imemo_type;
+}
+
 bool HeapWalkAvailable() { return kHeapWalkAvailable; }
 
 void OwnSet::Insert(VALUE v) {
@@ -414,6 +460,7 @@ void InitRetentionWalk() {
   // At load, so that the probe's few objects are long gone (not left in a
   // C stack slot) by the first snapshot.
   g_envs_known = ProbeImemoEnvs();
+  g_fields_imemo_type = g_envs_known ? ProbeImemoFields() : -1;
 }
 
 void Walk(Snapshot* s) {
