@@ -11,7 +11,7 @@
 //
 // A new label: a field of CpuLabels, its entry in Fields(), its pprof label
 // in AppendPprofLabels, its value where the handler records it
-// (ruby/cpu/cpu_sampler.cc, ReadLabels), and its row in docs/formats.md.
+// (ruby/cpu/sample_labels.h, ReadLabels), and its row in docs/formats.md.
 // A new value: a field of CpuValues, a line of its schema, and its value in
 // AccountedParts.
 #pragma once

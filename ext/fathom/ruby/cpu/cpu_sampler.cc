@@ -2,6 +2,7 @@
 #include "ruby/cpu/gvl_event_thread.h"
 #include "ruby/cpu/masked_threads.h"
 #include "ruby/cpu/mn_threads.h"
+#include "ruby/cpu/sample_labels.h"
 #include "ruby/cpu/thread_slot.h"
 
 #include <errno.h>
@@ -22,7 +23,6 @@
 #include "base/clock.h"
 #include "ruby/runtime/boundary.h"
 #include "native/native_capture.h"
-#include "ruby/labels/thread_labels.h"
 #include "ruby/runtime/postponed_job.h"
 #include "ruby/runtime/ruby_private_api.h"
 #include "ruby/runtime/signal_dispatcher.h"
@@ -164,16 +164,6 @@ void RemoveSlot(ThreadSlot* s) {
 }
 
 // ------------------------------------------------------------ state
-
-// The calling thread's labels for its sample (core/cpu/cpu_schema.h), read
-// in its SIGPROF handler: loads of its own thread-locals only.
-CpuLabels ReadLabels() {
-  ThreadLabels request = CurrentThreadLabels();  // two thread-local loads (labels/)
-  CpuLabels labels;
-  labels.label_set = request.label_set;
-  labels.span_id = request.span_id;
-  return labels;
-}
 
 // The calling thread's Ruby frames into the cell (the handler's sample and
 // the probe). Async-signal-safe: rb_profile_frames reads, never allocates.
