@@ -76,7 +76,7 @@ module Fathom
     # with RSS), not for the walk (about 0.25 s per million objects). The
     # child runs no Ruby code and exits with _exit; it is killed once it has
     # used fork_timeout seconds of CPU, or is still past fork_timeout seconds
-    # (docs/internals/retention.md, "the deadline"). The profile says which walk ran (a "walk=forked"
+    # (docs/internals/retention.md, "Forked snapshots"). The profile says which walk ran (a "walk=forked"
     # or "walk=in-process" comment, stats[:walk]). The in-process walk runs
     # instead with fork: false, FATHOM_RETENTION_FORK=0, with focus:, where
     # fork() is unavailable or fails. A forked snapshot runs no GC first
