@@ -15,6 +15,9 @@
 require "optparse"
 require "rbconfig"
 require "fathom"
+require_relative "../test/support/native_frames" # the test-only extension that times a capture
+
+NativeFrames.require!
 
 iterations = 20_000
 rounds = 5
@@ -33,7 +36,7 @@ def median(values) = values.sort[values.size / 2]
 def levels_for(target)
   (0..64).find do |levels|
     depth = nil
-    nest(levels) { depth = Fathom::Native.debug_native_capture_cost(1)[1] }
+    nest(levels) { depth = FathomTest::NativeFrames.capture_cost(1)[1] }
     depth >= target
   end
 end
@@ -47,7 +50,7 @@ unless ENV["FATHOM_NATIVE_UNWINDER"]
   exit
 end
 
-puts "ruby #{RUBY_VERSION}, unwinder #{Fathom::Native.debug_native_unwinder}, " \
+puts "ruby #{RUBY_VERSION}, unwinder #{FathomTest::NativeFrames.unwinder}, " \
      "#{iterations} captures per round, median of #{rounds} rounds"
 puts format("%-14s %8s %12s %10s %10s %14s %10s", "target depth", "native", "ns/capture", "ns/frame",
             "ruby depth", "ns/rb_profile", "ratio")
@@ -55,7 +58,7 @@ puts format("%-14s %8s %12s %10s %10s %14s %10s", "target depth", "native", "ns/
   levels = levels_for(target)
   results = Array.new(rounds) do
     r = nil
-    nest(levels) { r = Fathom::Native.debug_native_capture_cost(iterations) }
+    nest(levels) { r = FathomTest::NativeFrames.capture_cost(iterations) }
     r
   end
   ns = median(results.map { _1[0] })

@@ -6,7 +6,7 @@
 //     (only with -DWITH_LIBUNWIND, needs Debian's libunwind-dev),
 //   - a frame-pointer walk (the lower bound; this file is built with frame
 //     pointers, which Debian's libruby and libz are not: see
-//     Fathom::Native.debug_frame_pointer_depth for what it reaches there).
+//     FathomTest::NativeFrames.frame_pointer_depth for what it reaches there).
 //
 //   g++ -O2 -fno-omit-frame-pointer bench/unwinders_compare.cc -o /tmp/unw && /tmp/unw
 //   g++ -O2 -fno-omit-frame-pointer -DWITH_LIBUNWIND bench/unwinders_compare.cc -lunwind -o /tmp/unw && /tmp/unw

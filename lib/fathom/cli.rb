@@ -315,8 +315,7 @@ module Fathom
       end
 
       interval_ns = validate do
-        Options.duration_ns("--interval", opts.fetch(:interval, Modes.format_seconds(HEAP[:interval])),
-                            min_ns: Options::SAMPLING_INTERVAL_NS.begin, max_ns: Options::SAMPLING_INTERVAL_NS.end)
+        Options.sampling_interval_ns("--interval", opts.fetch(:interval, Modes.format_seconds(HEAP[:interval])))
       end
       max_depth = validate { Options.parse_integer("--max-depth", opts.fetch(:max_depth, HEAP[:max_depth].to_s), Options::MAX_DEPTH_RANGE) }
       # One mode: the file (default fathom-<mode>.pb.gz); several: a base name.

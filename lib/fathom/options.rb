@@ -13,12 +13,19 @@ module Fathom
     DURATION_RE = /\A\s*(\d+(?:\.\d*)?|\.\d+)(?:e([-+]?\d+))?\s*(ns|us|µs|ms|min|s|m|h)?\s*\z/.freeze
     DURATION_HINT = 'a positive duration in seconds (Float/Integer) or a String like "1ms"'
 
-    # Limits shared by the profilers, the CLI and autorun. Below 10us each
-    # tick (a signal, a postponed job, a hook install) costs more than the
-    # interval; an hour is a typo guard (and keeps the nanoseconds far
-    # inside the native int64). The extension checks the same lower bound.
+    # Limits shared by the profilers, the CLI, autorun and the Rack
+    # endpoints, each written here only: the native collectors take the
+    # values checked here, by keyword (ext/fathom/ruby/keywords.h).
+    # Below 10us each tick (a signal, a postponed job, a hook install) costs
+    # more than the interval; an hour is a typo guard (and keeps the
+    # nanoseconds far inside the native int64).
     SAMPLING_INTERVAL_NS = (10_000..3_600_000_000_000).freeze
     MAX_DEPTH_RANGE = (1..4096).freeze
+    # A retention path (a snapshot's or a dump's) keeps at least its root
+    # category, a "(… N more)" frame and the object: the encoder refuses
+    # less (ext/fathom/core/retention/retention_profile.h), but only after
+    # the whole walk.
+    RETENTION_DEPTH_RANGE = (3..MAX_DEPTH_RANGE.end).freeze
     # GC coalescing: a window longer than a minute would hide every GC of a
     # short run in one sample.
     COALESCE_NS = (1..60_000_000_000).freeze
@@ -76,6 +83,12 @@ module Fathom
     # The same, in (Float) seconds.
     def duration(name, value, **bounds)
       duration_ns(name, value, **bounds) / 1e9
+    end
+
+    # A heap or CPU/wall sampling interval (a duration in
+    # SAMPLING_INTERVAL_NS), in whole nanoseconds.
+    def sampling_interval_ns(name, value)
+      duration_ns(name, value, min_ns: SAMPLING_INTERVAL_NS.begin, max_ns: SAMPLING_INTERVAL_NS.end)
     end
 
     def boolean(name, value)

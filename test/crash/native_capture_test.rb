@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "../test_helper"
+require_relative "../support/native_frames"
 require "digest"
 
 # Signals that capture native stacks (CaptureNativePcs from the ucontext,
@@ -10,6 +11,7 @@ require "digest"
 class NativeCaptureCrashTest < Minitest::Test
   def setup
     require_native!
+    NativeFrames.require!
   end
 
   def recurse(n, &block)
@@ -19,7 +21,7 @@ class NativeCaptureCrashTest < Minitest::Test
   def test_signals_everywhere_at_100us
     data = Random.new(7).bytes(1 << 18)
     deep = "y" * (4 << 20)
-    samples = Fathom::Native.debug_sample_native(100) do
+    samples = FathomTest::NativeFrames.sample_native(100) do
       20.times do |i|
         Thread.new { Zlib::Deflate.deflate(data) }.join
         recurse(300) { Digest::SHA256.hexdigest(deep) }
@@ -46,7 +48,7 @@ class NativeCaptureCrashTest < Minitest::Test
 
   def test_gc_during_the_block_is_refused_cleanly
     error = assert_raises(Fathom::Error) do
-      Fathom::Native.debug_sample_native(100) do
+      FathomTest::NativeFrames.sample_native(100) do
         GC.start
         GC.compact if GC.respond_to?(:compact)
       end
@@ -58,7 +60,7 @@ class NativeCaptureCrashTest < Minitest::Test
 
   def test_start_stop_cycles
     50.times do
-      Fathom::Native.debug_sample_native(100) { 200.times { |i| i.to_s * 10 } }
+      FathomTest::NativeFrames.sample_native(100) { 200.times { |i| i.to_s * 10 } }
     end
     pass
   end

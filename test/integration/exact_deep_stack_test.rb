@@ -7,7 +7,7 @@ require "fathom/pprof/reader"
 # and stacks that agree on their innermost frames but differ far from the
 # leaf are kept apart, with exact counts. The stack table answers repeated
 # stacks from a cache keyed by the innermost frames and proves each hit by
-# comparing the whole stack (core/heap/stack_table.h); these are the cases
+# comparing the whole stack (core/stacks/stack_table.h); these are the cases
 # where a cache trusting the innermost frames would give a wrong stack.
 # Deterministic: exact mode records every allocation.
 class ExactDeepStackTest < Minitest::Test

@@ -2,31 +2,33 @@
 
 require "test_helper"
 require "digest"
+require "support/native_frames"
 
-# C frames (ext/fathom/core/native/) seen from Ruby through the internal
-# Fathom::Native.debug_* methods: symbolizing real addresses of libruby and
+# C frames (ext/fathom/core/native/) seen from Ruby through the test-only
+# extension FathomTest::NativeFrames: symbolizing real addresses of libruby and
 # libz, and the miniature sampler (a per-thread CPU timer signal that
 # captures native PCs and Ruby frames in its handler, then symbolizes and
 # weaves after the block) on the acceptance programs of issue 12.
 class NativeFramesTest < Minitest::Test
   def setup
     require_native!
+    NativeFrames.require!
   end
 
   def test_symbolizes_exported_functions_of_libruby_and_libz
-    fn, object = Fathom::Native.debug_symbolize("rb_hash_aref")
+    fn, object = FathomTest::NativeFrames.symbolize("rb_hash_aref")
     assert_equal "rb_hash_aref", fn
     # libruby, or the ruby executable itself for a statically linked Ruby.
     assert_match(/\Alibruby|\Aruby/, object)
-    fn, object = Fathom::Native.debug_symbolize("deflate")
+    fn, object = FathomTest::NativeFrames.symbolize("deflate")
     assert_equal "deflate", fn
     assert_match(/\Alibz\.so/, object)
-    assert_nil Fathom::Native.debug_symbolize("fathom_no_such_function")
+    assert_nil FathomTest::NativeFrames.symbolize("fathom_no_such_function")
   end
 
   def test_current_native_stack_runs_from_the_extension_to_the_interpreter
-    stack = Fathom::Native.debug_native_stack
-    assert_equal "fathom_ext.so", stack.first[1], stack.inspect
+    stack = FathomTest::NativeFrames.native_stack
+    assert_equal NativeFrames::SO, stack.first[1], stack.inspect
     names = stack.map(&:first)
     # ruby_run_node is public API on every Ruby; rb_vm_exec (the VM loop) is
     # named where libruby exports it (3.1) or is not stripped (our 3.3.8).
@@ -41,7 +43,7 @@ class NativeFramesTest < Minitest::Test
 
   def test_libz_frames_under_zlib_deflate
     data = Random.new(42).bytes(1 << 20) * 6
-    samples = Fathom::Native.debug_sample_native(500) { Zlib::Deflate.deflate(data) }
+    samples = FathomTest::NativeFrames.sample_native(500) { Zlib::Deflate.deflate(data) }
     refute_empty samples
     with_libz = samples.select { |s| s[:woven].any? { |f| f.include?("[libz.so") } }
     # ~170 ms: n >= 32 (35-52 measured), f = 0.91 in libz, all of them in
@@ -63,7 +65,7 @@ class NativeFramesTest < Minitest::Test
 
   def test_native_digest_function_under_its_ruby_frame
     big = "x" * (24 << 20)
-    samples = Fathom::Native.debug_sample_native(500) { Digest::SHA256.hexdigest(big) }
+    samples = FathomTest::NativeFrames.sample_native(500) { Digest::SHA256.hexdigest(big) }
     with_sha = samples.select { |s| s[:woven].any? { |f| f.match?(/SHA256.*\[(sha2|digest|libcrypto)/i) } }
     # ~80 ms: n >= 16 (21-33 measured), 262 of 263 samples in SHA256 (12
     # runs; f > 0.95): P(Bin(16, 0.95) <= 7) = 2e-8.
@@ -88,8 +90,8 @@ class NativeFramesTest < Minitest::Test
   def test_vm_function_hidden_by_the_ruby_stack_appears
     keys = (1..10_000).map { |i| "key#{i}" }
     hash = keys.each_with_index.to_h
-    samples = Fathom::Native.debug_sample_native(500) { lookup_loop(hash, keys) }
-    aref = samples.select { |s| s[:woven].include?("rb_hash_aref [#{Fathom::Native.debug_symbolize("rb_hash_aref")[1]}]") }
+    samples = FathomTest::NativeFrames.sample_native(500) { lookup_loop(hash, keys) }
+    aref = samples.select { |s| s[:woven].include?("rb_hash_aref [#{FathomTest::NativeFrames.symbolize("rb_hash_aref")[1]}]") }
     # 450 rounds: ~320 ms, n >= 63 (133-139 measured; 150 rounds gave
     # 26-29), f = 0.55 under rb_hash_aref (179 of 328, 12 runs; 0.36 in the
     # worst; 0.45 taken): P(Bin(63, 0.45) < 6) = 1e-10; with 150 rounds,
@@ -113,18 +115,18 @@ class NativeFramesTest < Minitest::Test
   end
 
   def test_bad_input_raises_and_sampling_recovers
-    assert_raises(TypeError) { Fathom::Native.debug_symbolize(:deflate) }
-    assert_raises(ArgumentError) { Fathom::Native.debug_sample_native(10) { nil } }
-    assert_raises(ArgumentError) { Fathom::Native.debug_sample_native(500) }
-    assert_raises(ArgumentError) { Fathom::Native.debug_native_capture_cost(0) }
+    assert_raises(TypeError) { FathomTest::NativeFrames.symbolize(:deflate) }
+    assert_raises(ArgumentError) { FathomTest::NativeFrames.sample_native(10) { nil } }
+    assert_raises(ArgumentError) { FathomTest::NativeFrames.sample_native(500) }
+    assert_raises(ArgumentError) { FathomTest::NativeFrames.capture_cost(0) }
     error = assert_raises(Fathom::Error) do
-      Fathom::Native.debug_sample_native(500) { Fathom::Native.debug_sample_native(500) { nil } }
+      FathomTest::NativeFrames.sample_native(500) { FathomTest::NativeFrames.sample_native(500) { nil } }
     end
     assert_match(/already running/, error.message)
-    assert_raises(RuntimeError) { Fathom::Native.debug_sample_native(500) { raise "boom" } }
+    assert_raises(RuntimeError) { FathomTest::NativeFrames.sample_native(500) { raise "boom" } }
     assert_equal false, GC.disable, "GC is enabled again after the block raised"
     GC.enable
-    assert_kind_of Array, Fathom::Native.debug_sample_native(500) { 1000.times { "a" * 100 } }
+    assert_kind_of Array, FathomTest::NativeFrames.sample_native(500) { 1000.times { "a" * 100 } }
   end
 
   private

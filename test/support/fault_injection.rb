@@ -26,7 +26,8 @@ module FaultInjection
     end
     def heap_collector(exact: true)
       # object_id tokens are refused on Ruby 4.0+ (liveness_tokens.cc).
-      Fathom::Native::HeapCollector.new(exact, 100_000, 64, RUBY_VERSION >= "4" ? :weakmap : :object_id)
+      Fathom::Native::HeapCollector.new(exact: exact, interval_ns: 100_000, max_depth: 64,
+                                        liveness: RUBY_VERSION >= "4" ? :weakmap : :object_id)
     end
   RUBY
 

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "../test_helper"
+require_relative "../support/source_code"
 require "tmpdir"
 
 # The rules that keep C++ and Ruby's C frames apart, checked on the source
@@ -21,22 +22,7 @@ class BoundaryRuleTest < Minitest::Test
                  rb_thread_call_without_gvl2?|rb_nogvl)\s*\(/x.freeze
 
   def code_lines(path)
-    in_block = false
-    File.readlines(path).each_with_index.filter_map do |line, i|
-      text = line.dup
-      if in_block
-        next unless text.include?("*/")
-
-        text = text.split("*/", 2).last
-        in_block = false
-      end
-      text = text.sub(%r{//.*}, "").gsub(%r{/\*.*?\*/}, "")
-      if text.include?("/*")
-        text = text.split("/*", 2).first
-        in_block = true
-      end
-      [i + 1, text]
-    end
+    SourceCode.code_lines(path)
   end
 
   def test_only_the_boundary_raises_protects_or_leaves_the_gvl

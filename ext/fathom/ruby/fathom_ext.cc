@@ -44,7 +44,6 @@ extern "C" __attribute__((visibility("default"))) void Init_fathom_ext(void) {
   fathom::InitStackScrub(mNative);
   fathom::InitNewFile(mNative);
   fathom::InitMallocTrim(mNative);
-  fathom::InitNativeFramesDebug(mNative);
   fathom::InitThreadLabels(mNative);
   fathom::InitProcessMemory(mNative);
 #ifdef FATHOM_DUMP_READER  // extconf.rb: only with simdjson

@@ -19,13 +19,8 @@ void InitHeapCollector(VALUE mNative);
 void InitGcCollector(VALUE mNative);
 
 // cpu/: Fathom::Native::CpuCollector and Fathom::Native.internal_thread
-// (cpu/cpu_collector.cc); Fathom::Native.debug_*, internal methods to look
-// at the C-frame machinery (core/native/) from Ruby, for tests and
-// bench/native_capture.rb. Not a user API: the CPU sampler wires the same
-// pieces into its own handler and flush (cpu/native_frames_debug.cc;
-// docs/internals/native.md, "C frames").
+// (cpu/cpu_collector.cc).
 void InitCpuCollector(VALUE mNative);
-void InitNativeFramesDebug(VALUE mNative);
 
 // io/: Fathom::Native::FirefoxParts (io/firefox_parts.cc) and
 // Fathom::Native.write_new_file: core/io/new_file.h with the GVL released

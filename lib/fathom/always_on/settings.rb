@@ -23,8 +23,7 @@ module Fathom
         opts[:exact] = Options.parse_boolean("FATHOM_EXACT", value["FATHOM_EXACT"]) if value["FATHOM_EXACT"] && modes.include?(:heap)
         opts[:census] = Options.parse_boolean("FATHOM_CENSUS", value["FATHOM_CENSUS"]) if value["FATHOM_CENSUS"] && modes.include?(:heap)
         if (v = value["FATHOM_INTERVAL"])
-          ns = Options.duration_ns("FATHOM_INTERVAL", v, min_ns: Options::SAMPLING_INTERVAL_NS.begin,
-                                                         max_ns: Options::SAMPLING_INTERVAL_NS.end)
+          ns = Options.sampling_interval_ns("FATHOM_INTERVAL", v)
           opts[:interval] = "#{ns}ns"
         end
         if modes.intersect?(Modes::CPU_MODES) && value["FATHOM_NATIVE"]

@@ -54,14 +54,14 @@ module Fathom
       Options.check_unknown!(opts, Modes::DEFAULTS.fetch(:cpu).keys, "Fathom::CpuProfiler.new")
       opts = Modes::DEFAULTS.fetch(:cpu).merge(opts)
       @mode = Options.one_of("mode", mode, MODES)
-      @interval_ns = Options.duration_ns("interval", opts[:interval], min_ns: Options::SAMPLING_INTERVAL_NS.begin,
-                                                                      max_ns: Options::SAMPLING_INTERVAL_NS.end)
+      @interval_ns = Options.sampling_interval_ns("interval", opts[:interval])
       @max_depth = Options.integer("max_depth", opts[:max_depth], Options::MAX_DEPTH_RANGE)
       @format = Options.one_of("format", opts[:format], FORMATS)
       @native = Options.boolean("native", opts[:native])
 
       NativeLoader.require!
-      @collector = Native::CpuCollector.new(@mode, @interval_ns, @max_depth, @format == :firefox, @native)
+      @collector = Native::CpuCollector.new(mode: @mode, interval_ns: @interval_ns, max_depth: @max_depth,
+                                            timeline: @format == :firefox, native: @native)
       @lock = Mutex.new
     end
 

@@ -25,7 +25,7 @@ module Fathom
     # hands a line it does not expect to simdjson's DOM parser; :dom gives
     # every line to the DOM parser (slower; for comparison and bench/dump.rb).
     PARSERS = { auto: 0, dom: 1 }.freeze
-    MAX_DEPTH_RANGE = (3..4096).freeze
+    MAX_DEPTH_RANGE = Options::RETENTION_DEPTH_RANGE
     TOP_RANGE = (1..100_000).freeze
     # Dumps smaller than this finish before a progress line would help.
     PROGRESS_MIN_BYTES = 4 << 20

@@ -56,16 +56,15 @@ module Fathom
       Options.check_unknown!(opts, DEFAULTS.keys, "Fathom::HeapProfiler.new")
       opts = DEFAULTS.merge(opts)
       @exact = Options.boolean("exact", opts[:exact])
-      @interval_ns = Options.duration_ns("interval", opts[:interval],
-                                         min_ns: Options::SAMPLING_INTERVAL_NS.begin,
-                                         max_ns: Options::SAMPLING_INTERVAL_NS.end)
+      @interval_ns = Options.sampling_interval_ns("interval", opts[:interval])
       @max_depth = Options.integer("max_depth", opts[:max_depth], Options::MAX_DEPTH_RANGE)
       @liveness = Options.one_of("liveness", opts[:liveness], LIVENESS)
       @liveness = self.class.auto_liveness if @liveness == :auto
       @liveness = RubyGuards.liveness!(@liveness)
       NativeLoader.require!
       @census = Options.boolean("census", opts[:census])
-      @collector = Native::HeapCollector.new(@exact, @interval_ns, @max_depth, @liveness)
+      @collector = Native::HeapCollector.new(exact: @exact, interval_ns: @interval_ns, max_depth: @max_depth,
+                                             liveness: @liveness)
       @collector.census = @census
       @lock = Mutex.new
     end

@@ -39,9 +39,7 @@ module Fathom
     FORK_MEMORY_BASE = 1 << 30
     FORK_MEMORY_PER_OBJECT = 1024
     FORK_ENV = "FATHOM_RETENTION_FORK"
-    # At least 3: the root category, a "(truncated)" hop and the object
-    # (the encoder refuses less, but only after the whole walk).
-    MAX_DEPTH_RANGE = (3..4096).freeze
+    MAX_DEPTH_RANGE = Options::RETENTION_DEPTH_RANGE
     # explain_sites(top:, per_site:): each picked object is followed by the
     # snapshot; more than this many is not an explanation anymore.
     SITES_RANGE = (1..100_000).freeze
@@ -80,7 +78,7 @@ module Fathom
     # with RSS), not for the walk (about 0.25 s per million objects). The
     # child runs no Ruby code and exits with _exit; it is killed once it has
     # used fork_timeout seconds of CPU, or is still past fork_timeout seconds
-    # (docs/internals/retention.md, "the deadline"). The profile says which walk ran (a "walk=forked"
+    # (docs/internals/retention.md, "Forked snapshots"). The profile says which walk ran (a "walk=forked"
     # or "walk=in-process" comment, stats[:walk]). The in-process walk runs
     # instead with fork: false, FATHOM_RETENTION_FORK=0, with focus: (unless
     # fork: true is given too: then the child follows them), where fork()

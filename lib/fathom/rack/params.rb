@@ -79,8 +79,7 @@ module Fathom
         text = @values["interval"]
         return default if text.nil? || text.empty?
 
-        Options.duration_ns("interval", text, min_ns: Options::SAMPLING_INTERVAL_NS.begin,
-                                              max_ns: Options::SAMPLING_INTERVAL_NS.end)
+        Options.sampling_interval_ns("interval", text)
         text
       rescue ArgumentError => e
         raise Refusal.new(400, e.message.delete_prefix("fathom: "))

@@ -40,13 +40,16 @@ module Fathom
         n < MIN_SAMPLES
       end
 
-      # The sample-count type that stands behind a value type, or nil
-      # (exact-mode and older profiles, other types).
-      def count_type(sample_type)
-        case sample_type
-        when "alloc_objects", "alloc_space" then "alloc_samples"
-        when "inuse_objects", "inuse_space" then "inuse_samples"
-        end
+      # The sample-count type that stands behind a value type among a
+      # profile's sample type names, or nil (exact-mode and older profiles,
+      # other types). A count is named for the types it stands behind, as
+      # the heap schema has it (ext/fathom/core/heap/heap_schema.h, and the
+      # profile's "Samples: N behind alloc_*" comment): alloc_samples stands
+      # behind every other alloc_ type, inuse_samples behind the inuse_ ones.
+      def count_type(sample_type, names)
+        prefix = sample_type[/\A[a-z]+_/] or return nil
+        count = "#{prefix}samples"
+        count if count != sample_type && names.include?(count)
       end
     end
   end

@@ -224,7 +224,7 @@ module Fathom
       def sample_count_index
         return nil if @profile.period_type == %w[allocations count]
 
-        type = SampleInterval.count_type(@sample_type)
+        type = SampleInterval.count_type(@sample_type, @profile.sample_type_names)
         type && @profile.sample_type_index(type)
       end
 

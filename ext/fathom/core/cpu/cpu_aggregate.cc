@@ -8,8 +8,7 @@ size_t CpuAggregate::KeyHash::operator()(const CpuKey& k) const {
   uint64_t h = (static_cast<uint64_t>(k.stack_id) << 32) ^ static_cast<uint32_t>(k.thread_id);
   h ^= static_cast<uint64_t>(k.state) << 61;
   h ^= static_cast<uint64_t>(k.native_id) * 0xc2b2ae3d27d4eb4fULL;
-  h ^= static_cast<uint64_t>(k.label_set) * 0x165667b19e3779f9ULL;
-  h ^= k.span_id * 0xd6e8feb86659fd93ULL;
+  h ^= HashOf(k.labels) * 0xd6e8feb86659fd93ULL;
   h *= 0x9e3779b97f4a7c15ULL;
   return static_cast<size_t>(h ^ (h >> 29));
 }
@@ -129,22 +128,19 @@ void CpuAggregate::Account(const SampleHeader& header, uint32_t stack, uint32_t 
   AccountedPart parts[2];
   int n = AccountedParts(header, mode_, parts);
   for (int i = 0; i < n; i++) {
-    CpuValues v;
-    v.samples = parts[i].samples;
-    v.cpu_ns = parts[i].cpu_ns;
-    v.wall_ns = parts[i].wall_ns;
-    CpuKey key{stack, header.thread_id, parts[i].state, native_id, header.label_set, header.span_id};
+    const CpuValues& v = parts[i].values;
+    CpuKey key{stack, header.thread_id, parts[i].state, native_id, header.labels};
     auto it = index_.find(key);
     if (it == index_.end()) {
       stacks_.Retain(stack);  // one reference per key
       index_.emplace(key, entries_.size());
       entries_.push_back(Entry{key, v});
     } else {
-      entries_[it->second].values.Add(v);
+      AddValues(&entries_[it->second].values, v);
     }
     size_t s = static_cast<size_t>(parts[i].state);
     if (s >= kThreadStateCount) s = static_cast<size_t>(ThreadState::kUnknown);
-    threads_[header.thread_id][s].Add(v);
+    AddValues(&threads_[header.thread_id][s], v);
   }
   if (keep_timeline_) {
     stacks_.Retain(stack);
@@ -157,7 +153,7 @@ void CpuAggregate::Account(const SampleHeader& header, uint32_t stack, uint32_t 
 
 CpuValues CpuAggregate::total() const {
   CpuValues t;
-  for (const Entry& e : entries_) t.Add(e.values);
+  for (const Entry& e : entries_) AddValues(&t, e.values);
   return t;
 }
 

@@ -1,8 +1,8 @@
 // CpuAggregate: samples drained from the SampleRing, summed per
-// (stack, thread, state). Runs off the signal path (with the GVL, in a
+// (stack, thread, state, labels), as the schema says (cpu_schema.h). Runs off the signal path (with the GVL, in a
 // postponed job or a drain call), so it may allocate; never touches Ruby.
 //
-// Stacks are interned in a StackTable (core/heap/stack_table.h), which keeps
+// Stacks are interned in a StackTable (core/stacks/stack_table.h), which keeps
 // one reference per distinct (stack, thread, state) key: the Ruby layer
 // marks the table's frame handles for the GC and remaps them after
 // compaction, exactly as the heap profiler does.
@@ -15,32 +15,23 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cpu/cpu_schema.h"
 #include "cpu/sample_ring.h"
-#include "heap/stack_table.h"
+#include "stacks/stack_table.h"
 
 namespace fathom {
 
-struct CpuValues {
-  int64_t samples = 0;
-  int64_t cpu_ns = 0;
-  int64_t wall_ns = 0;
-  void Add(const CpuValues& o) {
-    samples += o.samples;
-    cpu_ns += o.cpu_ns;
-    wall_ns += o.wall_ns;
-  }
-};
-
+// A row's key: the stack, thread and state, the sample's C frames, and its
+// labels as the handler recorded them (cpu_schema.h).
 struct CpuKey {
   uint32_t stack_id;
   int32_t thread_id;
   ThreadState state;
   uint32_t native_id = 0;  // CpuAggregate::native(id); 0: no native frames
-  uint32_t label_set = 0;  // LabelSets id (labels/label_sets.h); 0: none
-  uint64_t span_id = 0;    // 0: none
+  CpuLabels labels;
   bool operator==(const CpuKey& o) const {
     return stack_id == o.stack_id && thread_id == o.thread_id && state == o.state && native_id == o.native_id &&
-           label_set == o.label_set && span_id == o.span_id;
+           labels == o.labels;
   }
 };
 

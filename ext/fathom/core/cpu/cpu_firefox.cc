@@ -36,7 +36,6 @@ std::map<int32_t, firefox::Thread*> AddCpuTracks(firefox::Profile& profile, cons
   schema.tooltip_label = "{marker.name} ({marker.data.samples} samples)";
   schema.table_label = "{marker.name}: {marker.data.state}";
   schema.chart_label = "{marker.name}";
-  schema.display = {"marker-chart", "marker-table", "timeline-overview"};
   schema.fields = {{"state", "State", "string", true}, {"samples", "Samples", "integer", false}};
   schema.description =
       "A run of consecutive samples of this thread in one state, covering the time those samples stand for (from "
@@ -118,8 +117,8 @@ std::map<int32_t, firefox::Thread*> AddCpuTracks(firefox::Profile& profile, cons
       std::optional<uint32_t> stack;
       if (s->stack_id < data.timeline_stacks.size()) {
         const CpuProfileData::TimelineStack& st = data.timeline_stacks[s->stack_id];
-        for (size_t i = st.frames.size(); i-- > 0;) {  // root first
-          const FrameSymbol& sym = data.symbols[st.frames[i]];
+        for (size_t i = st.stack.size(); i-- > 0;) {  // root first
+          const FrameSymbol& sym = data.symbols[st.stack[i].symbol];
           uint32_t func, frame;
           if (sym.native) {
             // isJS false, relevantForJS false: the call tree's "JavaScript
@@ -129,7 +128,7 @@ std::map<int32_t, firefox::Thread*> AddCpuTracks(firefox::Profile& profile, cons
           } else {
             bool ruby = !sym.filename.empty() && sym.filename != "<cfunc>";
             func = thread.InternFunc(sym.name, sym.filename, sym.first_line, ruby, !ruby);
-            frame = thread.InternFrame(func, i < st.lines.size() ? st.lines[i] : 0, category);
+            frame = thread.InternFrame(func, st.stack[i].line, category);
           }
           stack = thread.InternStack(stack, frame);
         }

@@ -10,7 +10,7 @@
 
 #include "encode/output_stamp.h"
 #include "cpu/cpu_aggregate.h"
-#include "heap/stack_table.h"
+#include "stacks/frames.h"
 #include "labels/label_sets.h"
 
 namespace fathom {
@@ -28,20 +28,17 @@ const char* CpuModeName(CpuMode mode);
 
 struct CpuProfileData {
   struct Row {
-    std::vector<uint32_t> frames;  // indices into symbols, leaf first
-    std::vector<int32_t> lines;
+    std::vector<StackFrame> stack;  // leaf first, indexing symbols
     bool truncated = false;
     int32_t thread_id = 0;
     ThreadState state = ThreadState::kUnknown;
     CpuValues values;
-    uint32_t label_set = 0;  // id in label_sets
-    uint64_t span_id = 0;    // 0: none
+    CpuLabels labels;  // written with label_sets (AppendPprofLabels)
   };
   // The timeline (Firefox output only): samples in time order, each on a
   // stack of timeline_stacks.
   struct TimelineStack {
-    std::vector<uint32_t> frames;  // indices into symbols, leaf first
-    std::vector<int32_t> lines;
+    std::vector<StackFrame> stack;  // leaf first, indexing symbols
     uint32_t native_id = 0;  // the aggregate's native stack (woven in by the Ruby layer)
   };
   std::vector<TimelineStack> timeline_stacks;
@@ -68,13 +65,13 @@ struct CpuProfileData {
   const LabelSets* label_sets = nullptr;
 };
 
-// Gzipped pprof. Sample types samples/count, cpu/nanoseconds,
-// wall/nanoseconds (the default is cpu or wall by mode; the period type
-// too, with the mean sampling interval). Labels: "thread id" (number),
-// "thread name", "state" (running, gvl-wait, blocked, gc), and "gvl" =
-// "released" on running samples of a thread in C without the GVL; a row's
-// request labels (label_set) as string labels, and "span_id" (16 lowercase
-// hex digits) when it has one. Comments:
+// Gzipped pprof. Sample types as CpuValues' schema says (samples/count,
+// cpu/nanoseconds, wall/nanoseconds; the default is cpu or wall by mode;
+// the period type too, with the mean sampling interval). Labels: "thread
+// id" (number), "thread name", "state" (running, gvl-wait, blocked, gc),
+// and "gvl" = "released" on running samples of a thread in C without the
+// GVL; then the row's CpuLabels (AppendPprofLabels: its request labels as
+// string labels, and "span_id" when it has one). Comments:
 // "fathom.cpu.mode=cpu interval_ns=N dropped=N states=thread-events".
 std::string EncodeCpuPprof(const CpuProfileData& data);
 

@@ -156,13 +156,13 @@ TEST(CpuAggregateTest, BlockedSampleWithCpuIsSplitIntoRunningWithoutGvlAndBlocke
   // counted where most of its time went.
   ASSERT_EQ(AccountedParts(h, CpuMode::kWall, parts), 2);
   EXPECT_EQ(parts[0].state, ThreadState::kNoGvl);
-  EXPECT_EQ(parts[0].cpu_ns, 6);
-  EXPECT_EQ(parts[0].wall_ns, 6);
-  EXPECT_EQ(parts[0].samples, 1);
+  EXPECT_EQ(parts[0].values.cpu_ns, 6);
+  EXPECT_EQ(parts[0].values.wall_ns, 6);
+  EXPECT_EQ(parts[0].values.samples, 1);
   EXPECT_EQ(parts[1].state, ThreadState::kBlocked);
-  EXPECT_EQ(parts[1].cpu_ns, 0);
-  EXPECT_EQ(parts[1].wall_ns, 4);
-  EXPECT_EQ(parts[1].samples, 0);
+  EXPECT_EQ(parts[1].values.cpu_ns, 0);
+  EXPECT_EQ(parts[1].values.wall_ns, 4);
+  EXPECT_EQ(parts[1].values.samples, 0);
   EXPECT_EQ(TimelineState(h, CpuMode::kWall), ThreadState::kNoGvl);
   EXPECT_STREQ(ThreadStateName(ThreadState::kNoGvl), "running");
   // 3 of 10 on a CPU (a thread in C without the GVL beside a CPU hog): pprof
@@ -170,8 +170,8 @@ TEST(CpuAggregateTest, BlockedSampleWithCpuIsSplitIntoRunningWithoutGvlAndBlocke
   // GVL, the graph's height being its CPU delta.
   h.cpu_delta_ns = 3;
   ASSERT_EQ(AccountedParts(h, CpuMode::kWall, parts), 2);
-  EXPECT_EQ(parts[0].samples, 0);
-  EXPECT_EQ(parts[1].samples, 1);
+  EXPECT_EQ(parts[0].values.samples, 0);
+  EXPECT_EQ(parts[1].values.samples, 1);
   EXPECT_EQ(TimelineState(h, CpuMode::kWall), ThreadState::kNoGvl);
   // A sleeper's crumbs (its own wake-ups, our handler) stay blocked in wall mode...
   h.cpu_delta_ns = 0;
@@ -179,14 +179,14 @@ TEST(CpuAggregateTest, BlockedSampleWithCpuIsSplitIntoRunningWithoutGvlAndBlocke
   h.cpu_delta_ns = 30;
   ASSERT_EQ(AccountedParts(h, CpuMode::kWall, parts), 1);
   EXPECT_EQ(parts[0].state, ThreadState::kBlocked);
-  EXPECT_EQ(parts[0].cpu_ns, 30);
+  EXPECT_EQ(parts[0].values.cpu_ns, 30);
   EXPECT_EQ(TimelineState(h, CpuMode::kWall), ThreadState::kBlocked);
   // ...but in CPU mode the timer fired because the thread was on a CPU.
   h.cpu_delta_ns = 10;
   h.wall_delta_ns = 150;
   ASSERT_EQ(AccountedParts(h, CpuMode::kCpu, parts), 2);
   EXPECT_EQ(parts[0].state, ThreadState::kNoGvl);
-  EXPECT_EQ(parts[0].samples, 1);
+  EXPECT_EQ(parts[0].values.samples, 1);
   EXPECT_EQ(TimelineState(h, CpuMode::kCpu), ThreadState::kNoGvl);
   // Running samples are never split.
   h.state = ThreadState::kRunning;
@@ -208,9 +208,9 @@ TEST(CpuAggregateTest, BlockedSampleThatStayedRunnableIsRunningWithoutGvl) {
   AccountedPart parts[2];
   ASSERT_EQ(AccountedParts(h, CpuMode::kWall, parts), 1);
   EXPECT_EQ(parts[0].state, ThreadState::kNoGvl);
-  EXPECT_EQ(parts[0].cpu_ns, 3);
-  EXPECT_EQ(parts[0].wall_ns, 100);
-  EXPECT_EQ(parts[0].samples, 1);
+  EXPECT_EQ(parts[0].values.cpu_ns, 3);
+  EXPECT_EQ(parts[0].values.wall_ns, 100);
+  EXPECT_EQ(parts[0].values.samples, 1);
   EXPECT_EQ(TimelineState(h, CpuMode::kWall), ThreadState::kNoGvl);
   // No CPU at all: nothing says it ran (a thread stopped by a debugger).
   h.cpu_delta_ns = 0;
@@ -221,7 +221,7 @@ TEST(CpuAggregateTest, BlockedSampleThatStayedRunnableIsRunningWithoutGvl) {
   h.stayed_runnable = false;
   ASSERT_EQ(AccountedParts(h, CpuMode::kWall, parts), 1);
   EXPECT_EQ(parts[0].state, ThreadState::kBlocked);
-  EXPECT_EQ(parts[0].cpu_ns, 3);
+  EXPECT_EQ(parts[0].values.cpu_ns, 3);
 }
 
 // Wall mode, one sample over a whole blocking region (3.2+ masks SIGPROF
@@ -235,9 +235,9 @@ TEST(CpuAggregateTest, LongBlockedSampleWithRealCpuIsSplit) {
   AccountedPart parts[2];
   ASSERT_EQ(AccountedParts(h, CpuMode::kWall, parts), 2);
   EXPECT_EQ(parts[0].state, ThreadState::kNoGvl);
-  EXPECT_EQ(parts[0].cpu_ns, 500000000);
+  EXPECT_EQ(parts[0].values.cpu_ns, 500000000);
   EXPECT_EQ(parts[1].state, ThreadState::kBlocked);
-  EXPECT_EQ(parts[1].wall_ns, 5500000000);
+  EXPECT_EQ(parts[1].values.wall_ns, 5500000000);
   // A tenth of a millisecond in a 10 ms sample: a sleeper's wake-up.
   h.cpu_delta_ns = 100000;
   h.wall_delta_ns = 10000000;
@@ -255,14 +255,12 @@ CpuProfileData SampleData() {
   d.symbols = {{"Object#burn_a", "/app/burn.rb", 3, true}, {"<main>", "/app/burn.rb", 1, true},
                {"Kernel#sleep", "", 0, true}};
   CpuProfileData::Row a;
-  a.frames = {0, 1};
-  a.lines = {4, 9};
+  a.stack = {{0, 4}, {1, 9}};
   a.thread_id = 101;
   a.state = ThreadState::kRunning;
   a.values = {3, 30000000, 31000000};
   CpuProfileData::Row s;
-  s.frames = {2, 1};
-  s.lines = {0, 12};
+  s.stack = {{2, 0}, {1, 12}};
   s.thread_id = 102;
   s.state = ThreadState::kBlocked;
   s.truncated = true;
@@ -303,7 +301,7 @@ TEST(CpuProfileTest, FirefoxTimelineHasATrackPerThreadAndStateMarkers) {
   CpuProfileData d = SampleData();
   d.pid = 101;
   d.start_monotonic_ns = 1000000000;
-  d.timeline_stacks = {{{0, 1}, {4, 9}}, {{2, 1}, {0, 12}}};
+  d.timeline_stacks = {{{{0, 4}, {1, 9}}}, {{{2, 0}, {1, 12}}}};
   d.timeline = {
       {1010000000, 101, 0, ThreadState::kRunning, 10000000, 10000000},
       {1020000000, 101, 0, ThreadState::kGvlWait, 0, 10000000},

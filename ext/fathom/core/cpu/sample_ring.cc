@@ -29,7 +29,7 @@ int AccountedParts(const SampleHeader& h, CpuMode mode, AccountedPart parts[2]) 
   bool on_a_cpu =
     mode == CpuMode::kCpu ? cpu > 0 : (cpu * 10 >= wall || cpu >= kCrumbsNs || h.stayed_runnable) && cpu > 0;
   if (h.state != ThreadState::kBlocked || !on_a_cpu) {
-    parts[0] = AccountedPart{h.state, 1, cpu, wall};
+    parts[0] = AccountedPart{h.state, {1, cpu, wall}};
     return 1;
   }
   // Wall mode, C code without the GVL that never gave up its CPU: the time
@@ -38,16 +38,16 @@ int AccountedParts(const SampleHeader& h, CpuMode mode, AccountedPart parts[2]) 
   // the rule above would call it blocked: under a load of 13 on 2 cores a
   // thread in C got 6% of a CPU and 40% of its CPU time read as blocked.
   if (mode == CpuMode::kWall && h.stayed_runnable) {
-    parts[0] = AccountedPart{ThreadState::kNoGvl, 1, cpu, wall};
+    parts[0] = AccountedPart{ThreadState::kNoGvl, {1, cpu, wall}};
     return 1;
   }
   int64_t on_cpu = cpu < wall ? cpu : wall;
   int64_t off_cpu = wall - on_cpu;
   // CPU mode weighs samples by CPU time: the sample is the CPU's.
   bool mostly_on_cpu = mode == CpuMode::kCpu || on_cpu >= off_cpu;
-  parts[0] = AccountedPart{ThreadState::kNoGvl, mostly_on_cpu ? 1 : 0, cpu, on_cpu};
+  parts[0] = AccountedPart{ThreadState::kNoGvl, {mostly_on_cpu ? 1 : 0, cpu, on_cpu}};
   if (off_cpu == 0) return 1;
-  parts[1] = AccountedPart{ThreadState::kBlocked, mostly_on_cpu ? 0 : 1, 0, off_cpu};
+  parts[1] = AccountedPart{ThreadState::kBlocked, {mostly_on_cpu ? 0 : 1, 0, off_cpu}};
   return 2;
 }
 

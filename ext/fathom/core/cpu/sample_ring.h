@@ -22,6 +22,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "cpu/cpu_schema.h"
+
 namespace fathom {
 
 // What a thread was doing when it was sampled. The numbers are stored in
@@ -76,11 +78,9 @@ struct SampleHeader {
   // with native_max > 0: set by Claim to the cell's own array.
   uintptr_t* native = nullptr;
   uint16_t native_depth = 0;
-  // The request labels current on the thread when it was sampled (the
-  // handler reads two thread-local words; labels/label_sets.h, 0: none),
-  // and its span id (0: none).
-  uint32_t label_set = 0;
-  uint64_t span_id = 0;
+  // The thread's labels when it was sampled (cpu_schema.h): the request
+  // labels and span id the handler reads from two thread-local words.
+  CpuLabels labels;
 };
 
 // kCpu: each thread's timer runs on its own CPU clock; kWall: on
@@ -97,7 +97,7 @@ enum class CpuMode : uint8_t { kCpu = 0, kWall };
 // CPU time is never blocked.
 struct AccountedPart {
   ThreadState state;
-  int64_t samples, cpu_ns, wall_ns;
+  CpuValues values;  // samples, cpu_ns, wall_ns
 };
 // One or two parts (the larger one carries the sample count); returns how
 // many were written to parts.

@@ -280,12 +280,6 @@ class Scanner {
    bool SkipAny(int depth) {
     if (p_ >= end_) return false;
     switch (*p_) {
-      case '"': {
-        p_++;
-        std::string_view s;
-        size_t esc;
-        return String(&s, &esc);
-      }
       case '{': {
         if (depth >= kMaxDepth) return false;
         p_++;
@@ -319,14 +313,8 @@ class Scanner {
           SkipSpace();
         }
       }
-      case 't': return Literal("true", 4);
-      case 'f': return Literal("false", 5);
-      case 'n': return Literal("null", 4);
-      default: {
-        uint64_t v;
-        bool u;
-        return Number(&v, &u);
-      }
+      default:
+        return SkipScalar();
     }
   }
 

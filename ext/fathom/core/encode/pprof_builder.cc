@@ -184,9 +184,14 @@ void PprofBuilder::add_sample(const std::vector<uint64_t>& location_ids, const s
 
   size_t i = find_slot(h, location_ids, scratch_labels_);
   if (uint64_t off = sample_slots_[i].offset_plus_one) {
-    uint64_t* sum = &sample_data_[off - 1 + 2 + location_ids.size() + scratch_labels_.size()];
-    // Unsigned, so that overflow wraps instead of being undefined.
-    for (size_t v = 0; v < values.size(); v++) sum[v] += static_cast<uint64_t>(values[v]);
+    uint64_t* merged = &sample_data_[off - 1 + 2 + location_ids.size() + scratch_labels_.size()];
+    for (size_t v = 0; v < values.size(); v++) {
+      if (sample_types_[v].combine == Combine::kMax) {
+        if (values[v] > static_cast<int64_t>(merged[v])) merged[v] = static_cast<uint64_t>(values[v]);
+      } else {
+        merged[v] += static_cast<uint64_t>(values[v]);  // unsigned, so that overflow wraps instead of being undefined
+      }
+    }
     return;
   }
 

@@ -4,8 +4,9 @@
 // Everything repeated in a profile is interned: strings go into the string
 // table once, a (name, system name, file, start line) tuple becomes one
 // Function, a (function, line) pair one Location, and samples with the same
-// location list and labels are merged by summing their values, so each
-// distinct stack is stored once however many times it was observed.
+// location list and labels are merged by combining their values (summed,
+// or the larger kept, as each sample type says), so each distinct stack is
+// stored once however many times it was observed.
 //
 // Output is deterministic: ids and string indices are given in first-use
 // order and samples are written in first-insertion order, so the same calls
@@ -25,9 +26,15 @@
 
 namespace fathom {
 
+// How two values of one sample type add up when samples merge (the
+// builder's merging of samples with the same stack and labels, and a
+// profile's aggregator: encode/sample_schema.h).
+enum class Combine : uint8_t { kSum, kMax };
+
 struct ValueType {
   std::string type;  // e.g. "inuse_space"
   std::string unit;  // e.g. "bytes"
+  Combine combine = Combine::kSum;
 };
 
 // A sample label: either a string value or a number with an optional unit.

@@ -17,8 +17,8 @@
 //    `fields`), and a schema's description is a static {label, value} entry;
 //  - stacks carry category/subcategory columns (derived from frames since v53)
 //    and frames an `implementation` column (removed in v54).
-// Checked beyond our own validators (core/testing/firefox_format_check.h and
-// test/support/firefox_format.rb) by running the profiler's own upgraders on
+// Checked beyond our own validator (core/testing/firefox_format_check.h,
+// which the Ruby tests run too) by running the profiler's own upgraders on
 // our output (v48 -> v70) and type-checking the result against its current
 // Profile type; see docs/internals/encode.md, "Firefox Profiler output".
 //
@@ -111,7 +111,8 @@ struct MarkerSchema {
   std::string tooltip_label;
   std::string table_label;
   std::string chart_label;
-  std::vector<std::string> display;
+  // Where the markers show; by default, where Fathom's all do.
+  std::vector<std::string> display = {"marker-chart", "marker-table", "timeline-overview"};
   std::vector<MarkerField> fields;
   std::string description;  // optional text shown with every such marker
 };

@@ -649,7 +649,10 @@ std::string ToText(const json::Value& v) {
   return out;
 }
 
-TEST(FirefoxFormatCheckTest, RubyValidatorAgrees) {
+// The Ruby tests' FirefoxFormat.check! runs this checker as a command
+// (test/support/firefox_format_tool/): it accepts and rejects what the
+// checker does, naming the same fields.
+TEST(FirefoxFormatCheckTest, RubyTestsCheckWithThisChecker) {
   FATHOM_REQUIRE_TOOL("ruby");
   // This file is ext/fathom/core/encode/<name>.cc: five parents up is the repository root.
   const std::filesystem::path root = std::filesystem::path(__FILE__).parent_path().parent_path().parent_path()

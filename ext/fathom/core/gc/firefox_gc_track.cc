@@ -23,7 +23,6 @@ firefox::MarkerSchema HooksSchema() {
   schema.tooltip_label = "{marker.name}: {marker.data.reason} ({marker.data.gc_cause})";
   schema.table_label = "{marker.name} {marker.data.reason} by {marker.data.gc_cause}, {marker.data.gc_ms} in GC";
   schema.chart_label = "{marker.data.gc_type}";
-  schema.display = {"marker-chart", "marker-table", "timeline-overview"};
   schema.fields = {
       {"gc_type", "Type", "string", true},
       {"reason", "Reason (major_by)", "string", true},
@@ -53,7 +52,6 @@ firefox::MarkerSchema CountersSchema() {
       "{marker.data.cpu_ms} CPU in GC";
   schema.tooltip_label = "{marker.name} " + schema.table_label;
   schema.chart_label = "×{marker.data.gcs}";
-  schema.display = {"marker-chart", "marker-table", "timeline-overview"};
   schema.fields = {
       {"gcs", "GCs", "integer", false},
       {"minor_gcs", "Minor GCs", "integer", false},

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "encode/pprof_builder.h"
+#include "stacks/pprof_locations.h"
 
 namespace fathom {
 
@@ -26,10 +27,7 @@ namespace {
 
 // One placeholder frame: GC work is not charged to the stack of whichever
 // thread happened to trigger it (that thread only paid the latency).
-std::vector<uint64_t> GcStack(PprofBuilder& b) {
-  uint64_t function = b.intern_function(kGcFrameName, "", 0);
-  return {b.intern_location(function, 0)};
-}
+std::vector<uint64_t> GcStack(PprofBuilder& b) { return {PprofLocations(b).Named(kGcFrameName)}; }
 
 std::vector<Label> GcLabels(GcType type, GcReason reason, GcCause cause) {
   std::vector<Label> labels{Label::String("thread", kGcThreadLabel), Label::String("gc type", GcTypeName(type)),

@@ -10,20 +10,14 @@ void HeapAggregator::Add(const Key& key, const HeapValues& v) {
     stacks_.Retain(key.stack_id);
     retained_stacks_.push_back(key.stack_id);
   }
-  HeapValues& row = it->second;
-  row.alloc_objects += v.alloc_objects;
-  row.alloc_space += v.alloc_space;
-  row.inuse_objects += v.inuse_objects;
-  row.inuse_space += v.inuse_space;
-  row.alloc_samples += v.alloc_samples;
-  row.inuse_samples += v.inuse_samples;
+  AddValues(&it->second, v);
 }
 
 void HeapAggregator::AddStratified(const Key& key, const Stratum& stratum, const HeapValues& v) {
   HeapValues now = v;
-  now.inuse_objects = now.inuse_space = now.inuse_samples = 0;
+  now.inuse_objects = now.inuse_space = 0;
   Add(key, now);  // the row exists (and holds the stack) from here on
-  stratified_.push_back(Stratified{key, stratum, v.inuse_objects, v.inuse_space, v.inuse_samples});
+  stratified_.push_back(Stratified{key, stratum, v.inuse_objects, v.inuse_space});
 }
 
 void HeapAggregator::CollectSampled(LiveStrata* strata) const {
@@ -34,7 +28,6 @@ void HeapAggregator::CollectSampled(LiveStrata* strata) const {
 void HeapAggregator::ApplyStrata(const LiveStrata& strata) {
   struct Scaled {
     double objects = 0, space = 0;
-    int64_t samples = 0;
   };
   std::unordered_map<Key, Scaled, SampleKeyHash> scaled;
   for (const Stratified& s : stratified_) {
@@ -42,23 +35,17 @@ void HeapAggregator::ApplyStrata(const LiveStrata& strata) {
     Scaled& row = scaled[s.key];
     row.objects += static_cast<double>(s.objects) * f.objects;
     row.space += static_cast<double>(s.space) * f.bytes;
-    row.samples += s.samples;
   }
   stratified_.clear();
   for (const auto& [key, row] : scaled) {
     HeapValues& v = rows_.at(key);  // AddStratified made it
     v.inuse_objects += std::llround(row.objects);
     v.inuse_space += std::llround(row.space);
-    v.inuse_samples += row.samples;
   }
 }
 
-void HeapAggregator::AddFreedTotals(std::unordered_map<SampleKey, AllocTotals, SampleKeyHash>&& totals) {
-  for (const auto& [key, t] : totals) {
-    HeapValues v;
-    v.alloc_objects = t.objects;
-    v.alloc_space = t.bytes;
-    v.alloc_samples = t.samples;
+void HeapAggregator::AddFreedTotals(std::unordered_map<SampleKey, HeapValues, SampleKeyHash>&& totals) {
+  for (const auto& [key, v] : totals) {
     Add(key, v);
     stacks_.Release(key.stack_id);  // the reference TakeFreedTotals handed over
   }

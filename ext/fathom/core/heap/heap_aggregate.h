@@ -1,7 +1,7 @@
-// Heap profile aggregation: sums sample records' values per (stack,
-// class, thread) during the flush's walk (SampleStore::Report adds to it,
+// Heap profile aggregation: adds sample records' values up per (stack,
+// class, thread), as the schema says (heap_schema.h), during the flush's walk (SampleStore::Report adds to it,
 // under the GVL), holding sampled mode's in-use values until the census
-// calibrates them (heap_sampling/live_strata.h). heap_profile/heap_rows.h
+// calibrates them (heap_census/live_strata.h). heap/heap_rows.h
 // copies the result out.
 #pragma once
 
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "heap/sample_store.h"
-#include "heap_sampling/live_strata.h"
+#include "heap_census/live_strata.h"
 
 namespace fathom {
 
@@ -28,8 +28,9 @@ class HeapAggregator {
   // during the walk.
   void Add(const Key& key, const HeapValues& values);
   // Sampled mode, a live record whose object is in a census stratum
-  // (live_strata.h): its inuse_* values are held until ApplyStrata scales
-  // them; the rest of `values` goes to the row now.
+  // (live_strata.h): its inuse_objects and inuse_space, the two values the
+  // census calibrates, are held until ApplyStrata scales them; the rest of
+  // `values` goes to the row now.
   void AddStratified(const Key& key, const Stratum& stratum, const HeapValues& values);
   // Adds the held values to strata's sampled side.
   void CollectSampled(LiveStrata* strata) const;
@@ -37,7 +38,7 @@ class HeapAggregator {
   // (rounded per row). Without a census: factors of 1, the plain estimate.
   void ApplyStrata(const LiveStrata& strata);
   // Adds SampleStore::TakeFreedTotals() output and drops the references it carried.
-  void AddFreedTotals(std::unordered_map<SampleKey, AllocTotals, SampleKeyHash>&& totals);
+  void AddFreedTotals(std::unordered_map<SampleKey, HeapValues, SampleKeyHash>&& totals);
   const std::unordered_map<Key, HeapValues, SampleKeyHash>& rows() const { return rows_; }
   // Drops the stack references (idempotent; also done by the destructor).
   void ReleaseStacks();
@@ -49,7 +50,7 @@ class HeapAggregator {
   struct Stratified {
     Key key;
     Stratum stratum;
-    int64_t objects, space, samples;
+    int64_t objects, space;  // inuse_objects, inuse_space
   };
   std::vector<Stratified> stratified_;
 };

@@ -9,6 +9,22 @@ size_t SampleKeyHash::operator()(const SampleKey& k) const {
   return HashCombine(HashCombine(HashCombine(Mix64(k.stack_id), k.class_label), k.thread_label), k.label_set);
 }
 
+HeapValues RecordValues(const SampleRecord& r, bool count_alloc, bool alive, uint64_t inuse_size) {
+  HeapValues v;
+  int64_t weight = static_cast<int64_t>(r.weight);
+  if (count_alloc) {
+    v.alloc_objects = weight;
+    v.alloc_space = weight * static_cast<int64_t>(r.alloc_bytes);
+    v.alloc_samples = 1;
+  }
+  if (alive) {
+    v.inuse_objects = weight;
+    v.inuse_space = weight * static_cast<int64_t>(inuse_size);
+    v.inuse_samples = 1;
+  }
+  return v;
+}
+
 bool SampleStore::Commit(uint32_t index, const CommitInfo& info) {
   SampleRecord& r = records_[index];
   r.class_label = info.class_label;
@@ -41,7 +57,7 @@ size_t SampleStore::DrainFreed(size_t limit) {
   size_t drained = 0;
   // Frees come in runs from the same allocation site: remember the last row.
   SampleKey last_key{StackTable::kNone, 0, 0};
-  AllocTotals* last_totals = nullptr;
+  HeapValues* last_totals = nullptr;
   while (freed_head_ != UINT32_MAX && drained < limit) {
     uint32_t index = freed_head_;
     SampleRecord& r = records_[index];
@@ -55,12 +71,9 @@ size_t SampleStore::DrainFreed(size_t limit) {
         last_key = key;
         last_totals = &it->second;  // unordered_map nodes are stable
       }
-      last_totals->objects += static_cast<int64_t>(r.weight);
-      last_totals->bytes += static_cast<int64_t>(r.weight * r.alloc_bytes);
-      last_totals->samples++;
-      if (keep_alloc_events_)
-        alloc_events_.push_back(AllocEvent{r.alloc_time_ns, key, static_cast<int64_t>(r.weight),
-                                           static_cast<int64_t>(r.weight * r.alloc_bytes)});
+      HeapValues v = RecordValues(r, /*count_alloc=*/true, /*alive=*/false, 0);
+      AddValues(last_totals, v);
+      if (keep_alloc_events_) alloc_events_.push_back(AllocEvent{r.alloc_time_ns, key, v.alloc_objects, v.alloc_space});
     }
     Recycle(index);
     drained++;
@@ -71,24 +84,13 @@ size_t SampleStore::DrainFreed(size_t limit) {
 HeapValues SampleStore::Report(uint32_t index, bool alive, uint64_t inuse_size, HeapAggregator* rows,
                                const Stratum& stratum) {
   SampleRecord& r = records_[index];
-  HeapValues v;
-  int64_t weight = static_cast<int64_t>(r.weight);
+  SampleKey key{r.stack_id, r.class_label, r.thread_label, r.label_set};
+  HeapValues v = RecordValues(r, !r.alloc_reported, alive, inuse_size);
   if (!r.alloc_reported) {
-    v.alloc_objects = weight;
-    v.alloc_space = weight * static_cast<int64_t>(r.alloc_bytes);
-    v.alloc_samples = 1;
     r.alloc_reported = true;
-    if (keep_alloc_events_)
-      alloc_events_.push_back(
-          AllocEvent{r.alloc_time_ns, SampleKey{r.stack_id, r.class_label, r.thread_label, r.label_set}, v.alloc_objects, v.alloc_space});
-  }
-  if (alive) {
-    v.inuse_objects = weight;
-    v.inuse_space = weight * static_cast<int64_t>(inuse_size);
-    v.inuse_samples = 1;
+    if (keep_alloc_events_) alloc_events_.push_back(AllocEvent{r.alloc_time_ns, key, v.alloc_objects, v.alloc_space});
   }
   // Added before recycling: the row's first reference keeps the stack.
-  SampleKey key{r.stack_id, r.class_label, r.thread_label, r.label_set};
   if (alive && stratum.valid()) {
     rows->AddStratified(key, stratum, v);
   } else if (v.alloc_objects != 0 || alive) {
@@ -101,8 +103,8 @@ HeapValues SampleStore::Report(uint32_t index, bool alive, uint64_t inuse_size, 
   return v;
 }
 
-std::unordered_map<SampleKey, AllocTotals, SampleKeyHash> SampleStore::TakeFreedTotals() {
-  std::unordered_map<SampleKey, AllocTotals, SampleKeyHash> out;
+std::unordered_map<SampleKey, HeapValues, SampleKeyHash> SampleStore::TakeFreedTotals() {
+  std::unordered_map<SampleKey, HeapValues, SampleKeyHash> out;
   out.swap(freed_totals_);
   return out;
 }

@@ -21,9 +21,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "heap_sampling/live_strata.h"
-#include "heap/object_map.h"
-#include "heap/stack_table.h"
+#include "heap_census/live_strata.h"
+#include "heap/heap_schema.h"
+#include "base/object_map.h"
+#include "stacks/stack_table.h"
 #include "base/string_interner.h"
 
 namespace fathom {
@@ -50,21 +51,6 @@ struct SampleRecord {
   uint32_t next_freed = UINT32_MAX;  // intrusive list of freed records (see ObjectFreed)
   RecordState state = RecordState::kFree;
   bool alloc_reported = false;  // already counted in an earlier flush's alloc_* values
-};
-
-// The values of a heap profile, in pprof sample-type order. The first four
-// are Go's names, so `-sample_index=alloc_space` etc. work in pprof. The
-// last two are unweighted: how many sample records stand behind the row's
-// alloc_* and inuse_* estimates (in exact mode they equal the object
-// counts). They let a reader tell an estimate resting on many samples from
-// one resting on a single one; see docs/internals/heap.md "Showing the uncertainty".
-struct HeapValues {
-  int64_t alloc_objects = 0;
-  int64_t alloc_space = 0;
-  int64_t inuse_objects = 0;
-  int64_t inuse_space = 0;
-  int64_t alloc_samples = 0;
-  int64_t inuse_samples = 0;
 };
 
 // What the Ruby layer learned about a pending record's object at commit.
@@ -98,12 +84,11 @@ struct AllocEvent {
   int64_t objects, bytes;  // weighted, as alloc_objects / alloc_space
 };
 
-// Allocation totals of records already recycled, waiting for the next flush.
-struct AllocTotals {
-  int64_t objects = 0;
-  int64_t bytes = 0;
-  int64_t samples = 0;  // records folded in
-};
+// What a record adds to its row at a flush (the heap profile's schema,
+// heap_schema.h): with count_alloc (the first time it is reported) its
+// allocation, weighted (alloc_*); while alive, its object, weighted, at
+// inuse_size bytes (inuse_*).
+HeapValues RecordValues(const SampleRecord& r, bool count_alloc, bool alive, uint64_t inuse_size);
 
 class SampleStore {
  public:
@@ -158,9 +143,9 @@ class SampleStore {
   // holding a lock can pause between batches); returns how many it recycled.
   size_t DrainFreed(size_t limit = SIZE_MAX);
   bool has_freed() const { return freed_head_ != UINT32_MAX; }
-  // Totals of drained records since the last TakeFreedTotals. Each entry
-  // holds a reference on its stack, which the caller takes over.
-  std::unordered_map<SampleKey, AllocTotals, SampleKeyHash> TakeFreedTotals();
+  // The values of drained records since the last TakeFreedTotals, per row.
+  // Each entry holds a reference on its stack, which the caller takes over.
+  std::unordered_map<SampleKey, HeapValues, SampleKeyHash> TakeFreedTotals();
 
   // ---- report (flush walk): a live record's values for this flush, added
   // to `rows` under its key. alloc_* (weighted) the first time a record is
@@ -214,7 +199,7 @@ class SampleStore {
   std::vector<uint32_t> free_slots_;
   std::vector<uint32_t> pending_;
   uint32_t freed_head_ = UINT32_MAX;
-  std::unordered_map<SampleKey, AllocTotals, SampleKeyHash> freed_totals_;
+  std::unordered_map<SampleKey, HeapValues, SampleKeyHash> freed_totals_;
   size_t in_use_ = 0;
   bool keep_alloc_events_ = false;
   std::vector<AllocEvent> alloc_events_;

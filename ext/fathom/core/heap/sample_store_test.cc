@@ -194,9 +194,9 @@ TEST(SampleStoreTest, FreedRecordsFoldPerKeyUnlessAlreadyReported) {
   auto totals = s.store.TakeFreedTotals();
   ASSERT_EQ(totals.size(), 2u);
   SampleKey first{s.stack, s.label, s.label}, second{s.other_stack, s.label, s.label};
-  EXPECT_EQ(totals.at(first).objects, 6);  // 3 records of weight 2: idx[0] was reported
-  EXPECT_EQ(totals.at(first).bytes, 60);
-  EXPECT_EQ(totals.at(second).objects, 4);
+  EXPECT_EQ(totals.at(first).alloc_objects, 6);  // 3 records of weight 2: idx[0] was reported
+  EXPECT_EQ(totals.at(first).alloc_space, 60);
+  EXPECT_EQ(totals.at(second).alloc_objects, 4);
   HeapAggregator rows(s.store.stacks());
   rows.AddFreedTotals(std::move(totals));  // hands the stack references back
   EXPECT_TRUE(s.store.TakeFreedTotals().empty());

@@ -8,8 +8,8 @@
 #include "cpu/cpu_aggregate.h"
 #include "cpu/cpu_profile.h"
 #include "heap/heap_aggregate.h"
-#include "heap_profile/heap_encode.h"
-#include "heap_profile/heap_rows.h"
+#include "heap/heap_encode.h"
+#include "heap/heap_rows.h"
 #include "labels/label_sets.h"
 #include "testing/external_tools.h"
 
@@ -37,8 +37,8 @@ TEST(LabelledProfiles, CpuAggregateKeepsLabelSetsAndSpansApart) {
     h.cpu_delta_ns = 1000;
     h.wall_delta_ns = 1000;
     h.state = ThreadState::kRunning;
-    h.label_set = set;
-    h.span_id = span;
+    h.labels.label_set = set;
+    h.labels.span_id = span;
     agg.Add(h, frames, lines);
   };
   add(0, 0);
@@ -49,10 +49,10 @@ TEST(LabelledProfiles, CpuAggregateKeepsLabelSetsAndSpansApart) {
   std::vector<std::pair<CpuKey, CpuValues>> rows;
   agg.ForEach([&](const CpuKey& k, const CpuValues& v) { rows.push_back({k, v}); });
   ASSERT_EQ(rows.size(), 4u);
-  EXPECT_EQ(rows[1].first.label_set, 2u);
+  EXPECT_EQ(rows[1].first.labels.label_set, 2u);
   EXPECT_EQ(rows[1].second.cpu_ns, 2000);
-  EXPECT_EQ(rows[2].first.span_id, 0xabcu);
-  EXPECT_EQ(rows[3].first.label_set, 3u);
+  EXPECT_EQ(rows[2].first.labels.span_id, 0xabcu);
+  EXPECT_EQ(rows[3].first.labels.label_set, 3u);
   agg.Clear();
 }
 
@@ -67,16 +67,15 @@ TEST(LabelledProfiles, CpuPprofCarriesLabelsAndSpanId) {
   d.symbols = {{"Object#burn", "/app/burn.rb", 3, true}};
   d.label_sets = &sets;
   CpuProfileData::Row a;
-  a.frames = {0};
-  a.lines = {4};
+  a.stack = {{0, 4}};
   a.thread_id = 1;
   a.state = ThreadState::kRunning;
   a.values = {3, 3000000, 3000000};
-  a.label_set = show;
-  a.span_id = 0x1234abcd;
+  a.labels.label_set = show;
+  a.labels.span_id = 0x1234abcd;
   CpuProfileData::Row b = a;
-  b.label_set = 0;
-  b.span_id = 0;
+  b.labels.label_set = 0;
+  b.labels.span_id = 0;
   b.values = {1, 1000000, 1000000};
   d.rows = {a, b};
   std::string raw = RawPprof(EncodeCpuPprof(d));

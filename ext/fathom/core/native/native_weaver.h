@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "heap/stack_table.h"
+#include "stacks/frames.h"
 #include "native/native_stack_resolver.h"
 
 namespace fathom {
@@ -24,10 +24,9 @@ class NativeWeaver {
   explicit NativeWeaver(uintptr_t vm_pc) : resolver_(vm_pc) {}
 
   // Weaves the C frames `pcs` (innermost first, as captured) into one Ruby
-  // stack: `row_frames` (indices into `symbols`) and `row_lines`, leaf
-  // first. No-op when either is empty.
-  void Weave(const std::vector<uintptr_t>& pcs, std::vector<uint32_t>* row_frames, std::vector<int32_t>* row_lines,
-             std::vector<FrameSymbol>* symbols);
+  // stack (leaf first, its frames indexing `symbols`). No-op when either
+  // is empty.
+  void Weave(const std::vector<uintptr_t>& pcs, std::vector<StackFrame>* stack, std::vector<FrameSymbol>* symbols);
 
  private:
   NativeStackResolver resolver_;

@@ -11,6 +11,7 @@
 #include "encode/pprof_builder.h"
 #include "encode/pprof_schema.h"
 #include "encode/protobuf_writer.h"
+#include "stacks/pprof_locations.h"
 
 namespace fathom {
 namespace {
@@ -265,9 +266,8 @@ std::string EncodeRetentionProfile(const HeapGraph& g, const MappedVector<uint32
   for (const std::string& c : options.more_comments) b.add_comment(c);
   ApplyOutputStamp(options.stamp, b);
 
-  auto new_location = [&](const std::string& name) {
-    return static_cast<uint32_t>(b.intern_location(b.intern_function(name, "", 0), 0));
-  };
+  PprofLocations locations(b);  // every frame here is a name (see the header)
+  auto new_location = [&](const std::string& name) { return static_cast<uint32_t>(locations.Named(name)); };
 
   // Frames. An object's frame is keyed by (path key, class) where the path
   // key is the edge name id itself for the common one-hop case, and a hop

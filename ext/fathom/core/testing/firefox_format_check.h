@@ -18,7 +18,9 @@
 //    data typed by a schema, with values of the kind its fields' formats say,
 //    and the keys the profiler reads whatever the schema (cause,
 //    innerWindowID, stack) in the shape it expects.
-// test/support/firefox_format.rb is the same check in Ruby; keep them in step.
+// The Ruby tests run this same check as a command
+// (test/support/firefox_format_tool/firefox_format_check.cc, called by
+// test/support/firefox_format.rb): one validator for both.
 //
 // Errors name the path of the bad field, e.g.
 // "threads[1].stackTable.prefix[3]: 7 is not < 3 (its own index)".

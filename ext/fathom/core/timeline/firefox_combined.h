@@ -9,7 +9,7 @@
 
 #include "cpu/cpu_profile.h"
 #include "gc/gc_profile.h"
-#include "heap_profile/heap_rows.h"
+#include "heap/heap_rows.h"
 
 namespace fathom {
 

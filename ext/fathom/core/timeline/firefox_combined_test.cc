@@ -31,7 +31,7 @@ CpuProfileData Cpu() {
                {"Zlib::Deflate.deflate", "", 0, true},
                {"deflate", "/lib/libz.so.1", 0, true, /*native=*/true}};
   // main: <main> > Object#burn; worker: <main> > Zlib::Deflate.deflate > deflate (C)
-  d.timeline_stacks = {{{0, 1}, {4, 9}}, {{3, 2, 1}, {0, 0, 7}}};
+  d.timeline_stacks = {{{{0, 4}, {1, 9}}}, {{{3, 0}, {2, 0}, {1, 7}}}};
   d.timeline = {
       {kMono + 10000000, 100, 0, ThreadState::kRunning, 9000000, 10000000},
       {kMono + 20000000, 100, 0, ThreadState::kRunning, 8000000, 10000000},

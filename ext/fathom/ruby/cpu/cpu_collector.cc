@@ -15,6 +15,8 @@
 #include "ruby/io/window_flush.h"
 #include "ruby/cpu/cpu_collector.h"
 
+#include <algorithm>
+#include <climits>
 #include <memory>
 #include <string>
 
@@ -23,12 +25,13 @@
 #include "ruby/init.h"
 #include "ruby/io/firefox_parts.h"
 #include "ruby/runtime/boundary.h"
+#include "ruby/keywords.h"
+#include "ruby/native_class.h"
 #include "ruby/runtime/postponed_job.h"
 
 namespace fathom {
 namespace {
 
-constexpr int kMaxDepthLimit = 4096;  // Options::MAX_DEPTH_RANGE
 // Ring cells: 2048 at the default max_depth 128 (3 MB): at the default
 // 10 ms and 8 busy threads, 25 s of samples; at 100 us, ~250 ms — the drain
 // job and thread keep far ahead of that. Deeper stacks get fewer cells
@@ -116,48 +119,37 @@ size_t CollectorSize(const void* ptr) {
   return sizeof(*c) + ring + c->agg.size() * 48 + c->agg.stacks().stack_count() * 64;
 }
 
-const rb_data_type_t kCpuCollectorType = {
-    "Fathom::Native::CpuCollector",
-    {CollectorMark, CollectorFree, CollectorSize, CollectorCompact, {nullptr}},
-    nullptr,
-    nullptr,
-    RUBY_TYPED_FREE_IMMEDIATELY,
-};
+const rb_data_type_t kCpuCollectorType =
+    DataType("Fathom::Native::CpuCollector", CollectorMark, CollectorFree, CollectorSize, CollectorCompact);
 
-CpuCollector* Unwrap(VALUE self) { return static_cast<CpuCollector*>(rb_check_typeddata(self, &kCpuCollectorType)); }
+CpuCollector* Unwrap(VALUE self) { return fathom::Unwrap<CpuCollector>(self, kCpuCollectorType); }
 
 CpuCollector* Initialized(CpuCollector* c) {
   if (!c->ring) ThrowFathomError("fathom: CPU collector was not initialized");
   return c;
 }
 
-VALUE CollectorAlloc(VALUE klass) {
-  return RubyMethod([klass] { return TypedData_Wrap_Struct(klass, &kCpuCollectorType, new CpuCollector()); });
-}
-
-// initialize(mode, interval_ns, max_depth, timeline, native): mode :cpu or
+// initialize(mode:, interval_ns:, max_depth:, timeline:, native:), as
+// Fathom::CpuProfiler validated them (ruby/keywords.h): mode :cpu or
 // :wall; timeline: keep every sample in order (for the Firefox Profiler
 // format); native: each sample also holds its C frames (core/native/).
-VALUE CollectorInitialize(VALUE self, VALUE mode, VALUE interval_ns, VALUE max_depth, VALUE timeline, VALUE native) {
+VALUE CollectorInitialize(int argc, VALUE* argv, VALUE self) {
   CpuCollector* c = Unwrap(self);
   return RubyMethod([&] {
     if (c->ring) ThrowFathomError("fathom: CPU collector is already initialized");
+    Keywords options(argc, argv, {"mode", "interval_ns", "max_depth", "timeline", "native"},
+                     "Fathom::Native::CpuCollector.new");
+    VALUE mode = options.Get("mode");
     if (mode != sym_cpu && mode != sym_wall) ThrowArgumentError("fathom: mode must be :cpu or :wall");
-    if (!RB_INTEGER_TYPE_P(interval_ns)) ThrowTypeError("fathom: interval must be an Integer of nanoseconds");
-    if (!RB_INTEGER_TYPE_P(max_depth)) ThrowTypeError("fathom: max_depth must be an Integer");
-    long long interval = NUM2LL(interval_ns);
-    int depth = NUM2INT(max_depth);
-    if (interval < 10000) ThrowArgumentError("fathom: interval must be at least 10us, got %lldns", interval);
-    if (depth < 1 || depth > kMaxDepthLimit)
-      ThrowArgumentError("fathom: max_depth must be between 1 and %d, got %d", kMaxDepthLimit, depth);
     c->config.mode = mode == sym_wall ? CpuMode::kWall : CpuMode::kCpu;
-    c->config.interval_ns = interval;
+    c->config.interval_ns = options.Integer("interval_ns", 1);
+    int depth = static_cast<int>(std::min<int64_t>(options.Integer("max_depth", 1), INT_MAX));
     c->max_depth = depth;
-    c->config.native = RTEST(native);
+    c->config.native = options.Boolean("native");
     if (c->config.native) InitNativeCapture();  // dlopen, warm-up: never in a handler
     c->ring = std::make_unique<SampleRing>(RingCapacity(depth), static_cast<size_t>(depth),
                                            c->config.native ? kMaxNativeFrames : 0);
-    c->agg.set_keep_timeline(RTEST(timeline));
+    c->agg.set_keep_timeline(options.Boolean("timeline"));
     c->agg.set_mode(c->config.mode);
     return self;
   });
@@ -309,19 +301,15 @@ void InitCpuCollector(VALUE mNative) {
   cpu::InitWindow();
   rb_gc_register_address(&g_active_self);
 
-  rb_define_module_function(mNative, "internal_thread", RUBY_METHOD_FUNC(NativeInternalThread), 1);
+  DefineModuleFunctions(mNative, {{"internal_thread", Method(NativeInternalThread)}});
   VALUE klass = rb_define_class_under(mNative, "CpuCollector", rb_cObject);
   rb_gc_register_mark_object(klass);
-  rb_define_alloc_func(klass, CollectorAlloc);
-  rb_define_method(klass, "initialize", RUBY_METHOD_FUNC(CollectorInitialize), 5);
-  rb_define_method(klass, "start", RUBY_METHOD_FUNC(CollectorStart), 0);
-  rb_define_method(klass, "stop", RUBY_METHOD_FUNC(CollectorStop), 0);
-  rb_define_method(klass, "running?", RUBY_METHOD_FUNC(CollectorRunningP), 0);
-  rb_define_method(klass, "drain", RUBY_METHOD_FUNC(CollectorDrain), 0);
-  rb_define_method(klass, "flush", RUBY_METHOD_FUNC(CollectorFlush), 3);
-  rb_define_method(klass, "after_fork_child", RUBY_METHOD_FUNC(CollectorAfterForkChild), 0);
-  rb_define_method(klass, "stats", RUBY_METHOD_FUNC(CollectorStats), 0);
-  rb_define_method(klass, "flush_into", RUBY_METHOD_FUNC(CollectorFlushInto), 1);
+  rb_define_alloc_func(klass, Allocate<CpuCollector, &kCpuCollectorType>);
+  DefineMethods(klass, {{"initialize", Method(CollectorInitialize)}, {"start", Method(CollectorStart)},
+                        {"stop", Method(CollectorStop)}, {"running?", Method(CollectorRunningP)},
+                        {"drain", Method(CollectorDrain)}, {"flush", Method(CollectorFlush)},
+                        {"after_fork_child", Method(CollectorAfterForkChild)}, {"stats", Method(CollectorStats)},
+                        {"flush_into", Method(CollectorFlushInto)}});
 }
 
 }  // namespace fathom

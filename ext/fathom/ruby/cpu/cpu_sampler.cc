@@ -2,6 +2,7 @@
 #include "ruby/cpu/gvl_event_thread.h"
 #include "ruby/cpu/masked_threads.h"
 #include "ruby/cpu/mn_threads.h"
+#include "ruby/cpu/sample_labels.h"
 #include "ruby/cpu/thread_slot.h"
 
 #include <errno.h>
@@ -22,7 +23,6 @@
 #include "base/clock.h"
 #include "ruby/runtime/boundary.h"
 #include "native/native_capture.h"
-#include "ruby/labels/thread_labels.h"
 #include "ruby/runtime/postponed_job.h"
 #include "ruby/runtime/ruby_private_api.h"
 #include "ruby/runtime/signal_dispatcher.h"
@@ -142,7 +142,7 @@ void AddThread(pid_t tid, ThreadState initial = ThreadState::kRunning, bool dorm
   s.last_voluntary_switches = -1;
   s.rng = 0x9e3779b97f4a7c15ULL ^ (static_cast<uint64_t>(tid) * 0xbf58476d1ce4e5b9ULL) ^ static_cast<uint64_t>(s.last_wall_ns);
   if (s.rng == 0) s.rng = 1;
-  s.last_labels = ThreadLabels{0, 0};  // not the slot's previous thread's
+  s.last_labels = CpuLabels{};  // not the slot's previous thread's
   s.resumes_at_sample = s.resumes.load();
   s.off_gvl_at_sample = initial != ThreadState::kRunning;
   s.probe_at_resume.store(false);
@@ -367,8 +367,7 @@ void AccountBlockedThreads() {
     h->wall_delta_ns = wall - s.last_wall_ns;
     h->thread_id = tid;
     h->state = ThreadState::kBlocked;
-    h->label_set = s.last_labels.label_set;
-    h->span_id = s.last_labels.span_id;
+    h->labels = s.last_labels;
     h->depth = 0;
     h->truncated = false;
     h->stack_from_previous = true;  // unless its frames are read below: it has run no Ruby code since
@@ -506,10 +505,8 @@ void CpuSampler::OnSignal(int index, const void* ucontext) {
     h->cpu_delta_ns = cpu - s->last_cpu_ns;
     h->wall_delta_ns = wall - s->last_wall_ns;
     h->thread_id = s->tid.load(std::memory_order_relaxed);
-    // This thread's request labels: two thread-local loads (labels/).
-    s->last_labels = CurrentThreadLabels();
-    h->label_set = s->last_labels.label_set;
-    h->span_id = s->last_labels.span_id;
+    s->last_labels = ReadLabels();
+    h->labels = s->last_labels;
     ThreadState state = CurrentState(s);
     h->stack_from_previous = false;
     h->stack_probe = false;

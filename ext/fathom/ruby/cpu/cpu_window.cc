@@ -11,6 +11,7 @@
 
 #include "base/clock.h"
 #include "native/native_weaver.h"
+#include "stacks/stack_copy.h"
 #include "ruby/cpu/cpu_collector.h"
 #include "ruby/runtime/boundary.h"
 #include "ruby/runtime/symbols.h"
@@ -55,13 +56,25 @@ void ReclassifyWaits(CpuProfileData* d) {
     for (const char* w : kWaits)
       if (d->symbols[i].name == w) waits[i] = true;
   for (CpuProfileData::Row& row : d->rows)
-    if (row.state == ThreadState::kRunning && !row.frames.empty() && waits[row.frames.front()])
+    if (row.state == ThreadState::kRunning && !row.stack.empty() && waits[row.stack.front().symbol])
       row.state = ThreadState::kBlocked;
   for (CpuTimelineSample& t : d->timeline) {
     if (t.state != ThreadState::kRunning || t.stack_id >= d->timeline_stacks.size()) continue;
-    const std::vector<uint32_t>& frames = d->timeline_stacks[t.stack_id].frames;
-    if (!frames.empty() && waits[frames.front()]) t.state = ThreadState::kBlocked;
+    const std::vector<StackFrame>& stack = d->timeline_stacks[t.stack_id].stack;
+    if (!stack.empty() && waits[stack.front().symbol]) t.state = ThreadState::kBlocked;
   }
+}
+
+// Names every frame of the window's stacks that has none yet (Ruby calls,
+// with the GVL): those of its rows and of its timeline.
+void SymbolizeWindow(CpuAggregate& agg) {
+  StackTable& stacks = agg.stacks();
+  auto symbolize = [&stacks](uint32_t stack_id) {
+    for (uint32_t f : stacks.frames(stack_id))
+      if (!stacks.symbol(f).resolved) stacks.SetSymbol(f, SymbolizeFrame(static_cast<VALUE>(stacks.frame_handle(f))));
+  };
+  agg.ForEach([&](const CpuKey& key, const CpuValues&) { symbolize(key.stack_id); });
+  for (const CpuTimelineSample& t : agg.timeline()) symbolize(t.stack_id);
 }
 
 }  // namespace
@@ -77,35 +90,19 @@ CpuProfileData TakeData(CpuCollector* c) {
   d.state_source = CpuSampler::state_source();
   d.label_sets = &LabelSets::Global();
   d.dropped = c->ring->dropped() - c->dropped_reported;
+  SymbolizeWindow(c->agg);
   StackTable& stacks = c->agg.stacks();
-  std::unordered_map<uint32_t, uint32_t> local;  // frame index -> index in d.symbols
-  auto local_frames = [&](uint32_t stack_id) {
-    const std::vector<uint32_t>& frames = stacks.frames(stack_id);
-    std::vector<uint32_t> out;
-    out.reserve(frames.size());
-    for (uint32_t f : frames) {
-      auto it = local.find(f);
-      if (it == local.end()) {
-        if (!stacks.symbol(f).resolved) stacks.SetSymbol(f, SymbolizeFrame(static_cast<VALUE>(stacks.frame_handle(f))));
-        it = local.emplace(f, static_cast<uint32_t>(d.symbols.size())).first;
-        d.symbols.push_back(stacks.symbol(f));
-      }
-      out.push_back(it->second);
-    }
-    return out;
-  };
+  StackCopier copier(stacks);
   std::vector<uint32_t> native_ids;  // per row, for WeaveNativeFrames
   c->agg.ForEach([&](const CpuKey& key, const CpuValues& values) {
     native_ids.push_back(key.native_id);
     CpuProfileData::Row row;
-    row.lines = stacks.lines(key.stack_id);
+    row.stack = copier.Copy(key.stack_id);
     row.truncated = stacks.truncated(key.stack_id);
-    row.frames = local_frames(key.stack_id);
     row.thread_id = key.thread_id;
     row.state = key.state;
     row.values = values;
-    row.label_set = key.label_set;
-    row.span_id = key.span_id;
+    row.labels = key.labels;
     d.rows.push_back(std::move(row));
   });
   if (!c->agg.timeline().empty()) {
@@ -121,13 +118,14 @@ CpuProfileData TakeData(CpuCollector* c) {
         auto it = local_stacks.find(key);
         if (it == local_stacks.end()) {
           it = local_stacks.emplace(key, static_cast<uint32_t>(d.timeline_stacks.size())).first;
-          d.timeline_stacks.push_back({local_frames(t.stack_id), stacks.lines(t.stack_id), t.native_id});
+          d.timeline_stacks.push_back({copier.Copy(t.stack_id), t.native_id});
         }
         t.stack_id = it->second;
       }
       d.timeline.push_back(t);
     }
   }
+  d.symbols = copier.TakeSymbols();
   d.start_monotonic_ns = c->start_monotonic_ns;
   d.pid = static_cast<int64_t>(getpid());
   if (std::string(d.state_source) == "gvl-flag") ReclassifyWaits(&d);  // on Ruby frames only
@@ -138,9 +136,9 @@ CpuProfileData TakeData(CpuCollector* c) {
     // (core/native/native_weaver.h); &rb_hash_aref: a function of the VM.
     NativeWeaver weaver(reinterpret_cast<uintptr_t>(&rb_hash_aref));
     for (size_t r = 0; r < d.rows.size(); r++)
-      weaver.Weave(c->agg.native(native_ids[r]), &d.rows[r].frames, &d.rows[r].lines, &d.symbols);
+      weaver.Weave(c->agg.native(native_ids[r]), &d.rows[r].stack, &d.symbols);
     for (CpuProfileData::TimelineStack& st : d.timeline_stacks)
-      weaver.Weave(c->agg.native(st.native_id), &st.frames, &st.lines, &d.symbols);
+      weaver.Weave(c->agg.native(st.native_id), &st.stack, &d.symbols);
   }
   d.thread_names = c->ended_names;
   LiveThreadNames(&d.thread_names);

@@ -11,7 +11,6 @@
 #include <cstdint>
 
 #include "cpu/sample_ring.h"
-#include "ruby/labels/thread_labels.h"
 
 namespace fathom {
 
@@ -54,11 +53,11 @@ struct ThreadSlot {
   // sample (getrusage RUSAGE_THREAD), -1 before its first (a slot is set up
   // from another thread, which cannot read this one's).
   int64_t last_voluntary_switches = -1;
-  // The thread's request labels at its last sample, for the last sample
+  // The thread's labels at its last sample, for the last sample
   // AccountBlockedThreads takes for it from another thread (whose own
   // thread-locals are not the sampled thread's). A thread outside Ruby
   // code since then has not changed them.
-  ThreadLabels last_labels{0, 0};
+  CpuLabels last_labels;
 
   // Whether the thread ran no Ruby code since its previous sample (3.2+),
   // and, with `update`, the baseline for its next one. `now`: its state now.

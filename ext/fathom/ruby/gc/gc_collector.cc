@@ -51,6 +51,7 @@
 #include "gc/firefox_gc_track.h"
 #include "ruby/runtime/boundary.h"
 #include "ruby/io/firefox_parts.h"
+#include "ruby/native_class.h"
 #include "ruby/runtime/postponed_job.h"
 #include "ruby/runtime/ractor_guard.h"
 
@@ -235,17 +236,11 @@ size_t CollectorSize(const void* ptr) {
   return sizeof(*c) + ring + c->periods.capacity() * sizeof(GcPeriod);
 }
 
-const rb_data_type_t kGcCollectorType = {
-    "Fathom::Native::GcCollector",
-    {nullptr, CollectorFree, CollectorSize, nullptr, {nullptr}},
-    nullptr,
-    nullptr,
-    RUBY_TYPED_FREE_IMMEDIATELY,
-};
+const rb_data_type_t kGcCollectorType = DataType("Fathom::Native::GcCollector", nullptr, CollectorFree, CollectorSize);
 
 // Raises TypeError (a longjmp) for a wrong receiver: call it before any C++
 // object is alive in the method body.
-GcCollector* Unwrap(VALUE self) { return static_cast<GcCollector*>(rb_check_typeddata(self, &kGcCollectorType)); }
+GcCollector* Unwrap(VALUE self) { return fathom::Unwrap<GcCollector>(self, kGcCollectorType); }
 
 // Inside a RubyMethod body.
 GcCollector* Initialized(GcCollector* c) {
@@ -253,9 +248,7 @@ GcCollector* Initialized(GcCollector* c) {
   return c;
 }
 
-VALUE CollectorAlloc(VALUE klass) {
-  return RubyMethod([klass] { return TypedData_Wrap_Struct(klass, &kGcCollectorType, new GcCollector()); });
-}
+VALUE CollectorAlloc(VALUE klass) { return Allocate<GcCollector, &kGcCollectorType>(klass); }
 
 // initialize(coalesce_ns, flush_on_major, source): coalesce_ns 0 turns
 // coalescing off (hooks only); source is :hooks or :counters (for which

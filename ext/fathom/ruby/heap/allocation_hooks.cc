@@ -57,17 +57,17 @@ uint32_t BurstSkip(HeapCollector* c) { return static_cast<uint32_t>(c->rng() % (
 
 bool IsOwnAllocation(HeapCollector* c, VALUE thread) { return c->busy_depth > 0 && thread == c->busy_thread; }
 
-// Captures up to max_depth + 1 frames into c->handles and c->lines. Where
+// Captures up to max_depth + 1 frames into c->hooks.handles and c->hooks.lines. Where
 // VALUE is uint64_t (64-bit Linux), Ruby writes the handles straight into
 // the buffer the stack table reads: no copy per frame. (A template so that
 // the branch not taken is not compiled where the types differ.)
 template <typename Handle = uint64_t>
 int CaptureFrames(HeapCollector* c) {
   if constexpr (std::is_same_v<VALUE, Handle>) {
-    return rb_profile_frames(0, c->max_depth + 1, c->handles.data(), c->lines.data());
+    return rb_profile_frames(0, c->max_depth + 1, c->hooks.handles.data(), c->hooks.lines.data());
   } else {
-    int depth = rb_profile_frames(0, c->max_depth + 1, c->frames.data(), c->lines.data());
-    for (int i = 0; i < depth; i++) c->handles[i] = static_cast<Handle>(c->frames[i]);
+    int depth = rb_profile_frames(0, c->max_depth + 1, c->hooks.frames.data(), c->hooks.lines.data());
+    for (int i = 0; i < depth; i++) c->hooks.handles[i] = static_cast<Handle>(c->hooks.frames[i]);
     return depth;
   }
 }
@@ -79,8 +79,8 @@ void TakeSample(HeapCollector* c, VALUE obj, VALUE thread) {
     // the weights add up to the exact allocation count. rb_gc_stat with a
     // Symbol key reads a counter; it does not allocate.
     size_t total = rb_gc_stat(sym_total_allocated_objects);
-    weight = total > c->last_total_allocated ? total - c->last_total_allocated : 1;
-    c->last_total_allocated = total;
+    weight = total > c->hooks.last_total_allocated ? total - c->hooks.last_total_allocated : 1;
+    c->hooks.last_total_allocated = total;
   }
 
   int depth = CaptureFrames(c);
@@ -95,7 +95,7 @@ void TakeSample(HeapCollector* c, VALUE obj, VALUE thread) {
   // The allocating thread's request labels: one thread-local load, for a
   // sampled allocation only (unsampled ones returned above).
   record.label_set = CurrentThreadLabels().label_set;
-  record.stack_id = c->store.stacks().Intern(c->handles.data(), c->lines.data(), static_cast<size_t>(depth), truncated);
+  record.stack_id = c->store.stacks().Intern(c->hooks.handles.data(), c->hooks.lines.data(), static_cast<size_t>(depth), truncated);
   uint32_t index;
   try {
     index = c->store.AddPending(record);
@@ -103,14 +103,14 @@ void TakeSample(HeapCollector* c, VALUE obj, VALUE thread) {
     c->store.stacks().Release(record.stack_id);
     throw;
   }
-  c->samples_taken++;
+  c->hooks.samples_taken++;
   if (c->exact) {
     if (c->store.pending().size() >= kExactCommitBatch) g_commit_job.Trigger();
     return;
   }
-  c->burst.push_back(index);  // capacity kBurstCandidates, reserved at start
-  if (c->burst.size() >= kBurstCandidates) return EndBurst(c);
-  c->skip_countdown = BurstSkip(c);
+  c->hooks.burst.push_back(index);  // capacity kBurstCandidates, reserved at start
+  if (c->hooks.burst.size() >= kBurstCandidates) return EndBurst(c);
+  c->hooks.skip_countdown = BurstSkip(c);
 }
 
 // RUBY_INTERNAL_EVENT_NEWOBJ. Runs inside the allocator.
@@ -120,8 +120,8 @@ void NewobjHook(VALUE, void* trace_arg) {
     if (!OnMainRactor(thread)) return NoteOtherRactor();
     HeapCollector* c = g_active;
     if (!c || IsOwnAllocation(c, thread)) return;
-    if (!c->exact && c->skip_countdown > 0) {
-      c->skip_countdown--;
+    if (!c->exact && c->hooks.skip_countdown > 0) {
+      c->hooks.skip_countdown--;
       return;
     }
     TakeSample(c, rb_tracearg_object(static_cast<rb_trace_arg_t*>(trace_arg)), thread);
@@ -159,9 +159,9 @@ void ArmJob(void*) {
     if (!c || c->exact || !c->running || HeapTick::hook_armed.load()) return;
     if (OtherRactorSeen()) return;  // sampling stops: see ractor_guard.h
     MaybeRefreshStartSlots(&c->census);  // a walk after the first GCs (live_census.h), before arming
-    c->skip_countdown = static_cast<uint32_t>(c->rng() % (kMaxRandomSkip + 1));
-    c->bursts++;
-    c->window_bursts++;
+    c->hooks.skip_countdown = static_cast<uint32_t>(c->rng() % (kMaxRandomSkip + 1));
+    c->hooks.bursts++;
+    c->window.bursts++;
     HeapTick::hook_armed.store(true);
     AddNewobjHook();
   });
@@ -177,9 +177,9 @@ void EndBurst(HeapCollector* c) {
   RemoveNewobjHook();
   HeapTick::hook_armed.store(false);
   HeapTick::NoteRunner();  // this thread allocates: it is running Ruby code
-  if (c->burst.empty()) return;
-  c->store.SpreadWeight(c->burst.data(), c->burst.size());
-  c->burst.clear();
+  if (c->hooks.burst.empty()) return;
+  c->store.SpreadWeight(c->hooks.burst.data(), c->hooks.burst.size());
+  c->hooks.burst.clear();
   g_commit_job.Trigger();
 }
 

@@ -3,6 +3,8 @@
 // the GC glue (mark, compact, free) and the fork child's reset. Every
 // method body runs through RubyMethod and every GC callback through NoThrow
 // (boundary.h).
+#include <algorithm>
+#include <climits>
 #include <random>
 #include <string>
 #include <sys/random.h>
@@ -13,6 +15,8 @@
 #include "base/clock.h"
 #include "ruby/io/output_stamp_arg.h"
 #include "ruby/runtime/boundary.h"
+#include "ruby/keywords.h"
+#include "ruby/native_class.h"
 #include "ruby/init.h"
 #include "ruby/runtime/symbols.h"
 #include "ruby/io/firefox_parts.h"
@@ -21,8 +25,6 @@
 
 namespace fathom {
 namespace {
-
-constexpr int kMaxDepthLimit = 4096;
 
 // ---------------------------------------------------------------- GC glue
 
@@ -49,7 +51,7 @@ void CollectorMark(void* ptr) {
 void CollectorCompact(void* ptr) {
   NoThrow("heap collector compact", [ptr] {
     HeapCollector* c = static_cast<HeapCollector*>(ptr);
-    c->label_cache_gc_count = SIZE_MAX;  // classes and threads may have moved
+    c->commit.label_cache_gc_count = SIZE_MAX;  // classes and threads may have moved
     if (c->busy_thread != Qnil) c->busy_thread = rb_gc_location(c->busy_thread);
     auto location = [](uint64_t h) { return static_cast<uint64_t>(rb_gc_location(static_cast<VALUE>(h))); };
     c->store.stacks().RemapFrameHandles(location);
@@ -79,17 +81,12 @@ size_t CollectorSize(const void* ptr) {
   return sizeof(*c) + c->store.capacity() * sizeof(SampleRecord) + c->store.stacks().stack_count() * 64;
 }
 
-const rb_data_type_t kHeapCollectorType = {
-    "Fathom::Native::HeapCollector",
-    {CollectorMark, CollectorFree, CollectorSize, CollectorCompact, {nullptr}},
-    nullptr,
-    nullptr,
-    RUBY_TYPED_FREE_IMMEDIATELY,
-};
+const rb_data_type_t kHeapCollectorType =
+    DataType("Fathom::Native::HeapCollector", CollectorMark, CollectorFree, CollectorSize, CollectorCompact);
 
 // Raises TypeError (a longjmp) for a wrong receiver: call it before any C++
 // object is alive in the method body.
-HeapCollector* Unwrap(VALUE self) { return static_cast<HeapCollector*>(rb_check_typeddata(self, &kHeapCollectorType)); }
+HeapCollector* Unwrap(VALUE self) { return fathom::Unwrap<HeapCollector>(self, kHeapCollectorType); }
 
 }  // namespace
 
@@ -99,26 +96,20 @@ namespace {
 
 // ---------------------------------------------------------------- lifecycle
 
-VALUE CollectorAlloc(VALUE klass) {
-  return RubyMethod([klass] { return TypedData_Wrap_Struct(klass, &kHeapCollectorType, new HeapCollector()); });
-}
-
-VALUE CollectorInitialize(VALUE self, VALUE exact, VALUE interval_ns, VALUE max_depth, VALUE liveness) {
+// initialize(exact:, interval_ns:, max_depth:, liveness:), as
+// Fathom::HeapProfiler validated them (ruby/keywords.h): liveness
+// :object_id or :weakmap (liveness_tokens.h).
+VALUE CollectorInitialize(int argc, VALUE* argv, VALUE self) {
   HeapCollector* c = Unwrap(self);
   return RubyMethod([&] {
     if (c->max_depth != 0) ThrowFathomError("fathom: collector is already initialized");
-    if (!RB_INTEGER_TYPE_P(interval_ns)) ThrowTypeError("fathom: interval must be an Integer of nanoseconds");
-    if (!RB_INTEGER_TYPE_P(max_depth)) ThrowTypeError("fathom: max_depth must be an Integer");
-    long long interval = NUM2LL(interval_ns);
-    int depth = NUM2INT(max_depth);
-    if (interval < 10000) ThrowArgumentError("fathom: interval must be at least 10us, got %lldns", interval);
-    if (depth < 1 || depth > kMaxDepthLimit)
-      ThrowArgumentError("fathom: max_depth must be between 1 and %d, got %d", kMaxDepthLimit, depth);
-    c->exact = RTEST(exact);
-    c->interval_ns = static_cast<uint64_t>(interval);
-    c->max_depth = depth;
+    Keywords options(argc, argv, {"exact", "interval_ns", "max_depth", "liveness"}, "Fathom::Native::HeapCollector.new");
+    TokenKind liveness = LivenessTokens::ParseKind(options.Get("liveness"));
+    c->exact = options.Boolean("exact");
+    c->interval_ns = static_cast<uint64_t>(options.Integer("interval_ns", 1));
+    c->max_depth = static_cast<int>(std::min<int64_t>(options.Integer("max_depth", 1), INT_MAX - 1));
     c->store.set_exact(c->exact);
-    c->tokens = LivenessTokens(LivenessTokens::ParseKind(liveness));
+    c->tokens = LivenessTokens(liveness);
     return self;
   });
 }
@@ -148,11 +139,11 @@ VALUE CollectorStart(VALUE self) {
     if (g_active) ThrowFathomError("fathom: another heap profiler is already running in this process");
     if (c->max_depth == 0) ThrowFathomError("fathom: collector was not initialized");
 
-    c->frames.assign(static_cast<size_t>(c->max_depth) + 1, Qnil);
-    c->lines.assign(static_cast<size_t>(c->max_depth) + 1, 0);
-    c->handles.assign(static_cast<size_t>(c->max_depth) + 1, 0);
-    c->burst.clear();
-    c->burst.reserve(kBurstCandidates);
+    c->hooks.frames.assign(static_cast<size_t>(c->max_depth) + 1, Qnil);
+    c->hooks.lines.assign(static_cast<size_t>(c->max_depth) + 1, 0);
+    c->hooks.handles.assign(static_cast<size_t>(c->max_depth) + 1, 0);
+    c->hooks.burst.clear();
+    c->hooks.burst.reserve(kBurstCandidates);
     if (c->store.live_count() == 0) {
       ResetWindow(c);
       if (!c->exact) NoteStartSlots(&c->census);
@@ -174,7 +165,7 @@ VALUE CollectorStart(VALUE self) {
       AddNewobjHook();
     } else {
       ReleaseFreeobjOwnership();
-      c->last_total_allocated = TotalAllocatedObjects();
+      c->hooks.last_total_allocated = TotalAllocatedObjects();
       std::string error;
       bool started = false;
       try {
@@ -271,18 +262,18 @@ VALUE CollectorAfterForkChild(VALUE self) {
     // Threads other than the forking one are gone: so is any flush in
     // progress, and the parent's samples describe the parent.
     c->flushing = false;
-    c->committing = false;
+    c->commit.committing = false;
     c->busy_depth = 0;
     c->busy_thread = Qnil;
     c->store.Clear();
-    c->burst.clear();  // its indices were the parent's records
+    c->hooks.burst.clear();  // its indices were the parent's records
     c->tokens.Reset();
     c->liveness_lost = false;
     SeedRng(c);
     ResetWindow(c);
     if (c->running && !c->exact) {
       NoteStartSlots(&c->census);  // the child's window starts now, in the parent's heap
-      c->last_total_allocated = TotalAllocatedObjects();
+      c->hooks.last_total_allocated = TotalAllocatedObjects();
       HeapTick::hook_armed.store(false);
       RemoveNewobjHook();
       HeapTick::AfterForkChild();
@@ -331,15 +322,15 @@ VALUE CollectorStats(VALUE self) {
     VALUE h = rb_hash_new();
     auto set = [&](const char* key, unsigned long long v) { rb_hash_aset(h, ID2SYM(rb_intern(key)), ULL2NUM(v)); };
     HeapTick::Stats t = HeapTick::stats();
-    set("samples_taken", c->samples_taken);
-    set("commits", c->commits);
-    set("untracked_samples", c->untracked);
-    set("samples_thinned", c->thinned);
-    set("thin_threshold", static_cast<unsigned long long>(c->thinning.threshold()));
+    set("samples_taken", c->hooks.samples_taken);
+    set("commits", c->commit.commits);
+    set("untracked_samples", c->commit.untracked);
+    set("samples_thinned", c->commit.thinned);
+    set("thin_threshold", static_cast<unsigned long long>(c->commit.thinning.threshold()));
     set("records", c->store.live_count());
     set("stacks", c->store.stacks().stack_count());
     set("frames", c->store.stacks().frame_count());
-    set("flushes", c->flushes);
+    set("flushes", c->window.flushes);
     set("timer_ticks", t.ticks);
     set("timer_signals", t.signals_sent);
     set("timer_misses", t.handler_misses);
@@ -349,7 +340,7 @@ VALUE CollectorStats(VALUE self) {
     set("timer_triggers", t.jobs_registered);
     set("timer_armed_skips", t.armed_skips);
     set("timer_idle_ticks", t.idle_ticks);
-    set("bursts", c->bursts);
+    set("bursts", c->hooks.bursts);
     set("census_refreshes", c->census.refreshes);
     if (!c->exact) set("window_lost_ticks", WindowTicks(*c).lost());
     rb_hash_aset(h, ID2SYM(rb_intern("timer_mechanism")), rb_str_new_cstr(HeapTick::mechanism()));
@@ -378,20 +369,15 @@ void InitHeapCollector(VALUE mNative) {
   // Objects cached in C statics must be pinned: GC.compact would move them.
   VALUE klass = rb_define_class_under(mNative, "HeapCollector", rb_cObject);
   rb_gc_register_mark_object(klass);
-  rb_define_alloc_func(klass, CollectorAlloc);
-  rb_define_method(klass, "initialize", RUBY_METHOD_FUNC(CollectorInitialize), 4);
-  rb_define_method(klass, "start", RUBY_METHOD_FUNC(CollectorStart), 0);
-  rb_define_method(klass, "stop", RUBY_METHOD_FUNC(CollectorStop), 0);
-  rb_define_method(klass, "running?", RUBY_METHOD_FUNC(CollectorRunningP), 0);
-  rb_define_method(klass, "release_liveness_hook", RUBY_METHOD_FUNC(CollectorReleaseLivenessHook), 0);
-  rb_define_method(klass, "flush", RUBY_METHOD_FUNC(CollectorFlush), 2);
-  rb_define_method(klass, "flush_into", RUBY_METHOD_FUNC(CollectorFlushInto), 2);
-  rb_define_method(klass, "keep_alloc_events=", RUBY_METHOD_FUNC(CollectorSetKeepAllocEvents), 1);
-  rb_define_method(klass, "after_fork_child", RUBY_METHOD_FUNC(CollectorAfterForkChild), 0);
-  rb_define_method(klass, "stats", RUBY_METHOD_FUNC(CollectorStats), 0);
-  rb_define_method(klass, "census=", RUBY_METHOD_FUNC(CollectorSetCensus), 1);
-  rb_define_method(klass, "census_slice_ns=", RUBY_METHOD_FUNC(CollectorSetCensusSliceNs), 1);
-  rb_define_method(klass, "census_max_wall_ns=", RUBY_METHOD_FUNC(CollectorSetCensusMaxWallNs), 1);
+  rb_define_alloc_func(klass, Allocate<HeapCollector, &kHeapCollectorType>);
+  DefineMethods(klass, {{"initialize", Method(CollectorInitialize)}, {"start", Method(CollectorStart)},
+                        {"stop", Method(CollectorStop)}, {"running?", Method(CollectorRunningP)},
+                        {"release_liveness_hook", Method(CollectorReleaseLivenessHook)},
+                        {"flush", Method(CollectorFlush)}, {"flush_into", Method(CollectorFlushInto)},
+                        {"keep_alloc_events=", Method(CollectorSetKeepAllocEvents)},
+                        {"after_fork_child", Method(CollectorAfterForkChild)}, {"stats", Method(CollectorStats)},
+                        {"census=", Method(CollectorSetCensus)}, {"census_slice_ns=", Method(CollectorSetCensusSliceNs)},
+                        {"census_max_wall_ns=", Method(CollectorSetCensusMaxWallNs)}});
   DefineLiveObjectMethods(klass);
 }
 

@@ -1,6 +1,7 @@
 // Fathom::Native::HeapCollector: allocation sampling and live-heap tracking
-// for the heap profile (mode :heap). The collector's state is shared by the
-// files that each own one mechanism:
+// for the heap profile (mode :heap). The files that each own one mechanism
+// share the collector's common state; each keeps its own in a part of it
+// (collector_parts.h):
 //
 //   allocation_hooks.cc        NEWOBJ/FREEOBJ hooks and their arming
 //   sample_commit.cc           commit of pending records: class/thread
@@ -42,13 +43,11 @@
 
 #include <cstdint>
 #include <random>
-#include <unordered_map>
-#include <vector>
 
 #include "encode/output_stamp.h"
-#include "heap_sampling/byte_thinning.h"
 #include "heap/sample_store.h"
 #include "heap_sampling/tick_accounting.h"
+#include "ruby/heap/collector_parts.h"
 #include "ruby/heap/live_census.h"
 #include "ruby/heap/liveness_tokens.h"
 #include "ruby/runtime/postponed_job.h"
@@ -74,62 +73,22 @@ struct HeapCollector {
   SampleStore store;
   // Sampled mode: how a record's object is found again at flush.
   LivenessTokens tokens{TokenKind::kObjectId};
-
-  // Capture buffers, sized at start so the hook never allocates them.
-  std::vector<VALUE> frames;
-  std::vector<int> lines;
-  std::vector<uint64_t> handles;
-
-  // Sampled-mode state.
-  size_t last_total_allocated = 0;
-  uint32_t skip_countdown = 0;
-  // The records of the burst in progress (allocation_hooks.cc); reserved
-  // at start so the hook never grows it.
-  std::vector<uint32_t> burst;
+  // The random source of sampled mode's skips (the hooks) and of thinning
+  // (the commit); seeded per process.
   std::minstd_rand rng;
-  // Sampled mode thins a burst's candidates by bytes at commit
-  // (heap_sampling/byte_thinning.h): it keeps a quarter of them on average, i.e. the
-  // 16 samples a tick kept before candidates were thinned, and every object
-  // of at least the threshold, which starts at 1 KB and adapts to the
-  // process's sizes between one slot (40 B: below that all are kept
-  // anyway) and 1 MB. Kept across start/stop, like the store.
-  ByteThinning thinning{0.25, 40, 1 << 20, 1024};
-  uint64_t thinned = 0;  // candidates dropped at commit
 
   // The thread doing profiler work (commit, flush): its allocations are the
   // profiler's own and are not sampled.
   VALUE busy_thread = Qnil;
   int busy_depth = 0;
 
-  // Class and thread labels by VALUE. Valid for one GC epoch only: a class
-  // or thread can only be freed (and its address reused) by a GC.
-  size_t label_cache_gc_count = SIZE_MAX;
-  std::unordered_map<VALUE, uint32_t> class_labels;
-  std::unordered_map<VALUE, uint32_t> thread_labels;
-  // One-entry caches in front of the maps: allocation runs repeat the class.
-  VALUE last_class = Qundef, last_thread = Qundef;
-  uint32_t last_class_label = 0, last_thread_label = 0;
-
+  // Each mechanism's own state (collector_parts.h).
+  HookState hooks;        // allocation_hooks.cc
+  CommitState commit;     // sample_commit.cc
+  WindowState window;     // heap_flush.cc
   // Sampled mode: the slots noted at the window's start, for the flush's
   // heap census (live_census.h).
   CensusState census;
-
-  // The window the next flush describes.
-  int64_t window_start_realtime_ns = 0;
-  int64_t window_start_mono_ns = 0;
-  // Sampled mode: the timer's counters at the window's start and the bursts
-  // armed since (heap_sampling/tick_accounting.h: did the ticks reach Ruby?).
-  TickCounts window_ticks_at_start;
-  uint64_t window_bursts = 0;
-  uint64_t bursts = 0;  // since initialize
-
-  // Counters.
-  uint64_t samples_taken = 0;
-  uint64_t commits = 0;
-  uint64_t untracked = 0;
-  uint64_t flushes = 0;
-  uint64_t drained_since_flush = 0;  // freed records folded into totals
-  bool committing = false;           // CommitPending is not re-entrant
 };
 
 // The running collector. Hooks are process-global, so there is at most one;

@@ -19,7 +19,7 @@
 #include "ruby/runtime/boundary.h"
 #include "ruby/fork/fork_child_reset.h"
 #include "ruby/runtime/symbols.h"
-#include "heap_profile/heap_encode.h"
+#include "heap/heap_encode.h"
 #include "ruby/io/firefox_parts.h"
 #include "ruby/heap/heap_collector.h"
 #include "ruby/heap/heap_tick.h"
@@ -356,11 +356,11 @@ VALUE StatsHash(const FlushState& f, VALUE bytes) {
 }
 
 void DescribeWindow(HeapCollector* c, HeapProfileRows* rows) {
-  rows->time_nanos = c->window_start_realtime_ns;
-  rows->start_monotonic_ns = c->window_start_mono_ns;
+  rows->time_nanos = c->window.start_realtime_ns;
+  rows->start_monotonic_ns = c->window.start_mono_ns;
   rows->pid = static_cast<int64_t>(getpid());
   rows->label_sets = &LabelSets::Global();
-  rows->duration_nanos = RealtimeNs() - c->window_start_realtime_ns;
+  rows->duration_nanos = RealtimeNs() - c->window.start_realtime_ns;
   rows->sample_period = c->exact ? 1 : static_cast<int64_t>(c->interval_ns);
   rows->period_type = c->exact ? ValueType{"allocations", "count"} : ValueType{"sample_interval", "nanoseconds"};
   rows->comment = c->exact ? "fathom heap profile, exact mode (every allocation)"
@@ -387,7 +387,7 @@ void FlushBody(FlushState* f) {
   // A GC can leave millions of freed records to fold: do it in batches,
   // yielding between them, before CommitPending would do it in one go.
   while (c->store.has_freed()) {
-    c->drained_since_flush += c->store.DrainFreed(4096);
+    c->window.drained_freed += c->store.DrainFreed(4096);
     MaybeYield(f);
   }
   EndBurst(c);  // its weights must be final before its records are reported
@@ -400,9 +400,9 @@ void FlushBody(FlushState* f) {
   BusyScope busy(c);  // a longjmp past it is repaired by FlushScope
   f->aggregator = std::make_unique<HeapAggregator>(c->store.stacks());
   int64_t t0 = MonotonicNs();
-  c->drained_since_flush += c->store.DrainFreed();
-  f->drained = c->drained_since_flush;
-  c->drained_since_flush = 0;
+  c->window.drained_freed += c->store.DrainFreed();
+  f->drained = c->window.drained_freed;
+  c->window.drained_freed = 0;
   f->aggregator->AddFreedTotals(c->store.TakeFreedTotals());
   TakeCensusBeforeWalk(f);
   WalkRecords(f);
@@ -442,7 +442,7 @@ void FlushBody(FlushState* f) {
   if (f->parts) {
     f->hold_started_ns = MonotonicNs();
     f->parts->heap = std::make_unique<HeapProfileRows>(std::move(f->rows));
-    c->flushes++;
+    c->window.flushes++;
     VALUE none = rb_str_new(nullptr, 0);
     EndHold(f);
     f->result = rb_ary_new_from_args(2, none, StatsHash(*f, none));
@@ -455,7 +455,7 @@ void FlushBody(FlushState* f) {
   });
   f->hold_started_ns = MonotonicNs();
   f->encode_ns = f->hold_started_ns - t3;
-  c->flushes++;
+  c->window.flushes++;
   VALUE bytes = rb_str_new(f->bytes.data(), static_cast<long>(f->bytes.size()));
   EndHold(f);
   f->result = rb_ary_new_from_args(2, bytes, StatsHash(*f, bytes));
@@ -470,7 +470,7 @@ class FlushScope {
   ~FlushScope() {
     c_->flushing = false;
     c_->census.census_in_progress = false;  // refreshes may run again (live_census.h)
-    if (!completed_) c_->committing = false;  // in case it unwound through CommitPending
+    if (!completed_) c_->commit.committing = false;  // in case it unwound through CommitPending
     if (c_->busy_depth > 0) {
       c_->busy_depth = 0;
       c_->busy_thread = Qnil;
@@ -495,17 +495,17 @@ TickCounts TimerCountsNow() {
 }  // namespace
 
 void ResetWindow(HeapCollector* c) {
-  c->window_start_realtime_ns = RealtimeNs();
-  c->window_start_mono_ns = MonotonicNs();
-  c->window_ticks_at_start = TimerCountsNow();
-  c->window_bursts = 0;
+  c->window.start_realtime_ns = RealtimeNs();
+  c->window.start_mono_ns = MonotonicNs();
+  c->window.ticks_at_start = TimerCountsNow();
+  c->window.bursts = 0;
 }
 
 TickCounts WindowTicks(const HeapCollector& c) {
-  TickCounts now = TimerCountsNow(), at = c.window_ticks_at_start;
+  TickCounts now = TimerCountsNow(), at = c.window.ticks_at_start;
   auto since = [](uint64_t a, uint64_t b) { return a > b ? a - b : 0; };
   return TickCounts{since(now.ticks, at.ticks), since(now.armed_skips, at.armed_skips), since(now.idle, at.idle),
-                    c.window_bursts};
+                    c.window.bursts};
 }
 
 VALUE FlushHeapProfile(HeapCollector* c, bool gc, FirefoxParts* parts, OutputStamp stamp) {

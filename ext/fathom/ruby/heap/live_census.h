@@ -1,5 +1,5 @@
 // The heap census that calibrates sampled mode's live bytes
-// (core/heap_sampling/live_strata.h, docs/internals/heap.md "Calibrating live bytes to a
+// (core/heap_census/live_strata.h, docs/internals/heap.md "Calibrating live bytes to a
 // heap census").
 //
 // At a window's start the census notes which heap slots hold an object
@@ -20,9 +20,9 @@
 #include <string>
 #include <unordered_map>
 
-#include "heap_sampling/census_pages.h"
-#include "heap_sampling/live_strata.h"
-#include "heap_sampling/slot_occupancy.h"
+#include "heap_census/census_pages.h"
+#include "heap_census/live_strata.h"
+#include "heap_census/slot_occupancy.h"
 
 namespace fathom {
 

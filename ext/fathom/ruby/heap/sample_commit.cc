@@ -38,12 +38,12 @@ uint32_t ClassLabel(HeapCollector* c, VALUE obj, bool* trackable) {
     *trackable = false;
     return c->store.labels().Intern("<internal:hidden>");
   }
-  if (klass == c->last_class) return c->last_class_label;
-  auto it = c->class_labels.find(klass);
-  uint32_t label = it != c->class_labels.end() ? it->second : ClassLabelUncached(c, klass);
-  if (it == c->class_labels.end()) c->class_labels.emplace(klass, label);
-  c->last_class = klass;
-  c->last_class_label = label;
+  if (klass == c->commit.last_class) return c->commit.last_class_label;
+  auto it = c->commit.class_labels.find(klass);
+  uint32_t label = it != c->commit.class_labels.end() ? it->second : ClassLabelUncached(c, klass);
+  if (it == c->commit.class_labels.end()) c->commit.class_labels.emplace(klass, label);
+  c->commit.last_class = klass;
+  c->commit.last_class_label = label;
   return label;
 }
 
@@ -73,16 +73,16 @@ uint32_t ThreadLabelUncached(HeapCollector* c, VALUE thread, bool* named) {
 }
 
 uint32_t ThreadLabel(HeapCollector* c, VALUE thread) {
-  if (thread == c->last_thread) return c->last_thread_label;
-  auto it = c->thread_labels.find(thread);
+  if (thread == c->commit.last_thread) return c->commit.last_thread_label;
+  auto it = c->commit.thread_labels.find(thread);
   bool named = false;
-  uint32_t label = it != c->thread_labels.end() ? it->second : ThreadLabelUncached(c, thread, &named);
+  uint32_t label = it != c->commit.thread_labels.end() ? it->second : ThreadLabelUncached(c, thread, &named);
   // Unnamed threads are not cached: they often get a name right after
   // starting (Thread.current.name = ...), after their first allocation.
-  if (it == c->thread_labels.end() && !named) return label;
-  if (it == c->thread_labels.end()) c->thread_labels.emplace(thread, label);
-  c->last_thread = thread;
-  c->last_thread_label = label;
+  if (it == c->commit.thread_labels.end() && !named) return label;
+  if (it == c->commit.thread_labels.end()) c->commit.thread_labels.emplace(thread, label);
+  c->commit.last_thread = thread;
+  c->commit.last_thread_label = label;
   return label;
 }
 
@@ -101,8 +101,8 @@ bool SafeForMemsize(VALUE obj) {
 // Clears `committing` however CommitPending is left (a C++ exception,
 // including a Ruby exit turned into RubyJump by TryProtect).
 struct CommittingScope {
-  explicit CommittingScope(HeapCollector* c) : c_(c) { c_->committing = true; }
-  ~CommittingScope() { c_->committing = false; }
+  explicit CommittingScope(HeapCollector* c) : c_(c) { c_->commit.committing = true; }
+  ~CommittingScope() { c_->commit.committing = false; }
   CommittingScope(const CommittingScope&) = delete;
   CommittingScope& operator=(const CommittingScope&) = delete;
   HeapCollector* c_;
@@ -111,13 +111,13 @@ struct CommittingScope {
 // Keeps the candidate with probability min(1, bytes / threshold), scaling
 // its weight by 1/p (Horvitz-Thompson: unbiased), or drops it.
 bool ThinCandidate(HeapCollector* c, uint32_t index, uint64_t bytes) {
-  double p = c->thinning.KeepProbability(bytes);
+  double p = c->commit.thinning.KeepProbability(bytes);
   if (p < 1.0) {
     // minstd_rand's 31 random bits are plenty for a keep probability.
     auto uniform = [c] { return static_cast<double>(c->rng() - c->rng.min()) / (c->rng.max() - c->rng.min() + 1.0); };
     if (uniform() >= p) {
       c->store.DropPending(index);
-      c->thinned++;
+      c->commit.thinned++;
       return false;
     }
     c->store.SetWeight(index, ByteThinning::ScaledWeight(c->store.at(index).weight, p, uniform()));
@@ -144,16 +144,16 @@ size_t MemsizeOf(VALUE obj) {
 
 // GVL held; does not yield on purpose, but see below.
 void CommitPending(HeapCollector* c) {
-  c->drained_since_flush += c->store.DrainFreed();
-  if (c->committing || c->store.pending().empty()) return;
+  c->window.drained_freed += c->store.DrainFreed();
+  if (c->commit.committing || c->store.pending().empty()) return;
   CommittingScope committing(c);
   BusyScope busy(c);  // our own allocations below are not sampled
   size_t gc_count = rb_gc_count();
-  if (gc_count != c->label_cache_gc_count) {
-    c->class_labels.clear();
-    c->thread_labels.clear();
-    c->last_class = c->last_thread = Qundef;
-    c->label_cache_gc_count = gc_count;
+  if (gc_count != c->commit.label_cache_gc_count) {
+    c->commit.class_labels.clear();
+    c->commit.thread_labels.clear();
+    c->commit.last_class = c->commit.last_thread = Qundef;
+    c->commit.label_cache_gc_count = gc_count;
   }
   // Naming a thread or a class calls Ruby methods, and Ruby may switch
   // threads at a method call: other threads' hooks then append to `pending`
@@ -195,8 +195,8 @@ void CommitPending(HeapCollector* c) {
     info.time_ns = now_ns;
     // Tracking may call Ruby (WeakMap#[]=): the loop above holds no reference.
     if (!c->exact && trackable) info.liveness_token = c->tokens.Track(obj);
-    if (!c->store.Commit(index, info)) c->untracked++;
-    c->commits++;
+    if (!c->store.Commit(index, info)) c->commit.untracked++;
+    c->commit.commits++;
   }
   c->store.ClearPending();
 }

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "ruby/native_class.h"
 #include "ruby/runtime/boundary.h"
 #include "timeline/firefox_combined.h"
 
@@ -20,15 +21,7 @@ size_t PartsSize(const void* ptr) {
   return n;
 }
 
-const rb_data_type_t kPartsType = {
-    "Fathom::Native::FirefoxParts",
-    {nullptr, PartsFree, PartsSize, nullptr, {nullptr}},
-    nullptr,
-    nullptr,
-    RUBY_TYPED_FREE_IMMEDIATELY,
-};
-
-VALUE PartsAlloc(VALUE klass) { return TypedData_Wrap_Struct(klass, &kPartsType, new FirefoxParts()); }
+const rb_data_type_t kPartsType = DataType("Fathom::Native::FirefoxParts", nullptr, PartsFree, PartsSize);
 
 struct EncodeJob {
   FirefoxParts* parts;
@@ -71,15 +64,12 @@ VALUE PartsKinds(VALUE self) {
 
 }  // namespace
 
-FirefoxParts* UnwrapFirefoxParts(VALUE parts) {
-  return static_cast<FirefoxParts*>(rb_check_typeddata(parts, &kPartsType));
-}
+FirefoxParts* UnwrapFirefoxParts(VALUE parts) { return Unwrap<FirefoxParts>(parts, kPartsType); }
 
 void InitFirefoxParts(VALUE mNative) {
   VALUE klass = rb_define_class_under(mNative, "FirefoxParts", rb_cObject);
-  rb_define_alloc_func(klass, PartsAlloc);
-  rb_define_method(klass, "encode", RUBY_METHOD_FUNC(PartsEncode), 1);
-  rb_define_method(klass, "kinds", RUBY_METHOD_FUNC(PartsKinds), 0);
+  rb_define_alloc_func(klass, Allocate<FirefoxParts, &kPartsType>);
+  DefineMethods(klass, {{"encode", Method(PartsEncode)}, {"kinds", Method(PartsKinds)}});
 }
 
 }  // namespace fathom

@@ -2,6 +2,7 @@
 
 #include "labels/label_sets.h"
 #include "ruby/init.h"
+#include "ruby/native_class.h"
 #include "ruby/runtime/boundary.h"
 
 namespace fathom {
@@ -127,13 +128,9 @@ ThreadLabels CurrentThreadLabels() { return ThreadLabels{t_label_set, t_span_id}
 
 void InitThreadLabels(VALUE mNative) {
   VALUE m = rb_define_module_under(mNative, "Labels");
-  rb_define_module_function(m, "intern", RUBY_METHOD_FUNC(Intern), 1);
-  rb_define_module_function(m, "current_set=", RUBY_METHOD_FUNC(SetCurrentSet), 1);
-  rb_define_module_function(m, "current_set", RUBY_METHOD_FUNC(CurrentSet), 0);
-  rb_define_module_function(m, "span_id=", RUBY_METHOD_FUNC(SetSpanId), 1);
-  rb_define_module_function(m, "span_id", RUBY_METHOD_FUNC(SpanId), 0);
-  rb_define_module_function(m, "pairs", RUBY_METHOD_FUNC(Pairs), 1);
-  rb_define_module_function(m, "stats", RUBY_METHOD_FUNC(Stats), 0);
+  DefineModuleFunctions(m, {{"intern", Method(Intern)}, {"current_set=", Method(SetCurrentSet)},
+                            {"current_set", Method(CurrentSet)}, {"span_id=", Method(SetSpanId)},
+                            {"span_id", Method(SpanId)}, {"pairs", Method(Pairs)}, {"stats", Method(Stats)}});
 }
 
 }  // namespace fathom

@@ -6,6 +6,7 @@
 #include <ruby.h>
 
 #include <algorithm>
+#include <climits>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "ruby/fork/fork_child_reset.h"
 #include "ruby/retention/stack_scrub.h"
 #include "ruby/init.h"
+#include "ruby/native_class.h"
 #include "retention/dominators.h"
 #include "retention/retention_profile.h"
 #include "ruby/retention/retention_snapshot.h"
@@ -60,17 +62,11 @@ size_t SnapshotSize(const void* ptr) {
   return sizeof(*s) + s->graph.MemoryBytes() + s->idom.capacity() * 4 + s->retained.capacity() * 8;
 }
 
-const rb_data_type_t kSnapshotType = {
-    "Fathom::Native::RetentionSnapshot",
-    {SnapshotMark, SnapshotFree, SnapshotSize, nullptr, {nullptr}},
-    nullptr,
-    nullptr,
-    RUBY_TYPED_FREE_IMMEDIATELY,
-};
+const rb_data_type_t kSnapshotType = DataType("Fathom::Native::RetentionSnapshot", SnapshotMark, SnapshotFree, SnapshotSize);
 
 // Raises TypeError (a longjmp) for a wrong receiver: call it before any
 // C++ object is alive in the method.
-Snapshot* Get(VALUE self) { return static_cast<Snapshot*>(rb_check_typeddata(self, &kSnapshotType)); }
+Snapshot* Get(VALUE self) { return Unwrap<Snapshot>(self, kSnapshotType); }
 
 // ---------------------------------------------------------------- phases
 
@@ -255,6 +251,8 @@ VALUE SnapshotAlloc(VALUE klass) {
 
 // new(max_depth, string_contents = false): string_contents names String
 // hash keys by their bytes instead of their shape (edge_names.cc KeyLabel).
+// max_depth as Fathom::Retention validated it (its MAX_DEPTH_RANGE); the
+// encoder refuses what it cannot cut (retention_profile.h).
 VALUE SnapshotInitialize(int argc, VALUE* argv, VALUE self) {
   Snapshot* s = Get(self);
   return RubyMethod([&] {
@@ -265,7 +263,7 @@ VALUE SnapshotInitialize(int argc, VALUE* argv, VALUE self) {
     s->string_contents = contents == Qtrue;
     if (!RB_INTEGER_TYPE_P(max_depth) || !RB_FIXNUM_P(max_depth)) ThrowTypeError("fathom: max_depth must be an Integer");
     long depth = FIX2LONG(max_depth);
-    if (depth < 2 || depth > 4096) ThrowArgumentError("fathom: max_depth must be between 2 and 4096, got %ld", depth);
+    if (depth < 1 || depth > INT_MAX) ThrowArgumentError("fathom: max_depth must be a positive int, got %ld", depth);
     s->max_depth = static_cast<int>(depth);
     return self;
   });
@@ -498,11 +496,9 @@ void InitRetentionSnapshot(VALUE mNative) {
   VALUE klass = rb_define_class_under(mNative, "RetentionSnapshot", rb_cObject);
   rb_gc_register_mark_object(klass);
   rb_define_alloc_func(klass, retention::SnapshotAlloc);
-  rb_define_method(klass, "initialize", RUBY_METHOD_FUNC(retention::SnapshotInitialize), -1);
-  rb_define_method(klass, "take", RUBY_METHOD_FUNC(retention::SnapshotTake), -1);
-  rb_define_method(klass, "take_forked", RUBY_METHOD_FUNC(retention::SnapshotTakeForked), -1);
-  rb_define_method(klass, "flush", RUBY_METHOD_FUNC(retention::SnapshotFlush), 1);
-  rb_define_method(klass, "stats", RUBY_METHOD_FUNC(retention::SnapshotStats), 0);
+  DefineMethods(klass, {{"initialize", Method(retention::SnapshotInitialize)}, {"take", Method(retention::SnapshotTake)},
+                        {"take_forked", Method(retention::SnapshotTakeForked)}, {"flush", Method(retention::SnapshotFlush)},
+                        {"stats", Method(retention::SnapshotStats)}});
 }
 
 }  // namespace fathom

@@ -17,7 +17,7 @@
 
 #include <string>
 
-#include "heap/stack_table.h"
+#include "stacks/frames.h"
 
 namespace fathom {
 

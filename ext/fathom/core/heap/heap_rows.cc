@@ -1,4 +1,4 @@
-#include "heap_profile/heap_rows.h"
+#include "heap/heap_rows.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -6,31 +6,27 @@
 namespace fathom {
 
 HeapProfileRowsBuilder::HeapProfileRowsBuilder(const SampleStore& store, const HeapAggregator& aggregator)
-    : store_(store), next_(aggregator.rows().begin()), end_(aggregator.rows().end()) {
+    : store_(store), next_(aggregator.rows().begin()), end_(aggregator.rows().end()), copier_(store.stacks()) {
   out_.labels = store.labels_const().strings();
   out_.rows.reserve(aggregator.rows().size());
 }
 
 bool HeapProfileRowsBuilder::Step(size_t max_rows) {
-  const StackTable& stacks = store_.stacks();
   for (size_t n = 0; n < max_rows && next_ != end_; n++, ++next_) {
     const auto& [key, values] = *next_;
     auto [it, inserted] = stack_map_.try_emplace(key.stack_id, static_cast<uint32_t>(out_.stacks.size()));
     if (inserted) {
-      const auto& frames = stacks.frames(key.stack_id);
-      const auto& lines = stacks.lines(key.stack_id);
-      std::vector<HeapProfileRows::Frame> out(frames.size());
-      for (size_t i = 0; i < frames.size(); i++) {
-        auto [sym, fresh] = symbol_map_.try_emplace(frames[i], static_cast<uint32_t>(out_.symbols.size()));
-        if (fresh) out_.symbols.push_back(stacks.symbol(frames[i]));
-        out[i] = HeapProfileRows::Frame{sym->second, lines[i]};
-      }
-      out_.stacks.push_back(std::move(out));
-      out_.truncated.push_back(stacks.truncated(key.stack_id));
+      out_.stacks.push_back(copier_.Copy(key.stack_id));
+      out_.truncated.push_back(store_.stacks().truncated(key.stack_id));
     }
     out_.rows.push_back(HeapProfileRows::Row{it->second, key.class_label, key.thread_label, values, key.label_set});
   }
   return next_ == end_;
+}
+
+HeapProfileRows HeapProfileRowsBuilder::Take() {
+  out_.symbols = copier_.TakeSymbols();
+  return std::move(out_);
 }
 
 void HeapProfileRowsBuilder::AddAllocEvents(const std::vector<AllocEvent>& events) {
@@ -71,7 +67,7 @@ void AddUnsampledStrataRows(const LiveStrata& strata, const std::function<std::s
                   ClassBytes(SizeClassStart(stratum.size_class() + 1));
     symbol.resolved = true;
     rows->symbols.push_back(symbol);
-    rows->stacks.push_back({HeapProfileRows::Frame{static_cast<uint32_t>(rows->symbols.size() - 1), 0}});
+    rows->stacks.push_back({StackFrame{static_cast<uint32_t>(rows->symbols.size() - 1), 0}});
     rows->truncated.push_back(false);
     rows->labels.push_back(name);
     HeapProfileRows::Row row{static_cast<uint32_t>(rows->stacks.size() - 1), static_cast<uint32_t>(rows->labels.size() - 1),

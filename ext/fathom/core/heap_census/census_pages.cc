@@ -1,5 +1,5 @@
 // See census_pages.h.
-#include "heap_sampling/census_pages.h"
+#include "heap_census/census_pages.h"
 
 #include <algorithm>
 

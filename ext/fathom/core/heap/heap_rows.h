@@ -14,17 +14,14 @@
 #include "encode/pprof_builder.h"
 #include "heap/heap_aggregate.h"
 #include "heap/sample_store.h"
-#include "heap_sampling/live_strata.h"
+#include "heap_census/live_strata.h"
 #include "labels/label_sets.h"
+#include "stacks/stack_copy.h"
 
 namespace fathom {
 
 // Everything needed to encode, detached from the live tables.
 struct HeapProfileRows {
-  struct Frame {
-    uint32_t symbol;  // index into symbols
-    int32_t line;
-  };
   struct Row {
     uint32_t stack;  // index into stacks
     uint32_t class_label, thread_label;
@@ -32,7 +29,7 @@ struct HeapProfileRows {
     uint32_t label_set = 0;  // request labels, an id in label_sets
   };
   std::vector<FrameSymbol> symbols;
-  std::vector<std::vector<Frame>> stacks;  // leaf first
+  std::vector<std::vector<StackFrame>> stacks;  // leaf first, indexing symbols
   std::vector<bool> truncated;
   std::vector<std::string> labels;  // by label id
   std::vector<Row> rows;
@@ -81,13 +78,13 @@ class HeapProfileRowsBuilder {
   // whose key has no row, such as a record recycled during a yield after
   // the freed totals were taken, is dropped), sorted by time.
   void AddAllocEvents(const std::vector<AllocEvent>& events);
-  HeapProfileRows Take() { return std::move(out_); }
+  HeapProfileRows Take();
 
  private:
   const SampleStore& store_;
   std::unordered_map<SampleKey, HeapValues, SampleKeyHash>::const_iterator next_, end_;
-  std::unordered_map<uint32_t, uint32_t> stack_map_;   // stack id -> output stack
-  std::unordered_map<uint32_t, uint32_t> symbol_map_;  // frame index -> output symbol
+  std::unordered_map<uint32_t, uint32_t> stack_map_;  // stack id -> output stack
+  StackCopier copier_;
   HeapProfileRows out_;
 };
 
@@ -99,8 +96,5 @@ class HeapProfileRowsBuilder {
 // row's class label.
 void AddUnsampledStrataRows(const LiveStrata& strata, const std::function<std::string(const Stratum&)>& class_name,
                             HeapProfileRows* rows);
-
-// The name of the frame added at the root of stacks cut at the maximum depth.
-inline constexpr const char* kTruncatedFrameName = "(truncated)";
 
 }  // namespace fathom

@@ -1,34 +1,40 @@
-// The internal methods (all under Fathom::Native, all named debug_*):
+// A test-only extension (test/support/native_frames.rb builds it; never part
+// of the gem): the C-frame machinery of ext/fathom/core/native/ called from
+// Ruby, for the tests and bench/native_capture.rb. Its module functions,
+// under FathomTest::NativeFrames:
 //
-//   debug_native_unwinder        -> "libunwind" or "libgcc" (native_capture.h;
-//                                   FATHOM_NATIVE_UNWINDER=libgcc forces it)
-//   debug_frame_pointer_depth    -> [frames a frame-pointer walk reaches,
-//                                   frames the unwinder reaches]
-//   debug_symbolize(name)        -> [function, object] of dlsym(name), or nil
-//   debug_native_stack           -> [[function, object], ...] of the calling
-//                                   thread's native stack, innermost first
-//   debug_native_capture_cost(n) -> [ns per capture, native depth,
-//                                   ns per rb_profile_frames, Ruby depth]:
-//                                   n captures of the current stack, timed
-//   debug_sample_native(interval_us) { block }
-//                                -> samples taken by a per-thread CPU timer
-//                                   signal while the block runs, each
-//                                   {native: [[fn, obj]...] innermost first,
-//                                    ruby: [[label, cfunc?]...] outermost
-//                                    first, woven: [name...] outermost first}
+//   unwinder             -> "libunwind" or "libgcc" (native_capture.h;
+//                           FATHOM_NATIVE_UNWINDER=libgcc forces it)
+//   frame_pointer_depth  -> [frames a frame-pointer walk reaches,
+//                           frames the unwinder reaches]
+//   symbolize(name)      -> [function, object] of dlsym(name), or nil
+//   native_stack         -> [[function, object], ...] of the calling
+//                           thread's native stack, innermost first
+//   capture_cost(n)      -> [ns per capture, native depth,
+//                           ns per rb_profile_frames, Ruby depth]:
+//                           n captures of the current stack, timed
+//   sample_native(interval_us) { block }
+//                        -> samples taken by a per-thread CPU timer
+//                           signal while the block runs, each
+//                           {native: [[fn, obj]...] innermost first,
+//                            ruby: [[label, cfunc?]...] outermost
+//                            first, woven: [name...] outermost first}
 //
-// debug_sample_native is a miniature of what the CPU sampler does: in the
+// sample_native is a miniature of what the CPU sampler does: in the
 // handler, CaptureNativePcs from the ucontext and rb_profile_frames (reads
 // the thread's own frames, allocates nothing) into preallocated slots; after
 // the block, with the GVL, symbolize and weave. GC is disabled while the
 // block runs so that the frame handles stay valid until they are named (the
 // real sampler keeps its handles alive its own way); if a GC ran anyway
 // (GC.start, GC.compact) it raises Fathom::Error instead.
-#include "ruby/init.h"
+//
+// It compiles its own copy of the sources it uses (extconf.rb), the
+// binding's doors (ruby/runtime/boundary.h) among them.
+#include <ruby.h>
+#include <ruby/debug.h>
 
 #include <dlfcn.h>
 #include <errno.h>
-#include <ruby/debug.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -41,11 +47,11 @@
 #include <string>
 #include <vector>
 
+#include "ruby/native_class.h"
 #include "ruby/runtime/boundary.h"
 #include "ruby/runtime/symbols.h"
 #include "native/native_capture.h"
 #include "native/native_stack_resolver.h"
-#include "ruby/runtime/thread_registry.h"
 
 namespace fathom {
 
@@ -115,7 +121,7 @@ bool IsCfunc(const FrameSymbol& sym) { return sym.filename.empty() || sym.filena
 
 VALUE DebugSymbolize(VALUE, VALUE name) {
   return RubyMethod([&]() -> VALUE {
-    if (!RB_TYPE_P(name, T_STRING)) ThrowTypeError("fathom: debug_symbolize takes a String");
+    if (!RB_TYPE_P(name, T_STRING)) ThrowTypeError("fathom: symbolize takes a String");
     std::string n(RSTRING_PTR(name), static_cast<size_t>(RSTRING_LEN(name)));
     void* addr = dlsym(RTLD_DEFAULT, n.c_str());
     if (addr == nullptr) return Qnil;
@@ -179,7 +185,7 @@ VALUE DebugSampleNative(VALUE, VALUE interval_us) {
   return RubyMethod([&]() -> VALUE {
     long us = NUM2LONG(interval_us);
     if (us < 100 || us > 1000000) ThrowArgumentError("fathom: interval_us must be 100..1000000");
-    if (!rb_block_given_p()) ThrowArgumentError("fathom: debug_sample_native needs a block");
+    if (!rb_block_given_p()) ThrowArgumentError("fathom: sample_native needs a block");
     if (g_sampling.load()) ThrowFathomError("fathom: debug_sample_native is already running");
     if (!g_handler_installed) {
       struct sigaction sa = {}, old = {};
@@ -201,7 +207,7 @@ VALUE DebugSampleNative(VALUE, VALUE interval_us) {
     struct sigevent sev = {};
     sev.sigev_notify = SIGEV_THREAD_ID;
     sev.sigev_signo = DebugSignal();
-    sev._sigev_un._tid = CurrentTid();
+    sev._sigev_un._tid = static_cast<pid_t>(syscall(SYS_gettid));
     if (timer_create(CLOCK_THREAD_CPUTIME_ID, &sev, &guard.timer) != 0) {
       g_slots.store(nullptr);
       ThrowFathomError("fathom: timer_create failed: %s", strerror(errno));
@@ -230,7 +236,7 @@ VALUE DebugSampleNative(VALUE, VALUE interval_us) {
     // frame handles may be freed or moved by then. Nothing is named.
     if (rb_gc_count() != gc_count) {
       if (!RTEST(gc_was_disabled)) rb_gc_enable();
-      ThrowFathomError("fathom: a GC ran during debug_sample_native; its Ruby frames are stale");
+      ThrowFathomError("fathom: a GC ran during sample_native; its Ruby frames are stale");
     }
 
     // Names and weaving, with the GVL, GC still off (handles valid).
@@ -305,13 +311,18 @@ VALUE DebugNativeUnwinder(VALUE) {
   });
 }
 
-void InitNativeFramesDebug(VALUE mNative) {
-  rb_define_module_function(mNative, "debug_native_unwinder", RUBY_METHOD_FUNC(DebugNativeUnwinder), 0);
-  rb_define_module_function(mNative, "debug_frame_pointer_depth", RUBY_METHOD_FUNC(DebugFramePointerDepth), 0);
-  rb_define_module_function(mNative, "debug_symbolize", RUBY_METHOD_FUNC(DebugSymbolize), 1);
-  rb_define_module_function(mNative, "debug_native_stack", RUBY_METHOD_FUNC(DebugNativeStack), 0);
-  rb_define_module_function(mNative, "debug_native_capture_cost", RUBY_METHOD_FUNC(DebugCaptureCost), 1);
-  rb_define_module_function(mNative, "debug_sample_native", RUBY_METHOD_FUNC(DebugSampleNative), 1);
-}
-
 }  // namespace fathom
+
+extern "C" __attribute__((visibility("default"))) void Init_fathom_native_frames(void) {
+  using namespace fathom;  // NOLINT(build/namespaces)
+  // Fathom::Error, as the shipped extension defines it (or lib/fathom/error.rb did).
+  VALUE mFathom = rb_define_module("Fathom");
+  eFathomError = rb_const_defined_at(mFathom, rb_intern("Error")) ? rb_const_get_at(mFathom, rb_intern("Error"))
+                                                                   : rb_define_class_under(mFathom, "Error", rb_eStandardError);
+  rb_gc_register_address(&eFathomError);
+  VALUE m = rb_define_module_under(rb_define_module("FathomTest"), "NativeFrames");
+  DefineModuleFunctions(m, {{"unwinder", Method(DebugNativeUnwinder)},
+                            {"frame_pointer_depth", Method(DebugFramePointerDepth)},
+                            {"symbolize", Method(DebugSymbolize)}, {"native_stack", Method(DebugNativeStack)},
+                            {"capture_cost", Method(DebugCaptureCost)}, {"sample_native", Method(DebugSampleNative)}});
+}

@@ -1,5 +1,7 @@
 // ObjectMap: open-addressing hash map from a 64-bit object handle (a Ruby
-// VALUE, opaque here) to a 32-bit record index.
+// VALUE, opaque here) to a 32-bit index: the heap profiler's live objects
+// to their records (heap/sample_store.h), the stack table's frame handles
+// to their frames (stacks/stack_table.h).
 //
 // Why not std::unordered_map: erase() runs inside Ruby's FREEOBJ hook, i.e.
 // in the middle of a GC sweep, where we promise not to allocate or free.

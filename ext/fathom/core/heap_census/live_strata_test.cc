@@ -1,4 +1,4 @@
-#include "heap_sampling/live_strata.h"
+#include "heap_census/live_strata.h"
 
 #include <gtest/gtest.h>
 

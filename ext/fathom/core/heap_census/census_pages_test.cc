@@ -1,4 +1,4 @@
-#include "heap_sampling/census_pages.h"
+#include "heap_census/census_pages.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,5 @@
-// StackTable: interns call stacks captured in allocation hooks.
+// StackTable: interns call stacks captured by a sampler (the heap
+// profiler's allocation hooks, the CPU/wall profiler's drain).
 //
 // A stack arrives as the raw output of a frame walk: an array of opaque
 // frame handles (Ruby passes iseq / method-entry VALUEs) and the line
@@ -33,17 +34,10 @@
 #include <string>
 #include <vector>
 
-#include "heap/object_map.h"
+#include "base/object_map.h"
+#include "stacks/frames.h"
 
 namespace fathom {
-
-struct FrameSymbol {
-  std::string name;      // e.g. "Foo::Bar#baz", "block in Foo#baz", "<main>"
-  std::string filename;  // source path, "" for C functions
-  int64_t first_line = 0;
-  bool resolved = false;
-  bool native = false;  // a C function found by native unwinding (filename: its object)
-};
 
 class StackTable {
  public:

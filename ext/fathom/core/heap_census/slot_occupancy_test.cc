@@ -1,4 +1,4 @@
-#include "heap_sampling/slot_occupancy.h"
+#include "heap_census/slot_occupancy.h"
 
 #include <gtest/gtest.h>
 

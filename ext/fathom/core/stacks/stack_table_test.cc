@@ -1,4 +1,4 @@
-#include "heap/stack_table.h"
+#include "stacks/stack_table.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "heap_profile/heap_encode.h"
+#include "heap/heap_encode.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "heap/object_map.h"
+#include "base/object_map.h"
 
 #include <gtest/gtest.h>
 
