@@ -1,7 +1,5 @@
 # frozen_string_literal: true
 
-require "json"
-
 module Fathom
   # Duplicated strings in a live heap, for a retention snapshot
   # (`fathom report retained.pb.gz --strings`): strings with the same
@@ -48,6 +46,7 @@ module Fathom
       # site Strings Retention.explain_sites just made, 12,000 copies of
       # "String#split ← ..."): collect it first.
       GC.start
+      require "json" # here, not at load (lib/fathom/files/stdlib.rb)
       groups, totals = count
       picked = groups.select { |_, g| g[0] > 1 }.max_by(top) { |_, g| [g[1] - g[1] / g[0], g[0]] }.to_h
       sites, source = sites_of(picked, heap_profiler)
@@ -190,6 +189,7 @@ module Fathom
     end
 
     def parse_json(text)
+      require "json" # here, not at load (lib/fathom/files/stdlib.rb)
       value = JSON.parse(text, symbolize_names: true)
       Hash === value ? value : nil
     rescue JSON::ParserError

@@ -23,7 +23,7 @@ class CLIChecksFirstTest < Minitest::Test
     _, err, status = TestHelper.run_fathom("run", "-o", File.join(parent, "heap.pb.gz"), "--",
                                            RbConfig.ruby, "-e", "File.write(#{ran.dump}, '1')", env: TestHelper::PLAIN_ENV)
     assert_equal 2, status.exitstatus, err
-    assert_match(/fathom run: cannot write into #{Regexp.escape(parent)}: #{Regexp.escape(parent)} is not a directory/, err)
+    assert_match(/fathom run: --out #{Regexp.escape(parent)}\/heap\.pb\.gz: the directory #{Regexp.escape(parent)} is not a directory/, err)
     refute_match(/fathom-tmp/, err, "the message names the user's path, not a temp file")
     refute File.exist?(ran), "the program ran although its profile could not be written"
   end

@@ -48,7 +48,7 @@ class CLITest < Minitest::Test
     _, err, status = fathom
     assert_equal 2, status.exitstatus
     assert_match(/Usage: fathom COMMAND/, err)
-    assert_usage_error(/fathom: unknown command "frobnicate" \(commands: run, report, diff, merge, analyze, dump\)/, "frobnicate")
+    assert_usage_error(/fathom: unknown command "frobnicate" \(commands: run, report, diff, merge, analyze, dump, leaks\)/, "frobnicate")
     assert_usage_error(/fathom run: missing COMMAND/, "run")
     assert_usage_error(/fathom run: missing COMMAND/, "run", "-o", "x.pb.gz", "--")
     assert_usage_error(/fathom run: --mode must be one or more of heap, gc, retention, cpu, wall, got "io"/, "run", "--mode", "io", "--", "ruby", "-e", "1")

@@ -28,7 +28,7 @@ class RackRequestHeapTest < Minitest::Test
   end
 
   def env
-    { "REQUEST_METHOD" => "GET", "PATH_INFO" => "/", "QUERY_STRING" => "fathom=heap", "REMOTE_ADDR" => "127.0.0.1",
+    { "REQUEST_METHOD" => "GET", "PATH_INFO" => "/", "QUERY_STRING" => "fathom=heap", "REMOTE_ADDR" => "127.0.0.1", "SERVER_PROTOCOL" => "HTTP/1.1",
       "HTTP_HOST" => "localhost", "rack.input" => StringIO.new }
   end
 

@@ -1,6 +1,5 @@
 # frozen_string_literal: true
 
-require "json"
 require_relative "units"
 require_relative "gems"
 require_relative "../options"
@@ -174,6 +173,7 @@ module Fathom
         private
 
         def unescape(raw)
+          require "json" # here, not at load (lib/fathom/files/stdlib.rb)
           JSON.parse("\"#{raw}\"")
         rescue JSON::ParserError
           raw

@@ -1,6 +1,5 @@
 # frozen_string_literal: true
 
-require "json"
 require_relative "frames"
 require_relative "units"
 require_relative "arguments"
@@ -50,6 +49,7 @@ module Fathom
       end
 
       def to_s
+        require "json" # here, not at load (lib/fathom/files/stdlib.rb)
         data = JSON.generate(tree).gsub("<", "\\u003c").gsub(">", "\\u003e").gsub("&", "\\u0026")
         HTML.gsub("%TITLE%") { escape(@title) }.sub("%DATA%") { data }.sub("%SCRIPT%") { SCRIPT }.sub("%STYLE%") { STYLE }
       end
