@@ -53,6 +53,15 @@ def gem?(name)
   status.success?
 end
 
+# Runs the block when the peer was asked for (--peers) and is installed;
+# says it is not installed otherwise.
+def peer(name, opts)
+  return unless opts[:peers].include?(name)
+  return section(name, "not installed (gem install #{name})") unless gem?(name)
+
+  yield
+end
+
 def section(title, text, time = nil)
   puts "=" * 100
   puts "#{title}#{format("   (%.1f s wall, %.1f s CPU)", *time) if time}"
@@ -95,34 +104,26 @@ section("fathom report --method CsvImport.parse (cpu)", text, t)
 _, _, *time = timed(ENV_PLAIN, RbConfig.ruby, APP)
 section("no profiler", "", time)
 
-if opts[:peers].include?("memory_profiler")
-  if gem?("memory_profiler")
-    file = File.join(dir, "memory_profiler.txt")
-    code = "require 'memory_profiler'; load #{APP.dump}; " \
-           "MemoryProfiler.report { CsvImport.run(#{opts[:rows]}) }.pretty_print(to_file: #{file.dump})"
-    _, _, *time = timed(ENV_PLAIN, RbConfig.ruby, "-e", code)
-    text = File.read(file)
-    wanted = ["Total allocated", "Total retained", "allocated memory by gem", "retained memory by gem",
-              "retained memory by location", "Retained String Report"]
-    shown = text.split(/^(?=\S.*\n-{10,})/).select { |part| part.start_with?(*wanted) }.map { |part| part.lines.first(12).join }
-    section("memory_profiler (its sections on gems, retained locations, strings)", shown.join("\n"), time)
-  else
-    section("memory_profiler", "not installed (gem install memory_profiler)")
-  end
+peer("memory_profiler", opts) do
+  file = File.join(dir, "memory_profiler.txt")
+  code = "require 'memory_profiler'; load #{APP.dump}; " \
+         "MemoryProfiler.report { CsvImport.run(#{opts[:rows]}) }.pretty_print(to_file: #{file.dump})"
+  _, _, *time = timed(ENV_PLAIN, RbConfig.ruby, "-e", code)
+  text = File.read(file)
+  wanted = ["Total allocated", "Total retained", "allocated memory by gem", "retained memory by gem",
+            "retained memory by location", "Retained String Report"]
+  shown = text.split(/^(?=\S.*\n-{10,})/).select { |part| part.start_with?(*wanted) }.map { |part| part.lines.first(12).join }
+  section("memory_profiler (its sections on gems, retained locations, strings)", shown.join("\n"), time)
 end
 
-if opts[:peers].include?("stackprof")
-  if gem?("stackprof")
-    dump = File.join(dir, "stackprof-cpu.dump")
-    code = "require 'stackprof'; load #{APP.dump}; " \
-           "StackProf.run(mode: :cpu, interval: 1000, out: #{dump.dump}) { CsvImport.run(#{opts[:rows]}) }"
-    _, _, *time = timed(ENV_PLAIN, RbConfig.ruby, "-e", code)
-    stackprof = [RbConfig.ruby, "-S", "stackprof"]
-    out, = timed({}, *stackprof, dump, "--text", "--limit", "10")
-    section("stackprof --text (cpu, 1 ms)", out, time)
-    out, = timed({}, *stackprof, dump, "--method", "CsvImport.parse")
-    section("stackprof --method CsvImport.parse", out)
-  else
-    section("stackprof", "not installed (gem install stackprof)")
-  end
+peer("stackprof", opts) do
+  dump = File.join(dir, "stackprof-cpu.dump")
+  code = "require 'stackprof'; load #{APP.dump}; " \
+         "StackProf.run(mode: :cpu, interval: 1000, out: #{dump.dump}) { CsvImport.run(#{opts[:rows]}) }"
+  _, _, *time = timed(ENV_PLAIN, RbConfig.ruby, "-e", code)
+  stackprof = [RbConfig.ruby, "-S", "stackprof"]
+  out, = timed({}, *stackprof, dump, "--text", "--limit", "10")
+  section("stackprof --text (cpu, 1 ms)", out, time)
+  out, = timed({}, *stackprof, dump, "--method", "CsvImport.parse")
+  section("stackprof --method CsvImport.parse", out)
 end

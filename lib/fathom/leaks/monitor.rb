@@ -294,9 +294,7 @@ module Fathom
         Fathom.notice { "fathom: FATHOM_LEAKS: #{error.class}: #{error.message} (said once)" } if first
       end
 
-      def now
-        Process.clock_gettime(Process::CLOCK_MONOTONIC)
-      end
+      def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
     end
   end
 end
