@@ -326,8 +326,7 @@ class RequestLabelsTest < Minitest::Test
       # What FATHOM_ENDPOINT_LABELS=1 does in a Sidekiq server process
       # (sidekiq/cli loaded: configure_server's block runs).
       require "sidekiq/cli"
-      require "fathom/context/jobs"
-      puts "R: #{Fathom::Context::Jobs.install_sidekiq} #{Fathom::Context::Jobs.install_sidekiq}"
+      puts "R: #{Fathom::Sidekiq::JobLabels.install} #{Fathom::Sidekiq::JobLabels.install}"
       puts "R: #{Sidekiq.default_configuration.server_middleware.exists?(Fathom::Sidekiq::JobLabels)}"
     RUBY
     assert_equal [[["endpoint", "ReportJob"], ["kind", "job"]].inspect, "{}", "true false", "true"], results(out)

@@ -32,19 +32,6 @@ module Fathom
         end
         true
       end
-
-      # Sidekiq's server middleware chain, when Sidekiq is loaded (only the
-      # server process runs configure_server's block). Once per process.
-      def install_sidekiq
-        return false if @sidekiq || !defined?(::Sidekiq) || !::Sidekiq.respond_to?(:configure_server)
-
-        require_relative "../sidekiq/job_labels"
-        @sidekiq = true
-        ::Sidekiq.configure_server do |config|
-          config.server_middleware { |chain| chain.add(Fathom::Sidekiq::JobLabels) }
-        end
-        true
-      end
     end
   end
 end

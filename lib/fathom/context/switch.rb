@@ -36,7 +36,10 @@ module Fathom
         app.middleware.insert(0, Fathom::Rack::RequestLabels)
         RailsEndpoint.install
         Jobs.install_active_job
-        Jobs.install_sidekiq
+        if defined?(::Sidekiq)
+          require_relative "../sidekiq/job_labels"
+          Fathom::Sidekiq::JobLabels.install
+        end
         true
       end
     end

@@ -19,6 +19,21 @@ module Fathom
     # inside `module Fathom`: `Sidekiq` there means this module; the gem's
     # is `::Sidekiq`.
     class JobLabels
+      # Adds this middleware to Sidekiq's server chain, when Sidekiq is
+      # loaded (only the server process runs configure_server's block);
+      # FATHOM_ENDPOINT_LABELS=1 in Rails (Context::Switch). Once per
+      # process. Here, not in Context::Jobs: this file needs Jobs, and
+      # Jobs needing it back was a require circle.
+      def self.install
+        return false if @installed || !defined?(::Sidekiq) || !::Sidekiq.respond_to?(:configure_server)
+
+        @installed = true
+        ::Sidekiq.configure_server do |config|
+          config.server_middleware { |chain| chain.add(Fathom::Sidekiq::JobLabels) }
+        end
+        true
+      end
+
       # Sidekiq's server middleware signature (Sidekiq 6 and 7): the job
       # instance, its payload Hash and the queue name.
       def call(job, payload, _queue, &block)
