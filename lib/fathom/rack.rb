@@ -11,7 +11,7 @@
 # Neither needs the rack gem: both speak the Rack protocol themselves, so
 # Fathom loads and works without it. Note for code inside `module Fathom`:
 # `Rack` there means Fathom::Rack; the gem's is `::Rack`.
-require_relative "../fathom"
+require_relative "api"
 require_relative "rack/app"
 require_relative "rack/middleware"
 require_relative "rack/request_labels"

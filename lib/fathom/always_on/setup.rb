@@ -42,7 +42,7 @@ module Fathom
       def start(env = ENV, sinks: nil)
         return @always_on if @always_on
 
-        require_relative "../../fathom"
+        require_relative "../api"
         require_relative "always_on"
         require_relative "settings"
         sinks = push_sinks(env) if sinks.nil?
