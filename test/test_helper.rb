@@ -69,7 +69,7 @@ module TestHelper
   end
 
   # fathom: true marks it as Fathom's own file (the gzip header comment
-  # the native writer puts there, core/encode/gzip.h), which AtomicFile and
+  # the native writer puts there, core/encode/gzip.h), which Files::AtomicFile and
   # Rotation check before they overwrite or delete a file.
   def gzip(bytes, fathom: false)
     io = StringIO.new(+"".b)

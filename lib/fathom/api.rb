@@ -24,11 +24,11 @@ require_relative "profilers/collector_lifecycle"
 require_relative "profilers/heap_profiler"
 require_relative "profilers/gc_profiler"
 require_relative "profilers/cpu_profiler"
-require_relative "profilers/retention"
+require_relative "retention"
 require_relative "profilers/retention_profiler"
 require_relative "profilers/dump_analysis"
 require_relative "profilers/heap_dump"
-require_relative "always_on/periodic_flusher"
+require_relative "periodic_flusher"
 require_relative "session"
 
 module Fathom
@@ -37,7 +37,7 @@ module Fathom
   # stops them (also when the block raises), flushes with gc: true and
   # returns the Fathom::Profile — or, for several modes, a Hash mode =>
   # Profile. `out` is written atomically first; with several modes it is a
-  # base name (see Fathom::OutputPaths: out "run" -> run.heap.pb.gz,
+  # base name (see Fathom::Files::OutputPaths: out "run" -> run.heap.pb.gz,
   # run.gc.pb.gz; with format: :firefox, the cpu/wall, gc and heap modes
   # share one Firefox Profiler file and one Profile, see Session#finish); an
   # existing file Fathom did not write is replaced only
@@ -54,7 +54,7 @@ module Fathom
     session = Session.new(mode, **opts)
     paths = session.paths(out) if out
     # Refuse an unwritable target before the work, not after it.
-    paths&.each_value { |path| AtomicFile.check_target!(path, overwrite: overwrite) }
+    paths&.each_value { |path| Files::AtomicFile.check_target!(path, overwrite: overwrite) }
     session.start
     begin
       yield(session.modes.size == 1 ? session.profilers.values.first : session.profilers)

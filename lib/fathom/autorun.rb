@@ -32,7 +32,7 @@ module Fathom
         require_relative "../fathom"
         require_relative "always_on/settings"
         modes = Modes.parse(ENV.fetch("FATHOM_MODE", Modes::DEFAULT.to_s), "FATHOM_MODE")
-        @session = Session.new(modes, **Settings.profilers(modes, ENV))
+        @session = Session.new(modes, **AlwaysOn::Settings.profilers(modes, ENV))
         out = ENV["FATHOM_OUT"]
         @out = out && !out.empty? ? out : nil
         @overwrite = ENV["FATHOM_FORCE"] == "1"

@@ -319,7 +319,7 @@ module Fathom
       end
       max_depth = validate { Options.parse_integer("--max-depth", opts.fetch(:max_depth, HEAP[:max_depth].to_s), Options::MAX_DEPTH_RANGE) }
       # One mode: the file (default fathom-<mode>.pb.gz); several: a base name.
-      out = opts[:out] || (OutputPaths.default(modes.first, format) if modes.size == 1)
+      out = opts[:out] || (Files::OutputPaths.default(modes.first, format) if modes.size == 1)
       out &&= File.expand_path(validate { Options.path("--out", out) })
       raise UsageError, "--out #{out} is a directory; give a file name" if out && File.directory?(out)
       check_outputs(modes, out, format, opts[:force])
@@ -358,12 +358,12 @@ module Fathom
       "firefox"
     end
 
-    # Every file the run will write may be written (AtomicFile's rules),
+    # Every file the run will write may be written (Files::AtomicFile's rules),
     # into a directory that exists, under a name that says its format:
     # refused now, not after the program has run to its end.
     def check_outputs(modes, out, format, force)
-      combined = OutputPaths.combined_modes(modes, format)
-      OutputPaths.for_modes(out, modes, format: format).each do |mode, path|
+      combined = Files::OutputPaths.combined_modes(modes, format)
+      Files::OutputPaths.for_modes(out, modes, format: format).each do |mode, path|
         check_out_dir!(path, "--out")
         # The modes one Firefox file holds (the heap's allocations too) are written as it is.
         written = if combined.include?(mode) then :firefox
@@ -371,7 +371,7 @@ module Fathom
                   else :pprof
                   end
         check_format_name!(mode, path, written)
-        AtomicFile.check_target!(path, overwrite: force == true)
+        Files::AtomicFile.check_target!(path, overwrite: force == true)
       end
     rescue Fathom::Error => e
       raise UsageError, cli_message(e.message)
@@ -411,9 +411,9 @@ module Fathom
     end
 
     # A profile file's bytes, or nil after saying why it cannot be read
-    # (missing, unreadable, a directory or device, over ProfileBytes' limit).
+    # (missing, unreadable, a directory or device, over Files::ProfileBytes' limit).
     def read_profile(command, path)
-      bytes = ProfileBytes.read_file(path)
+      bytes = Files::ProfileBytes.read_file(path)
       return bytes unless bytes.empty?
 
       data_error(command, path, "the file is empty (0 bytes), not a profile")

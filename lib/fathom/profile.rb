@@ -18,13 +18,13 @@ module Fathom
 
     # Reads a profile written earlier (no stats are stored in the file); the
     # kind and format are recognized from the content. Within
-    # ProfileBytes' limits (no devices, at most 512 MiB).
+    # Files::ProfileBytes' limits (no devices, at most 512 MiB).
     def self.load(path)
       path = Options.path("path", path)
       bytes = begin
-        ProfileBytes.read_file(path)
-      rescue ProfileBytes::Error => e
-        raise ProfileBytes::Error, e.message.scrub.sub(/\A(fathom: )?/, "fathom: #{path}: ")
+        Files::ProfileBytes.read_file(path)
+      rescue Files::ProfileBytes::Error => e
+        raise Files::ProfileBytes::Error, e.message.scrub.sub(/\A(fathom: )?/, "fathom: #{path}: ")
       end
       format = Report.firefox_json?(bytes) ? :firefox : :pprof
       kind = (Report::CpuFirefoxSummary.cpu_firefox?(Report.firefox_json(bytes)) ? :cpu : :gc) if format == :firefox
@@ -49,9 +49,9 @@ module Fathom
 
     # Writes the profile atomically; returns the absolute path. An existing
     # file is replaced only if Fathom wrote it, or with overwrite: true; links,
-    # devices and other non-regular files never are (AtomicFile).
+    # devices and other non-regular files never are (Files::AtomicFile).
     def write(path, overwrite: false)
-      @path = AtomicFile.write(Options.path("path", path), @bytes, overwrite: Options.boolean("overwrite", overwrite))
+      @path = Files::AtomicFile.write(Options.path("path", path), @bytes, overwrite: Options.boolean("overwrite", overwrite))
     end
 
     # The decoded pprof profile (Fathom::Pprof::Profile), decoded once.
@@ -93,7 +93,7 @@ module Fathom
     end
 
     def to_s
-      parts = ["#{@bytes.bytesize} bytes#{" gzipped" if ProfileBytes.gzip?(@bytes)}"]
+      parts = ["#{@bytes.bytesize} bytes#{" gzipped" if Files::ProfileBytes.gzip?(@bytes)}"]
       if @stats.key?(:live_samples)
         parts << "#{@stats[:samples]} samples (#{@stats[:live_samples]} live)"
       elsif @stats.key?(:samples)

@@ -13,7 +13,7 @@ module Fathom
   #   FATHOM_DIR=/var/tmp/fathom FATHOM_MODE=heap,gc   always-on files (fathom/setup), or
   #   FATHOM_PUSH=pyroscope://host:4040                pushed to a backend (Fathom::Push);
   #                                                    under puma cluster mode, in each
-  #                                                    worker, not the master (StartInWorkers)
+  #                                                    worker, not the master (AlwaysOn::StartInWorkers)
   #   FATHOM_RACK=1                                    the /debug/fathom endpoints and
   #                                                    ?fathom=heap|gc|cpu on any request,
   #                                                    loopback-only unless FATHOM_RACK_TOKEN
@@ -31,8 +31,8 @@ module Fathom
       # As bytes: a value that is not UTF-8 must reach fathom/setup, which
       # reports it naming the variable, not raise here and fail the boot.
       if %w[FATHOM_DIR FATHOM_PUSH].any? { |name| ENV[name] && !ENV[name].b.strip.empty? }
-        if StartInWorkers.puma_preloading_master?
-          StartInWorkers.after_fork { require_relative "always_on/setup" }
+        if AlwaysOn::StartInWorkers.puma_preloading_master?
+          AlwaysOn::StartInWorkers.after_fork { require_relative "always_on/setup" }
         else
           require_relative "always_on/setup"
         end

@@ -70,7 +70,7 @@ module Fathom
     # damaged profile (then the decoder's own message says where).
     def other_format(bytes)
       head = bytes.byteslice(0, 4096).to_s.b
-      if ProfileBytes.gzip?(head)
+      if Files::ProfileBytes.gzip?(head)
         begin
           require "zlib"
           require "stringio"
@@ -144,7 +144,7 @@ module Fathom
     def firefox_json?(bytes)
       require "zlib" # here, not at load (lib/fathom/files/stdlib.rb)
       require "stringio"
-      head = ProfileBytes.gzip?(bytes) ? Zlib::GzipReader.new(StringIO.new(bytes)).read(64).to_s : bytes.byteslice(0, 64)
+      head = Files::ProfileBytes.gzip?(bytes) ? Zlib::GzipReader.new(StringIO.new(bytes)).read(64).to_s : bytes.byteslice(0, 64)
       head.b.lstrip.start_with?("{")
     rescue Zlib::Error
       false
@@ -173,7 +173,7 @@ module Fathom
     # Fathom::Error saying why when it is not one.
     def parse_firefox_json(bytes)
       require "json" # here, not at load (lib/fathom/files/stdlib.rb)
-      text = ProfileBytes.gzip?(bytes) ? ProfileBytes.gunzip(bytes) : bytes
+      text = Files::ProfileBytes.gzip?(bytes) ? Files::ProfileBytes.gunzip(bytes) : bytes
       # JSON is UTF-8; Ruby's parser (json 2.6, Ruby 3.1) lets invalid bytes
       # through into Strings that raise later, wherever a report reads them.
       unless text.dup.force_encoding(Encoding::UTF_8).valid_encoding?

@@ -33,7 +33,7 @@ module Fathom
       @profilers = @modes.to_h do |m|
         [m, Modes.new_profiler(m, **opts.slice(*Modes::DEFAULTS.fetch(m).keys))]
       end
-      @combined = OutputPaths.combined_modes(@modes, @format)
+      @combined = Files::OutputPaths.combined_modes(@modes, @format)
       # Known now, so that finish makes no Array of its own before the
       # retention snapshot: garbage made there stays in a stale slot of the
       # C stack, which the snapshot scans conservatively and charged to the
@@ -106,11 +106,11 @@ module Fathom
       end
     end
 
-    # {mode => absolute path} for `out` (see OutputPaths), with the pid
+    # {mode => absolute path} for `out` (see Files::OutputPaths), with the pid
     # inserted when given (a forked child's files).
     def paths(out, pid: nil)
-      paths = OutputPaths.for_modes(out, @modes, format: @format)
-      pid ? paths.transform_values { |path| OutputPaths.with_pid(path, pid) } : paths
+      paths = Files::OutputPaths.for_modes(out, @modes, format: @format)
+      pid ? paths.transform_values { |path| Files::OutputPaths.with_pid(path, pid) } : paths
     end
 
     private

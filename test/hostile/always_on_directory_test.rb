@@ -1,8 +1,8 @@
 # frozen_string_literal: true
 
 require "test_helper"
-require "fathom/always_on/rotation"
-require "fathom/always_on/process_comments"
+require "fathom/files/rotation"
+require "fathom/process_comments"
 require "fathom/pprof/reader"
 
 # Always-on in a directory shared with others: what "safe to switch on in
@@ -23,7 +23,7 @@ class AlwaysOnDirectoryTest < Minitest::Test
   end
 
   def profiles(dir = @dir)
-    Dir.children(dir).grep(Fathom::Rotation::NAME)
+    Dir.children(dir).grep(Fathom::Files::Rotation::NAME)
   rescue Errno::ENOENT
     []
   end
@@ -69,7 +69,7 @@ class AlwaysOnDirectoryTest < Minitest::Test
     done = false
     watcher = Thread.new do
       until done
-        n = profiles.group_by { |name| Fathom::Rotation.series(name) }.values.map(&:size).max || 0
+        n = profiles.group_by { |name| Fathom::Files::Rotation.series(name) }.values.map(&:size).max || 0
         most = n if n > most
         seen += 1
         sleep 0.005
@@ -82,7 +82,7 @@ class AlwaysOnDirectoryTest < Minitest::Test
     assert status.success?, err
     assert_operator seen, :>, 100
     assert_operator most, :<=, 3, "a listing showed #{most} profiles of one process and mode"
-    series = profiles.group_by { |name| Fathom::Rotation.series(name) }
+    series = profiles.group_by { |name| Fathom::Files::Rotation.series(name) }
     assert_equal 10, series.size, series.keys.inspect
     # Each wrote its last at exit; at most 3 (a loaded machine may have
     # let a process write fewer in 5 s).
@@ -105,8 +105,8 @@ class AlwaysOnDirectoryTest < Minitest::Test
     code = <<~RUBY
       t = Time.now
       (a = []; 1000.times { a << "x" * 10 }; sleep 0.005) while Time.now - t < 3 # a server waits on I/O too
-      always_on = Fathom::Setup.always_on
-      Fathom::Setup.stop
+      always_on = Fathom::AlwaysOn::Setup.always_on
+      Fathom::AlwaysOn::Setup.stop
       puts "pid=\#{Process.pid} wrote=\#{always_on.flushers.values.sum(&:files_written)}"
     RUBY
     e = env("FATHOM_EVERY" => "500ms", "FATHOM_KEEP" => "1000")
@@ -167,7 +167,7 @@ class AlwaysOnDirectoryTest < Minitest::Test
       rescue SystemCallError => e
         puts e.class
       end
-      ao = Fathom::Setup.always_on
+      ao = Fathom::AlwaysOn::Setup.always_on
       puts ao.running?(:heap), ao.flushers[:heap].running?
     RUBY
     out, err, status = Open3.capture3(env("FATHOM_EVERY" => "3600s"), RbConfig.ruby, "-e", code)

@@ -37,8 +37,8 @@ class EnvBytesTest < Minitest::Test
     [BAD, BAD.b, "\xC3(".b].each do |bytes|
       SETUP_VARIABLES.each do |name|
         env = BASE.merge("FATHOM_MODE" => "heap,gc", name => bytes)
-        assert_names(name, assert_raises(ArgumentError, name) { Fathom::Settings.always_on(env) }) if bytes == BAD
-        assert_raises(ArgumentError, name) { Fathom::Settings.always_on(env) }
+        assert_names(name, assert_raises(ArgumentError, name) { Fathom::AlwaysOn::Settings.always_on(env) }) if bytes == BAD
+        assert_raises(ArgumentError, name) { Fathom::AlwaysOn::Settings.always_on(env) }
       end
       PUSH_VARIABLES.each do |name|
         error = assert_raises(ArgumentError, name) { Fathom::Push.from_env(BASE.merge(name => bytes)) }

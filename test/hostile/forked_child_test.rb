@@ -3,7 +3,7 @@
 require "test_helper"
 require "socket"
 require "support/child_watch"
-require "fathom/always_on/rotation"
+require "fathom/files/rotation"
 
 # Issue 40, items 5-7: the child that a retention snapshot or a heap dump
 # forks holds nothing of the parent's but memory, dies with its parent,
@@ -76,7 +76,7 @@ class ForkedChildTest < Minitest::Test
   end
 
   def assert_lock_free(why)
-    File.open(File.join(@dir, Fathom::Rotation::LOCK_NAME)) do |lock|
+    File.open(File.join(@dir, Fathom::Files::Rotation::LOCK_NAME)) do |lock|
       assert lock.flock(File::LOCK_EX | File::LOCK_NB), why
     end
   end
@@ -90,7 +90,7 @@ class ForkedChildTest < Minitest::Test
     port = server.addr[1]
     client = TCPSocket.new("127.0.0.1", port)
     served = server.accept
-    rotation = Fathom::Rotation.new(@dir, keep_files: 10, keep_bytes: 1 << 20)
+    rotation = Fathom::Files::Rotation.new(@dir, keep_files: 10, keep_bytes: 1 << 20)
     profile = while_a_writer_holds_the_lock(rotation) do |let_go|
       with_stopped_child(SNAPSHOT_FDS, -> { Fathom.retention_snapshot(progress: nil) }) do |_child, held|
         assert_equal [0, 1, 2], held.keys.sort.first(3), held.inspect
@@ -177,7 +177,7 @@ class ForkedChildTest < Minitest::Test
   # the lock is free as soon as the app lets it go, not when that process
   # exits.
   def test_a_process_forked_while_the_lock_is_held_does_not_keep_it
-    rotation = Fathom::Rotation.new(@dir, keep_files: 10, keep_bytes: 1 << 20)
+    rotation = Fathom::Files::Rotation.new(@dir, keep_files: 10, keep_bytes: 1 << 20)
     reader, writer = IO.pipe
     pid = nil
     while_a_writer_holds_the_lock(rotation) do |let_go|

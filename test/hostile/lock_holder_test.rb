@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
-require "fathom/always_on/rotation"
+require "fathom/files/rotation"
 
 # Issue 40, item 8: anyone who can open the always-on directory's
 # .fathom.lock (another user in a shared directory, another container on
@@ -9,7 +9,7 @@ require "fathom/always_on/rotation"
 # process holding flock(2) on it for 40 s made a 3 s program take 39.6 s
 # to exit, and one holding it forever, forever.
 class LockHolderTest < Minitest::Test
-  # The shutdown the app is promised (Sinks::STOP_TIMEOUT: 5 s in all).
+  # The shutdown the app is promised (AlwaysOn::Sinks::STOP_TIMEOUT: 5 s in all).
   SHUTDOWN_BOUND = 5.0
   HOLD = 60
 
@@ -31,7 +31,7 @@ class LockHolderTest < Minitest::Test
   # Another process locks the file and keeps it for HOLD seconds.
   def hold_the_lock
     reader, writer = IO.pipe
-    holder = spawn(RbConfig.ruby, "-e", <<~RUBY, File.join(@dir, Fathom::Rotation::LOCK_NAME), out: writer)
+    holder = spawn(RbConfig.ruby, "-e", <<~RUBY, File.join(@dir, Fathom::Files::Rotation::LOCK_NAME), out: writer)
       lock = File.open(ARGV[0], File::RDWR | File::CREAT, 0o600)
       lock.flock(File::LOCK_EX)
       puts "held"
@@ -90,9 +90,9 @@ class LockHolderTest < Minitest::Test
     end
     said = err.lines.grep(/\.fathom\.lock is held by another process/)
     assert_equal 1, said.size, "said once: #{err}"
-    assert_match(/not had in #{Fathom::Rotation::LOCK_TIMEOUT}s/, said.first)
+    assert_match(/not had in #{Fathom::Files::Rotation::LOCK_TIMEOUT}s/, said.first)
     # The last profile of each mode was written all the same.
-    names = Dir.children(@dir).grep(Fathom::Rotation::NAME)
+    names = Dir.children(@dir).grep(Fathom::Files::Rotation::NAME)
     assert_equal %w[gc heap], names.map { |n| n[/\A[a-z]+/] }.uniq.sort, names.inspect
     assert_equal "", out.to_s
   ensure
@@ -105,18 +105,18 @@ class LockHolderTest < Minitest::Test
   # back under it.
   def test_without_the_lock_only_the_byte_bound_waits
     profile = TestHelper.gzip("x" * 1000, fathom: true)
-    rotation = Fathom::Rotation.new(@dir, keep_files: 3, keep_bytes: profile.bytesize * 2, lock_timeout: 0.05)
+    rotation = Fathom::Files::Rotation.new(@dir, keep_files: 3, keep_bytes: profile.bytesize * 2, lock_timeout: 0.05)
     holder = hold_the_lock
     name = ->(i) { File.join(@dir, "heap-1-20261126T1015#{format("%02d", i)}Z-#{i}.pb.gz") }
     _, err = capture_io { 5.times { |i| assert rotation.write_new(name.(i), profile) } }
     assert_equal 1, err.lines.grep(/is held by another process/).size, err
-    assert_equal [2, 3, 4].map { |i| File.basename(name.(i)) }, Dir.children(@dir).grep(Fathom::Rotation::NAME).sort,
+    assert_equal [2, 3, 4].map { |i| File.basename(name.(i)) }, Dir.children(@dir).grep(Fathom::Files::Rotation::NAME).sort,
                  "the series' count held, the directory's bytes did not"
     assert_equal 5, rotation.skipped
     release(holder)
     holder = nil
     assert rotation.write_new(name.(5), profile)
-    assert_equal [4, 5].map { |i| File.basename(name.(i)) }, Dir.children(@dir).grep(Fathom::Rotation::NAME).sort
+    assert_equal [4, 5].map { |i| File.basename(name.(i)) }, Dir.children(@dir).grep(Fathom::Files::Rotation::NAME).sort
     assert_equal 5, rotation.skipped
   ensure
     release(holder)

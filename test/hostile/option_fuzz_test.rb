@@ -8,7 +8,7 @@ require "support/fuzz"
 # message names the option. Seeded and time-bounded (test/support/fuzz.rb).
 class OptionFuzzTest < Minitest::Test
   # What a call may raise besides TypeError/ArgumentError naming the option:
-  # AtomicFile refusing a path (a directory, a device, a file it did not
+  # Files::AtomicFile refusing a path (a directory, a device, a file it did not
   # write) is a Fathom::Error naming the path.
   REFUSED_PATH = /is a directory|is a device|not a regular file|symbolic link|cannot write|did not write it/.freeze
 

@@ -80,12 +80,12 @@ class OptionValuesTest < Minitest::Test
   # the error came later from GcProfiler, naming "coalesce", not the variable.
   def test_autorun_variables_have_the_profilers_bounds
     ENV["FATHOM_COALESCE"] = "61s"
-    assert_option_error(ArgumentError, "FATHOM_COALESCE") { Fathom::Settings.profilers([:gc], ENV) }
+    assert_option_error(ArgumentError, "FATHOM_COALESCE") { Fathom::AlwaysOn::Settings.profilers([:gc], ENV) }
     ENV["FATHOM_COALESCE"] = "1e99999999"
-    assert_option_error(ArgumentError, "FATHOM_COALESCE") { Fathom::Settings.profilers([:gc], ENV) }
+    assert_option_error(ArgumentError, "FATHOM_COALESCE") { Fathom::AlwaysOn::Settings.profilers([:gc], ENV) }
     ENV["FATHOM_COALESCE"] = nil
     ENV["FATHOM_INTERVAL"] = "1e99999999"
-    assert_option_error(ArgumentError, "FATHOM_INTERVAL") { Fathom::Settings.profilers([:heap], ENV) }
+    assert_option_error(ArgumentError, "FATHOM_INTERVAL") { Fathom::AlwaysOn::Settings.profilers([:heap], ENV) }
   ensure
     ENV["FATHOM_COALESCE"] = ENV["FATHOM_INTERVAL"] = nil
   end
@@ -131,7 +131,7 @@ class OptionValuesTest < Minitest::Test
   end
 
   # Found by the option fuzzer: a path too long for the file system raised
-  # Errno::ENAMETOOLONG from File.lstat deep in AtomicFile; it is refused
+  # Errno::ENAMETOOLONG from File.lstat deep in Files::AtomicFile; it is refused
   # like any path that may not be written, and the message stays printable.
   def test_paths_the_file_system_refuses
     error = assert_raises(Fathom::Error) { Fathom.profile(out: "x" * 5000) { nil } }

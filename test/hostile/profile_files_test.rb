@@ -155,14 +155,14 @@ class ProfileFilesTest < Minitest::Test
   end
 
   def test_the_limit_is_a_ratio_with_a_floor
-    limit = Fathom::ProfileBytes.gunzip_limit(1 << 20)
+    limit = Fathom::Files::ProfileBytes.gunzip_limit(1 << 20)
     assert_equal 100 << 20, limit
-    assert_equal 16 << 20, Fathom::ProfileBytes.gunzip_limit(10)
-    assert_equal 512 << 20, Fathom::ProfileBytes.gunzip_limit(1 << 30)
+    assert_equal 16 << 20, Fathom::Files::ProfileBytes.gunzip_limit(10)
+    assert_equal 512 << 20, Fathom::Files::ProfileBytes.gunzip_limit(1 << 30)
     # A profile that compresses well below the ratio reads as before.
     profile = W.profile
     assert_equal [[2, 1]], Fathom::Pprof.decode(gzip(profile)).samples.map(&:location_ids)
-    error = assert_raises(Fathom::Error) { Fathom::ProfileBytes.gunzip(gzip("x" * 5000), limit: 4096) }
+    error = assert_raises(Fathom::Error) { Fathom::Files::ProfileBytes.gunzip(gzip("x" * 5000), limit: 4096) }
     assert_match(/inflates to more than 4KiB/, error.message)
   end
 

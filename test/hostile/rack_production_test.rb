@@ -86,9 +86,9 @@ class RackProductionTest < Minitest::Test
     require_native!
     script = <<~RUBY
       require "fathom/setup"
-      s = Fathom::Setup.always_on
+      s = Fathom::AlwaysOn::Setup.always_on
       puts s ? s.flushers.values.map { |f| f.instance_variable_get(:@interval_ns) }.inspect : "not started"
-      Fathom::Setup.stop
+      Fathom::AlwaysOn::Setup.stop
     RUBY
     %w[5m 1h].each do |every|
       Dir.mktmpdir do |dir|

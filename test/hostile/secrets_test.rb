@@ -139,11 +139,11 @@ class SecretsTest < Minitest::Test
     require "fathom/always_on/settings"
     old = ENV["FATHOM_STRING_CONTENTS"]
     ENV["FATHOM_STRING_CONTENTS"] = "maybe"
-    e = assert_raises(ArgumentError) { Fathom::Settings.profilers(%i[retention], ENV) }
+    e = assert_raises(ArgumentError) { Fathom::AlwaysOn::Settings.profilers(%i[retention], ENV) }
     assert_includes e.message, "FATHOM_STRING_CONTENTS"
     ENV["FATHOM_STRING_CONTENTS"] = "1"
-    assert_equal({ string_contents: true }, Fathom::Settings.profilers(%i[retention], ENV))
-    assert_equal({}, Fathom::Settings.profilers(%i[gc], ENV), "only retention takes it")
+    assert_equal({ string_contents: true }, Fathom::AlwaysOn::Settings.profilers(%i[retention], ENV))
+    assert_equal({}, Fathom::AlwaysOn::Settings.profilers(%i[gc], ENV), "only retention takes it")
   ensure
     ENV["FATHOM_STRING_CONTENTS"] = old
   end

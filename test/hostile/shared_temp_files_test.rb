@@ -77,7 +77,7 @@ class SharedTempFilesTest < Minitest::Test
 
   # As if nobody had written the file for 10 minutes past STALE_AFTER.
   def backdate(path)
-    long_ago = Time.now - Fathom::AtomicFile::STALE_AFTER - 600
+    long_ago = Time.now - Fathom::Files::AtomicFile::STALE_AFTER - 600
     File.utime(long_ago, long_ago, path)
   end
 
@@ -122,7 +122,7 @@ class SharedTempFilesTest < Minitest::Test
   # stopped mid-write: no lock held) and that nobody wrote for long is
   # removed by B's start, whatever pid its name holds.
   def test_an_abandoned_temp_file_of_another_namespace_is_removed
-    temp = File.join(@dir, ".heap-1-0123abcd-20261126T101500Z-1.pb.gz.3.89abcdef#{Fathom::AtomicFile::TMP_SUFFIX}")
+    temp = File.join(@dir, ".heap-1-0123abcd-20261126T101500Z-1.pb.gz.3.89abcdef#{Fathom::Files::AtomicFile::TMP_SUFFIX}")
     File.write(temp, "half a profile")
     backdate(temp)
     container_b_starts_always_on

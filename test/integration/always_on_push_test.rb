@@ -44,8 +44,8 @@ class AlwaysOnPushTest < Minitest::Test
     end
     puts Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID) - cpu0
     GC.start
-    always_on = Fathom::Setup.always_on
-    Fathom::Setup.stop # the last windows, sent (or given up) within the stop bound
+    always_on = Fathom::AlwaysOn::Setup.always_on
+    Fathom::AlwaysOn::Setup.stop # the last windows, sent (or given up) within the stop bound
     stats = always_on&.sinks&.list&.first&.stats || {}
     puts stats.values_at(:sent, :dropped, :failed).join(" ")
     puts Process.pid
@@ -114,7 +114,7 @@ class AlwaysOnPushTest < Minitest::Test
                                       "FATHOM_EVERY" => "500ms" }, 1.5)
     took = Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
     assert status.success?, err
-    # AlwaysOn#stop bounds the sinks' stop (Sinks::STOP_TIMEOUT, 5 s): the
+    # AlwaysOn#stop bounds the sinks' stop (AlwaysOn::Sinks::STOP_TIMEOUT, 5 s): the
     # program cannot take more than its work, boot and that bound. A guard
     # against a hang, not a timing assertion: 60 s is far from any real run.
     assert_operator took, :<, 60

@@ -260,7 +260,7 @@ class CpuFirefoxTest < Minitest::Test
   end
 
   def test_output_path_and_format_choice
-    assert_equal ".json.gz", Fathom::OutputPaths.extension(:cpu, :firefox)
+    assert_equal ".json.gz", Fathom::Files::OutputPaths.extension(:cpu, :firefox)
     assert_equal :firefox, Fathom::CpuProfiler.new(format: :firefox).format
     assert_raises(ArgumentError) { Fathom::CpuProfiler.new(format: :svg) }
   end

@@ -111,13 +111,13 @@ class DumpAnalysisTest < Minitest::Test
     assert_match(/\A.*\n.*\n\s*\S+\s+200  \S*dump_script\.rb:#{leak_line}\n/, site_rows, stdout)
     assert_match(/global_tbl.*\(Array\)/, stdout[/New by dominator path.*/m].to_s, stdout)
 
-    diff = Fathom::DumpAnalysis.diff(dumps)
+    diff = Fathom::Profilers::DumpAnalysis.diff(dumps)
     top_site = diff[:by_site].first
     assert_equal 200, top_site[1]
 
     FileUtils.rm_f(Dir[File.join(@dir, "*.json")])
     make_dumps("steady")
-    diff = Fathom::DumpAnalysis.diff(dumps)
+    diff = Fathom::Profilers::DumpAnalysis.diff(dumps)
     # What survives is the dumping's own bookkeeping (an object or two on
     # the C stack), never the churn: 500 strings per step.
     churn_line = File.readlines(SCRIPT).index { |l| l.include?("# CHURN SITE") } + 1

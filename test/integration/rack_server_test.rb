@@ -3,7 +3,7 @@
 require "test_helper"
 require "support/pprof_raw"
 require "support/rack_server"
-require "fathom/always_on/rotation"
+require "fathom/files/rotation"
 
 # The issue's acceptance, against a real server: puma + a Sinatra app with a
 # leaking route, profiled through `go tool pprof URL` as a Go developer
@@ -103,7 +103,7 @@ class RackServerTest < Minitest::Test
     start_server("FATHOM_MODE" => "heap,gc", "FATHOM_EVERY" => "0.5s", "FATHOM_KEEP" => "4")
     deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 4
     @server.load("/", 20) while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
-    files = Dir.children(@dir) - [Fathom::Rotation::LOCK_NAME] # the rotation's lock, hidden
+    files = Dir.children(@dir) - [Fathom::Files::Rotation::LOCK_NAME] # the rotation's lock, hidden
     # Rotated per process and mode (FATHOM_KEEP): 8 files of each written by now, 4 of each kept.
     files.group_by { |f| f[/\A[a-z]+/] }.each_value { |names| assert_operator names.size, :<=, 4, files.inspect }
     load = Thread.new do
@@ -117,13 +117,13 @@ class RackServerTest < Minitest::Test
     assert status, "puma stopped on SIGTERM"
     files = Dir.children(@dir)
     assert_empty files.grep(/fathom-tmp/), "no partial (temporary) file left"
-    files -= [Fathom::Rotation::LOCK_NAME] # the rotation's lock
+    files -= [Fathom::Files::Rotation::LOCK_NAME] # the rotation's lock
     files.group_by { |f| f[/\A[a-z]+/] }.each_value { |names| assert_operator names.size, :<=, 4, files.inspect }
     assert_equal %w[gc heap], files.map { |f| f[/\A[a-z]+/] }.uniq.sort, files.inspect # the last of each mode
     files.each do |name|
       path = File.join(@dir, name)
       assert_match(/\A(heap|gc)-#{@server.pid}-\h{8}-\d{8}T\d{6}Z-\d+\.pb\.gz\z/, name)
-      assert Fathom::AtomicFile.written_by_fathom?(path)
+      assert Fathom::Files::AtomicFile.written_by_fathom?(path)
       comments = go_pprof("-comments", path)
       assert_includes comments, "pid=#{@server.pid}"
       assert_includes comments, "ruby=#{RackServer.ruby_version}"

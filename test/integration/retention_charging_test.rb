@@ -124,8 +124,8 @@ class RetentionChargingTest < Minitest::Test
         proc { rows.size }
       end
       HOOK = make_hook(2000)                                  # the program keeps the block
-      Fathom::StartInWorkers.after_fork(&HOOK)                # and so does Fathom
-      Fathom::StartInWorkers.after_fork(&make_hook(3000))     # only Fathom keeps this one
+      Fathom::AlwaysOn::StartInWorkers.after_fork(&HOOK)                # and so does Fathom
+      Fathom::AlwaysOn::StartInWorkers.after_fork(&make_hook(3000))     # only Fathom keeps this one
 
       class Downstream
         def initialize = @cache = Array.new(1500) { |i| "cached-\#{i}-" * 20 }

@@ -2,7 +2,7 @@
 
 require "test_helper"
 require "fathom/always_on/always_on"
-require "fathom/always_on/rotation"
+require "fathom/files/rotation"
 require "fathom/pprof/reader"
 
 # Always-on CPU and wall beside heap and gc, and sinks: every flush handed
@@ -76,7 +76,7 @@ class AlwaysOnTest < Minitest::Test
   end
 
   def profiles(dir = @dir)
-    Dir.children(dir).grep(Fathom::Rotation::NAME).sort
+    Dir.children(dir).grep(Fathom::Files::Rotation::NAME).sort
   end
 
   def burn(seconds)

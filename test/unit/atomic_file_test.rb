@@ -15,7 +15,7 @@ class AtomicFileTest < Minitest::Test
 
   def test_writes_binary_data_and_returns_the_absolute_path
     data = (0..255).map(&:chr).join.b * 3
-    path = Fathom::AtomicFile.write(File.join(@dir, "p.pb.gz"), data)
+    path = Fathom::Files::AtomicFile.write(File.join(@dir, "p.pb.gz"), data)
     assert_equal File.join(@dir, "p.pb.gz"), path
     assert_equal data, File.binread(path)
     assert_equal [File.basename(path)], Dir.children(@dir)
@@ -31,7 +31,7 @@ class AtomicFileTest < Minitest::Test
     script = <<~RUBY
       Encoding.default_internal = "UTF-8"
       require "fathom"
-      Fathom::AtomicFile.write(#{raw.dump}, (0..255).map(&:chr).join.b)
+      Fathom::Files::AtomicFile.write(#{raw.dump}, (0..255).map(&:chr).join.b)
       Fathom.profile(mode: :cpu, out: #{out.dump}) { 1 }
     RUBY
     _o, err, status = Open3.capture3(TestHelper::PLAIN_ENV, RbConfig.ruby, "-I", TestHelper::LIB, "-e", script)
@@ -46,7 +46,7 @@ class AtomicFileTest < Minitest::Test
 
   def test_creates_parent_directories
     path = File.join(@dir, "a/b/c/p.pb.gz")
-    Fathom::AtomicFile.write(path, "x")
+    Fathom::Files::AtomicFile.write(path, "x")
     assert_equal "x", File.read(path)
   end
 
@@ -54,7 +54,7 @@ class AtomicFileTest < Minitest::Test
   def test_replaces_existing_file_when_told_to
     path = File.join(@dir, "p")
     File.write(path, "old content that is longer")
-    Fathom::AtomicFile.write(path, "new", overwrite: true)
+    Fathom::Files::AtomicFile.write(path, "new", overwrite: true)
     assert_equal "new", File.read(path)
     assert_equal ["p"], Dir.children(@dir)
   end
@@ -62,7 +62,7 @@ class AtomicFileTest < Minitest::Test
   def test_refuses_a_file_fathom_did_not_write
     path = File.join(@dir, "script.rb")
     File.write(path, "puts 1")
-    error = assert_raises(Fathom::Error) { Fathom::AtomicFile.write(path, "gzip data") }
+    error = assert_raises(Fathom::Error) { Fathom::Files::AtomicFile.write(path, "gzip data") }
     assert_match(/script.rb exists and Fathom did not write it; refusing to overwrite it/, error.message)
     assert_equal "puts 1", File.read(path)
     assert_equal ["script.rb"], Dir.children(@dir)
@@ -71,24 +71,24 @@ class AtomicFileTest < Minitest::Test
   def test_replaces_files_fathom_wrote
     gz = File.join(@dir, "heap.pb.gz")
     File.binwrite(gz, gzip_with_comment("old", "fathom"))
-    Fathom::AtomicFile.write(gz, "new")
+    Fathom::Files::AtomicFile.write(gz, "new")
     assert_equal "new", File.read(gz)
 
     json = File.join(@dir, "gc.json")
     File.write(json, '{"meta":{"version":24,"product":"Fathom GC profile (pid 1)"}}')
-    Fathom::AtomicFile.write(json, "new")
+    Fathom::Files::AtomicFile.write(json, "new")
     assert_equal "new", File.read(json)
 
     other = File.join(@dir, "other.gz")
     File.binwrite(other, gzip_with_comment("x", "someone else"))
-    assert_raises(Fathom::Error) { Fathom::AtomicFile.write(other, "new") }
+    assert_raises(Fathom::Error) { Fathom::Files::AtomicFile.write(other, "new") }
   end
 
   def test_a_real_profile_is_recognized_as_fathoms
     require_native!
     path = File.join(@dir, "gc.pb.gz")
     Fathom::GcProfiler.new.profile { GC.start }.write(path)
-    assert Fathom::AtomicFile.written_by_fathom?(path)
+    assert Fathom::Files::AtomicFile.written_by_fathom?(path)
   end
 
   def test_never_replaces_links_devices_or_fifos
@@ -96,23 +96,23 @@ class AtomicFileTest < Minitest::Test
     File.write(target, "keep")
     link = File.join(@dir, "link")
     File.symlink(target, link)
-    assert_match(/is a symbolic link/, assert_raises(Fathom::Error) { Fathom::AtomicFile.write(link, "x", overwrite: true) }.message)
+    assert_match(/is a symbolic link/, assert_raises(Fathom::Error) { Fathom::Files::AtomicFile.write(link, "x", overwrite: true) }.message)
     assert File.symlink?(link)
     assert_equal "keep", File.read(target)
 
-    assert_match(/is a device, not a regular file/, assert_raises(Fathom::Error) { Fathom::AtomicFile.write("/dev/null", "x", overwrite: true) }.message)
+    assert_match(/is a device, not a regular file/, assert_raises(Fathom::Error) { Fathom::Files::AtomicFile.write("/dev/null", "x", overwrite: true) }.message)
     assert File.chardev?("/dev/null")
 
     fifo = File.join(@dir, "fifo")
     File.mkfifo(fifo)
-    assert_match(/is a FIFO/, assert_raises(Fathom::Error) { Fathom::AtomicFile.write(fifo, "x", overwrite: true) }.message)
+    assert_match(/is a FIFO/, assert_raises(Fathom::Error) { Fathom::Files::AtomicFile.write(fifo, "x", overwrite: true) }.message)
     assert File.pipe?(fifo)
   end
 
   def test_refuses_a_directory_it_cannot_create
     blocker = File.join(@dir, "file")
     File.write(blocker, "x")
-    error = assert_raises(Fathom::Error) { Fathom::AtomicFile.check_target!(File.join(blocker, "sub", "p.pb.gz")) }
+    error = assert_raises(Fathom::Error) { Fathom::Files::AtomicFile.check_target!(File.join(blocker, "sub", "p.pb.gz")) }
     assert_match(/is not a directory/, error.message)
   end
 
@@ -122,8 +122,8 @@ class AtomicFileTest < Minitest::Test
   # someone else's, here). The holder below stands for that writer: a
   # process whose pid is not in the name.
   def test_removes_only_temp_files_nobody_holds_and_nobody_wrote_lately
-    long_ago = Time.now - Fathom::AtomicFile::STALE_AFTER - 60
-    temp = ->(tag) { File.join(@dir, ".#{tag}.pb.gz.#{Process.pid}.0123abcd#{Fathom::AtomicFile::TMP_SUFFIX}") }
+    long_ago = Time.now - Fathom::Files::AtomicFile::STALE_AFTER - 60
+    temp = ->(tag) { File.join(@dir, ".#{tag}.pb.gz.#{Process.pid}.0123abcd#{Fathom::Files::AtomicFile::TMP_SUFFIX}") }
     abandoned, young, held = %w[abandoned young held].map(&temp)
     [abandoned, young, held].each { |path| File.write(path, "half") }
     [abandoned, held].each { |path| File.utime(long_ago, long_ago, path) }
@@ -133,7 +133,7 @@ class AtomicFileTest < Minitest::Test
     writer.close
     assert_equal "held\n", reader.gets
 
-    Fathom::AtomicFile.write(File.join(@dir, "r.pb.gz"), "x")
+    Fathom::Files::AtomicFile.write(File.join(@dir, "r.pb.gz"), "x")
     refute File.exist?(abandoned), "an abandoned temp file was left"
     assert File.exist?(held), "a temp file whose writer holds its lock was removed"
     assert File.exist?(young), "a temp file written a moment ago (its writer may not have locked it yet) was removed"
@@ -142,7 +142,7 @@ class AtomicFileTest < Minitest::Test
     Process.wait(holder)
     holder = nil
     File.utime(long_ago, long_ago, young)
-    Fathom::AtomicFile.write(File.join(@dir, "s.pb.gz"), "x")
+    Fathom::Files::AtomicFile.write(File.join(@dir, "s.pb.gz"), "x")
     assert_equal %w[r.pb.gz s.pb.gz], Dir.children(@dir).sort, "once their writers are gone, both are removed"
   ensure
     reader&.close
@@ -166,7 +166,7 @@ class AtomicFileTest < Minitest::Test
     reader, writer = IO.pipe
     cleaner = fork do
       reader.close
-      long_ago = Time.now - Fathom::AtomicFile::STALE_AFTER - 60
+      long_ago = Time.now - Fathom::Files::AtomicFile::STALE_AFTER - 60
       backdated = 0
       stop = false
       trap("TERM") { stop = true }
@@ -181,7 +181,7 @@ class AtomicFileTest < Minitest::Test
         rescue SystemCallError
           nil
         end
-        Fathom::AtomicFile.remove_stale_temps(@dir)
+        Fathom::Files::AtomicFile.remove_stale_temps(@dir)
       end
       writer.puts backdated
       exit!(0)
@@ -189,8 +189,8 @@ class AtomicFileTest < Minitest::Test
     writer.close
     data = "x" * (1 << 20)
     60.times do |i|
-      assert_equal data.bytesize, File.size(Fathom::AtomicFile.write(File.join(@dir, "p#{i}.pb.gz"), data))
-      assert_equal data.bytesize, File.size(Fathom::AtomicFile.write_new(File.join(@dir, "q#{i}.pb.gz"), data))
+      assert_equal data.bytesize, File.size(Fathom::Files::AtomicFile.write(File.join(@dir, "p#{i}.pb.gz"), data))
+      assert_equal data.bytesize, File.size(Fathom::Files::AtomicFile.write_new(File.join(@dir, "q#{i}.pb.gz"), data))
     end
     Process.kill("TERM", cleaner)
     Process.wait(cleaner)
@@ -212,11 +212,11 @@ class AtomicFileTest < Minitest::Test
   def test_names_that_are_not_utf8
     dead = spawn("true")
     Process.wait(dead)
-    long_ago = Time.now - Fathom::AtomicFile::STALE_AFTER - 60
-    stale = File.join(@dir, ".\xFF.pb.gz.#{dead}.0123abcd#{Fathom::AtomicFile::TMP_SUFFIX}".dup.force_encoding("UTF-8"))
+    long_ago = Time.now - Fathom::Files::AtomicFile::STALE_AFTER - 60
+    stale = File.join(@dir, ".\xFF.pb.gz.#{dead}.0123abcd#{Fathom::Files::AtomicFile::TMP_SUFFIX}".dup.force_encoding("UTF-8"))
     File.write(stale, "half")
     File.utime(long_ago, long_ago, stale)
-    Fathom::AtomicFile.write(File.join(@dir, "\xFEr.pb.gz".dup.force_encoding("UTF-8")), "x")
+    Fathom::Files::AtomicFile.write(File.join(@dir, "\xFEr.pb.gz".dup.force_encoding("UTF-8")), "x")
     refute File.exist?(stale), "a dead writer's temp file with a binary name was left"
 
     # Directories whose names hold glob characters or bytes that are not
@@ -225,22 +225,22 @@ class AtomicFileTest < Minitest::Test
     ["a[b", "c{d,e}", "\xB4[\xD0".dup.force_encoding("UTF-8")].each do |name|
       dir = File.join(@dir, name)
       Dir.mkdir(dir)
-      stale = File.join(dir, ".p.pb.gz.#{dead}.0123abcd#{Fathom::AtomicFile::TMP_SUFFIX}")
+      stale = File.join(dir, ".p.pb.gz.#{dead}.0123abcd#{Fathom::Files::AtomicFile::TMP_SUFFIX}")
       File.write(stale, "half")
       File.utime(long_ago, long_ago, stale)
-      Fathom::AtomicFile.write(File.join(dir, "r.pb.gz"), "x")
+      Fathom::Files::AtomicFile.write(File.join(dir, "r.pb.gz"), "x")
       refute File.exist?(stale), "a dead writer's temp file in #{name.inspect} was left"
       assert_equal "x", File.binread(File.join(dir, "r.pb.gz"))
     end
 
     too_long = File.join(@dir, "\xFF".dup.force_encoding("UTF-8") * 300, "p.pb.gz")
-    error = assert_raises(Fathom::Error) { Fathom::AtomicFile.write(too_long, "x") }
+    error = assert_raises(Fathom::Error) { Fathom::Files::AtomicFile.write(too_long, "x") }
     assert_match(/\Afathom: cannot write .*File name too long/m, error.message.scrub)
   end
 
   # A profile holds memory contents: only its owner reads it, whatever the umask.
   def test_files_are_created_0600
-    path = Fathom::AtomicFile.write(File.join(@dir, "p"), "x")
+    path = Fathom::Files::AtomicFile.write(File.join(@dir, "p"), "x")
     assert_equal 0o600, File.stat(path).mode & 0o777
   end
 
@@ -251,7 +251,7 @@ class AtomicFileTest < Minitest::Test
     end
     path = File.join(@dir, "p")
     File.write(path, "old")
-    assert_raises(IOError) { Fathom::AtomicFile.write(path, data, overwrite: true) }
+    assert_raises(IOError) { Fathom::Files::AtomicFile.write(path, data, overwrite: true) }
     assert_equal ["p"], Dir.children(@dir), "temp file left behind"
     assert_equal "old", File.read(path), "destination changed by a failed write"
   end
@@ -266,8 +266,8 @@ class AtomicFileTest < Minitest::Test
       sleep
     end
     path = File.join(@dir, "p")
-    writer = Thread.new { Fathom::AtomicFile.write(path, data) }
-    Thread.pass until Dir.children(@dir).any? { |n| n.end_with?(Fathom::AtomicFile::TMP_SUFFIX) } || !writer.alive?
+    writer = Thread.new { Fathom::Files::AtomicFile.write(path, data) }
+    Thread.pass until Dir.children(@dir).any? { |n| n.end_with?(Fathom::Files::AtomicFile::TMP_SUFFIX) } || !writer.alive?
     sleep 0.01 until writer.status == "sleep" || !writer.alive?
     writer.kill.join
     assert_equal [], Dir.children(@dir), "temp file left behind by a killed writer"
@@ -279,7 +279,7 @@ class AtomicFileTest < Minitest::Test
     target = File.join(@dir, "target")
     File.stub(:link, ->(*) { raise Errno::EXDEV }) do
       File.stub(:rename, ->(*) { raise Errno::EACCES }) do
-        assert_raises(Errno::EACCES) { Fathom::AtomicFile.write(target, "data") }
+        assert_raises(Errno::EACCES) { Fathom::Files::AtomicFile.write(target, "data") }
       end
     end
     assert_equal [], Dir.children(@dir)
@@ -288,8 +288,8 @@ class AtomicFileTest < Minitest::Test
   def test_concurrent_writers_never_expose_partial_files
     path = File.join(@dir, "p")
     contents = [("a" * 200_000), ("b" * 300_000)]
-    Fathom::AtomicFile.write(path, contents[0])
-    writers = contents.map { |c| Thread.new { 20.times { Fathom::AtomicFile.write(path, c, overwrite: true) } } }
+    Fathom::Files::AtomicFile.write(path, contents[0])
+    writers = contents.map { |c| Thread.new { 20.times { Fathom::Files::AtomicFile.write(path, c, overwrite: true) } } }
     reads = 0
     while writers.any?(&:alive?)
       assert_includes contents, File.binread(path)

@@ -13,7 +13,7 @@ class AutorunTest < Minitest::Test
   end
 
   def test_path_with_pid
-    p = Fathom::OutputPaths
+    p = Fathom::Files::OutputPaths
     assert_equal "/x/heap.42.pb.gz", p.with_pid("/x/heap.pb.gz", 42)
     assert_equal "/x/profile.42.out", p.with_pid("/x/profile.out", 42)
     assert_equal "/x/prof.42", p.with_pid("/x/prof", 42)

@@ -129,7 +129,7 @@ class CLITest < Minitest::Test
     _, err, status = fathom("run", "--force", "-o", out, "--", RbConfig.ruby, "-e", "Array.new(1000) { Object.new }",
                             env: TestHelper::PLAIN_ENV)
     assert status.success?, err
-    assert Fathom::AtomicFile.written_by_fathom?(out)
+    assert Fathom::Files::AtomicFile.written_by_fathom?(out)
     # Fathom's own file: replaced on the next run without --force.
     _, err, status = fathom("run", "-o", out, "--", RbConfig.ruby, "-e", "1", env: TestHelper::PLAIN_ENV)
     assert status.success?, err

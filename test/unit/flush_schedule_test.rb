@@ -2,12 +2,12 @@
 
 require "test_helper"
 
-# FlushSchedule with a made-up clock: fixed-rate ticks, lateness, skips.
+# PeriodicFlusher::FlushSchedule with a made-up clock: fixed-rate ticks, lateness, skips.
 class FlushScheduleTest < Minitest::Test
   MS = 1_000_000
 
   def test_ticks_at_a_fixed_rate_from_the_start
-    s = Fathom::FlushSchedule.new(100 * MS, 0)
+    s = Fathom::PeriodicFlusher::FlushSchedule.new(100 * MS, 0)
     assert_equal 100 * MS, s.remaining_ns(0)
     assert_equal 0, s.begin_flush(100 * MS)
     # A flush that takes 30 ms does not push the next tick back.
@@ -22,7 +22,7 @@ class FlushScheduleTest < Minitest::Test
   end
 
   def test_late_flushes_and_skipped_ticks
-    s = Fathom::FlushSchedule.new(100 * MS, 0)
+    s = Fathom::PeriodicFlusher::FlushSchedule.new(100 * MS, 0)
     assert_equal 40 * MS, s.begin_flush(140 * MS)
     assert_equal 1, s.stats[:late_flushes]
     # The flush ran until 450 ms: ticks 200 and 300 passed meanwhile.
@@ -36,7 +36,7 @@ class FlushScheduleTest < Minitest::Test
   end
 
   def test_flush_durations
-    s = Fathom::FlushSchedule.new(100 * MS, 0)
+    s = Fathom::PeriodicFlusher::FlushSchedule.new(100 * MS, 0)
     s.record_flush_ns(7 * MS)
     s.record_flush_ns(3 * MS)
     assert_equal 3 * MS, s.stats[:flush_ns]

@@ -4,7 +4,7 @@ require "test_helper"
 require "fathom/autorun"
 
 class OutputPathsTest < Minitest::Test
-  P = Fathom::OutputPaths
+  P = Fathom::Files::OutputPaths
 
   def test_one_mode_uses_the_path_or_its_default
     assert_equal({ heap: File.expand_path("h.pb.gz") }, P.for_modes("h.pb.gz", [:heap]))

@@ -3,7 +3,7 @@
 require "test_helper"
 require "time"
 require "json"
-require "fathom/always_on/process_comments"
+require "fathom/process_comments"
 
 # Who wrote a profile (pid, hostname, Ruby, window) is written by the native
 # encoder as it encodes (core/encode/output_stamp.h), for every profiler

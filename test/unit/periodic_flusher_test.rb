@@ -228,7 +228,7 @@ class PeriodicFlusherTest < Minitest::Test
   end
 
   # File names come from the profiler's kind and format, in one place
-  # (OutputPaths.periodic_pattern): a CPU or wall profiler's files used to
+  # (Files::OutputPaths.periodic_pattern): a CPU or wall profiler's files used to
   # be named heap-....pb.gz, since the name was picked from the profiler's
   # class and only GcProfiler and RetentionProfiler were known.
   def test_default_names_follow_each_profilers_kind_and_format

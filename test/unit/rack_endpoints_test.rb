@@ -58,7 +58,7 @@ class RackEndpointsTest < Minitest::Test
     assert heap.comments.any? { |c| c.match?(/\Awindow=\d{4}-\d\d-\d\dT[\d:.]+Z\/\d{4}-/) }, heap.comments.inspect
     File.binwrite(path = File.join(@dir, "heap.pb.gz"), body)
     assert_operator PprofRaw.read(path).cum("inuse_space", /Leaky.leak/), :>=, 2000 * 200
-    assert Fathom::AtomicFile.written_by_fathom?(path), "still Fathom's gzip"
+    assert Fathom::Files::AtomicFile.written_by_fathom?(path), "still Fathom's gzip"
 
     Leaky.leak(500)
     _, body = fetch(app, "/debug/fathom/allocs")

@@ -1,8 +1,8 @@
 # frozen_string_literal: true
 
 require "test_helper"
-require "fathom/always_on/process_comments"
-require "fathom/always_on/rotation"
+require "fathom/process_comments"
+require "fathom/files/rotation"
 
 # fathom/setup from the environment: bad settings never stop the program.
 class SetupTest < Minitest::Test
@@ -36,9 +36,9 @@ class SetupTest < Minitest::Test
     require_native!
     Dir.mktmpdir do |dir|
       _, err, status = run_with({ "FATHOM_DIR" => dir, "FATHOM_MODE" => "gc", "FATHOM_EVERY" => "3600s" },
-                                "p Fathom::Setup.profilers.keys; 3.times { GC.start }")
+                                "p Fathom::AlwaysOn::Setup.profilers.keys; 3.times { GC.start }")
       assert status.success?, err
-      files = Dir.children(dir) - [Fathom::Rotation::LOCK_NAME] # the rotation's lock, hidden
+      files = Dir.children(dir) - [Fathom::Files::Rotation::LOCK_NAME] # the rotation's lock, hidden
       assert_equal 1, files.size
       profile = Fathom::Pprof.read(File.binread(File.join(dir, files.first)))
       assert_includes profile.comments, "hostname=#{Fathom::ProcessComments.hostname}"

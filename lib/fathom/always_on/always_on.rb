@@ -2,9 +2,9 @@
 
 require_relative "../modes"
 require_relative "../options"
-require_relative "periodic_flusher"
-require_relative "process_comments"
-require_relative "rotation"
+require_relative "../periodic_flusher"
+require_relative "../process_comments"
+require_relative "../files/rotation"
 require_relative "sinks"
 require_relative "../process/exec_hooks"
 require_relative "../leaks/notes"
@@ -28,7 +28,7 @@ module Fathom
   class AlwaysOn
     MODES = %i[heap gc cpu wall].freeze
     WHY_NOT = { retention: "a retention snapshot walks the whole heap (in a forked child): too heavy to repeat on a schedule" }.freeze
-    KEEP_MB_RANGE = Rotation::MB_RANGE
+    KEEP_MB_RANGE = Files::Rotation::MB_RANGE
 
     # What a PeriodicFlusher flushes: the profiler's profile with the
     # comments added (the flusher makes room for it through the Rotation).
@@ -85,9 +85,9 @@ module Fathom
 
       @dir = NilClass === dir ? nil : File.expand_path(Options.path("dir", dir))
       @every = every
-      keep_files = Options.integer("keep_files", keep_files, Rotation::FILES_RANGE)
+      keep_files = Options.integer("keep_files", keep_files, Files::Rotation::FILES_RANGE)
       keep_mb = Options.integer("keep_mb", keep_mb, KEEP_MB_RANGE)
-      @rotation = @dir && Rotation.new(@dir, keep_files: keep_files, keep_bytes: keep_mb << 20)
+      @rotation = @dir && Files::Rotation.new(@dir, keep_files: keep_files, keep_bytes: keep_mb << 20)
       known = @modes.flat_map { |m| Modes::DEFAULTS.fetch(m).keys }
       Options.check_unknown!(options, known, "Fathom::AlwaysOn.new")
       @profilers = @modes.to_h { |m| [m, Modes.new_profiler(m, **options.slice(*Modes::DEFAULTS.fetch(m).keys))] }

@@ -26,74 +26,76 @@
 # file that the next start removes). A bad setting is reported on stderr and
 # the program runs unprofiled: this file never stops an app from booting.
 module Fathom
-  module Setup
-    @always_on = nil
+  class AlwaysOn
+    module Setup
+      @always_on = nil
 
-    class << self
-      # {mode => running profiler}; empty when not started.
-      def profilers
-        @always_on ? @always_on.profilers : {}
-      end
+      class << self
+        # {mode => running profiler}; empty when not started.
+        def profilers
+          @always_on ? @always_on.profilers : {}
+        end
 
-      attr_reader :always_on
+        attr_reader :always_on
 
-      # sinks: AlwaysOn's (a push client); with them FATHOM_DIR is optional
-      # and no file is written without it.
-      def start(env = ENV, sinks: nil)
-        return @always_on if @always_on
+        # sinks: AlwaysOn's (a push client); with them FATHOM_DIR is optional
+        # and no file is written without it.
+        def start(env = ENV, sinks: nil)
+          return @always_on if @always_on
 
-        require_relative "../api"
-        require_relative "always_on"
-        require_relative "settings"
-        sinks = push_sinks(env) if sinks.nil?
-        settings = Settings.always_on(env, require_dir: sinks.nil? || sinks.empty?)
-        # FATHOM_LEAKS=1: the leak verdicts kept in the process, a sink of
-        # the heap windows (Leaks::Monitor).
-        monitor = leaks_monitor(env, settings[:modes])
-        sinks = [*sinks, monitor] if monitor
-        @always_on = AlwaysOn.new(**settings, sinks: sinks).start
-        monitor&.attach(@always_on.profilers[:heap])&.start
-        @pid = Process.pid
-        at_exit { stop }
-        where = [@always_on.dir, *@always_on.sinks.list.map { |s| s.class.name }].compact.join(", ")
-        Fathom.notice { "fathom: always-on #{@always_on.profilers.keys.join(",")} profiling into #{where}" }
-        @always_on
-      rescue StandardError, ScriptError => e
-        @always_on = nil
-        sinks&.each { |sink| sink.stop(timeout: 0) rescue nil } # rubocop:disable Style/RescueModifier -- already failing
-        require_relative "../notice"
-        Fathom.notice { "fathom/setup: not profiling: #{e.class}: #{e.message}" }
-        nil
-      end
+          require_relative "../api"
+          require_relative "always_on"
+          require_relative "settings"
+          sinks = push_sinks(env) if sinks.nil?
+          settings = Settings.always_on(env, require_dir: sinks.nil? || sinks.empty?)
+          # FATHOM_LEAKS=1: the leak verdicts kept in the process, a sink of
+          # the heap windows (Leaks::Monitor).
+          monitor = leaks_monitor(env, settings[:modes])
+          sinks = [*sinks, monitor] if monitor
+          @always_on = AlwaysOn.new(**settings, sinks: sinks).start
+          monitor&.attach(@always_on.profilers[:heap])&.start
+          @pid = Process.pid
+          at_exit { stop }
+          where = [@always_on.dir, *@always_on.sinks.list.map { |s| s.class.name }].compact.join(", ")
+          Fathom.notice { "fathom: always-on #{@always_on.profilers.keys.join(",")} profiling into #{where}" }
+          @always_on
+        rescue StandardError, ScriptError => e
+          @always_on = nil
+          sinks&.each { |sink| sink.stop(timeout: 0) rescue nil } # rubocop:disable Style/RescueModifier -- already failing
+          require_relative "../notice"
+          Fathom.notice { "fathom/setup: not profiling: #{e.class}: #{e.message}" }
+          nil
+        end
 
-      # FATHOM_LEAKS=1's monitor (not started), nil without it;
-      # ArgumentError naming the variable for a bad setting.
-      def leaks_monitor(env, modes)
-        return nil if env["FATHOM_LEAKS"].to_s.strip.empty?
+        # FATHOM_LEAKS=1's monitor (not started), nil without it;
+        # ArgumentError naming the variable for a bad setting.
+        def leaks_monitor(env, modes)
+          return nil if env["FATHOM_LEAKS"].to_s.strip.empty?
 
-        require_relative "../leaks/monitor"
-        monitor = Leaks::Monitor.from_env(env) or return nil
-        raise ArgumentError, "fathom: FATHOM_LEAKS=1 needs heap in FATHOM_MODE (got #{modes.join(",")})" unless modes.include?(:heap)
+          require_relative "../leaks/monitor"
+          monitor = Leaks::Monitor.from_env(env) or return nil
+          raise ArgumentError, "fathom: FATHOM_LEAKS=1 needs heap in FATHOM_MODE (got #{modes.join(",")})" unless modes.include?(:heap)
 
-        monitor
-      end
+          monitor
+        end
 
-      # FATHOM_PUSH's client, started, as AlwaysOn's one sink; nil without it.
-      def push_sinks(env)
-        require_relative "../push/push"
-        client = Push.from_env(env) or return nil
-        [client.start]
-      end
+        # FATHOM_PUSH's client, started, as AlwaysOn's one sink; nil without it.
+        def push_sinks(env)
+          require_relative "../push/push"
+          client = Push.from_env(env) or return nil
+          [client.start]
+        end
 
-      def stop
-        always_on = @always_on or return
-        @always_on = nil
-        always_on.stop
-      rescue StandardError => e
-        Fathom.notice { "fathom/setup: stopping: #{e.class}: #{e.message}" }
+        def stop
+          always_on = @always_on or return
+          @always_on = nil
+          always_on.stop
+        rescue StandardError => e
+          Fathom.notice { "fathom/setup: stopping: #{e.class}: #{e.message}" }
+        end
       end
     end
   end
 end
 
-Fathom::Setup.start unless ENV["FATHOM_SETUP"] == "0"
+Fathom::AlwaysOn::Setup.start unless ENV["FATHOM_SETUP"] == "0"

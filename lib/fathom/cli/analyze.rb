@@ -2,7 +2,7 @@
 
 module Fathom
   class CLI
-    # `fathom analyze`: offline ObjectSpace.dump_all analysis (DumpAnalysis).
+    # `fathom analyze`: offline ObjectSpace.dump_all analysis (Profilers::DumpAnalysis).
     # Unlike `report`, it loads the native extension (the reader is C++).
     module Analyze
       private
@@ -43,9 +43,9 @@ module Fathom
         out = opts[:out] && analyze_out(opts[:out])
         require_relative "../profilers/dump_analysis"
         text = with_data("analyze", path) do
-          profile = DumpAnalysis.analyze(path, top: top, string_contents: opts[:string_contents] == true)
+          profile = Profilers::DumpAnalysis.analyze(path, top: top, string_contents: opts[:string_contents] == true)
           profile.write(out) if out
-          [Report.for_bytes(profile.bytes, top: top).to_s, DumpAnalysis.tables(profile.stats),
+          [Report.for_bytes(profile.bytes, top: top).to_s, Profilers::DumpAnalysis.tables(profile.stats),
            out && "fathom: wrote retention profile to #{out}\n"].compact.join("\n")
         end
         return 1 unless text
@@ -60,7 +60,7 @@ module Fathom
 
         require_relative "../profilers/dump_analysis"
         text = with_data("analyze", printable(argv).join(", ")) do
-          DumpAnalysis.diff_text(DumpAnalysis.diff(argv, top: top, string_contents: opts[:string_contents] == true))
+          Profilers::DumpAnalysis.diff_text(Profilers::DumpAnalysis.diff(argv, top: top, string_contents: opts[:string_contents] == true))
         end
         return 1 unless text
 
@@ -85,7 +85,7 @@ module Fathom
       def analyze_out(out)
         validate { Options.path("--out", out) }
         check_out_dir!(File.expand_path(out), "--out")
-        AtomicFile.check_target!(out)
+        Files::AtomicFile.check_target!(out)
         out
       rescue Fathom::Error => e
         raise UsageError, cli_message(e.message)

@@ -100,7 +100,7 @@ module Fathom
       def dump_out(out, force)
         out = File.expand_path(validate { Options.path("--out", out) })
         check_out_dir!(out, "--out")
-        AtomicFile.check_target!(out, overwrite: force == true)
+        Files::AtomicFile.check_target!(out, overwrite: force == true)
       rescue Fathom::Error => e
         raise UsageError, cli_message(e.message)
       end
@@ -115,8 +115,8 @@ module Fathom
       def fetch_dump(uri, out, auth, timeout, force)
         require "net/http"
         dir = File.dirname(out)
-        Stdlib.mkdir_p(dir)
-        tmp = File.join(dir, AtomicFile.temp_name(File.basename(out)))
+        Files::Stdlib.mkdir_p(dir)
+        tmp = File.join(dir, Files::AtomicFile.temp_name(File.basename(out)))
         where = Options.clean(uri.to_s, 200)
         secrets = auth ? auth.last : []
         begin
@@ -129,7 +129,7 @@ module Fathom
             return data_error("dump", where, "the reply is not a gzip file (is URL Fathom's /dump endpoint?)")
           end
 
-          AtomicFile.install(tmp, out, force)
+          Files::AtomicFile.install(tmp, out, force)
         ensure
           File.unlink(tmp) if File.exist?(tmp)
         end

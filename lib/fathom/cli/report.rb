@@ -81,7 +81,7 @@ module Fathom
         return 1 unless result
 
         if out
-          AtomicFile.write(out, result, overwrite: opts[:force] == true)
+          Files::AtomicFile.write(out, result, overwrite: opts[:force] == true)
           @stderr.puts "fathom: wrote #{format == "html" ? "flame graph" : "profile"} to #{out}"
         else
           @stdout.print result
@@ -126,12 +126,12 @@ module Fathom
 
       # An output path that may be written: its directory exists (a typo
       # must not create directories: `-o /nonexistnt/x.pb.gz`), and
-      # AtomicFile's rules (no links or devices; a file Fathom did not
+      # Files::AtomicFile's rules (no links or devices; a file Fathom did not
       # write only with --force). Returns the absolute path.
       def checked_out(out, force, option = "-o/--out")
         out = File.expand_path(validate { Options.path(option, out) })
         check_out_dir!(out, option)
-        AtomicFile.check_target!(out, overwrite: force == true)
+        Files::AtomicFile.check_target!(out, overwrite: force == true)
       rescue Fathom::Error => e
         raise UsageError, cli_message(e.message)
       end
@@ -145,7 +145,7 @@ module Fathom
                           "(Fathom creates no directories for an output file; create it first)"
       end
 
-      # AtomicFile speaks to the Ruby API ("pass overwrite: true / --force");
+      # Files::AtomicFile speaks to the Ruby API ("pass overwrite: true / --force");
       # on the command line the option is --force.
       def cli_message(message)
         message.delete_prefix("fathom: ").sub("pass overwrite: true / --force", "pass --force")
@@ -191,7 +191,7 @@ module Fathom
           [path, profile]
         end
         merged = with_data("merge", printable(argv).join(", ")) { Report::Merge.new(profiles) } or return 1
-        AtomicFile.write(out, Pprof::Writer.gzip(merged.profile), overwrite: opts[:force] == true)
+        Files::AtomicFile.write(out, Pprof::Writer.gzip(merged.profile), overwrite: opts[:force] == true)
         @stdout.puts "fathom: merged #{profiles.size} #{merged.kind} profiles (#{merged.profile.samples.size} " \
                      "distinct stacks) into #{out}"
         0

@@ -49,7 +49,7 @@ module Fathom
       end
 
       def read(path, token)
-        bytes = ProfileBytes.read_file(path)
+        bytes = Fathom::Files::ProfileBytes.read_file(path)
         raise Fathom::Error, "fathom: #{path}: the file is empty (0 bytes), not a profile" if bytes.empty?
 
         profile = begin

@@ -44,7 +44,7 @@ module Fathom
       # gc: a full GC first (default in exact mode, whose records of dead
       # objects wait for the sweep). Other options go to the snapshot.
       def explain(heap_profiler, sites, per_site: PER_SITE, gc: nil, fork: true, **snapshot)
-        require_relative "../profilers/retention"
+        require_relative "../retention"
         gc = heap_profiler.exact if gc.nil?
         GC.start if gc
         picked = pick(heap_profiler, sites, per_site)

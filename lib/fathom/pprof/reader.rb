@@ -10,7 +10,7 @@ module Fathom
   #
   # The bytes are not trusted: anything that is not a well-formed profile
   # raises DecodeError (a Fathom::Error) saying what is wrong and where —
-  # an empty input, gzip that inflates past ProfileBytes' limits, malformed
+  # an empty input, gzip that inflates past Files::ProfileBytes' limits, malformed
   # protobuf (truncation, field 0, varints past 64 bits, lengths past their
   # message), indexes into the string table or ids of locations and
   # functions that do not exist. Strings that are not valid UTF-8 are kept
@@ -55,7 +55,7 @@ module Fathom
       end
     end
 
-    GZIP_MAGIC = ProfileBytes::GZIP_MAGIC
+    GZIP_MAGIC = Files::ProfileBytes::GZIP_MAGIC
 
     module_function
 
@@ -80,7 +80,7 @@ module Fathom
     # A file that cannot be opened raises SystemCallError; one that is not a
     # profile (a device, too large, not pprof) DecodeError naming the path.
     def read_file(path)
-      decode(ProfileBytes.read_file(path))
+      decode(Files::ProfileBytes.read_file(path))
     rescue Fathom::Error => e
       raise DecodeError, e.message.scrub.sub(/\A(fathom: )?/, "fathom: #{path}: ")
     end
@@ -91,10 +91,10 @@ module Fathom
       raise DecodeError, "fathom: the profile is empty (0 bytes)" if bytes.empty?
 
       bytes = bytes.b
-      if ProfileBytes.gzip?(bytes)
+      if Files::ProfileBytes.gzip?(bytes)
         begin
-          bytes = ProfileBytes.gunzip(bytes)
-        rescue ProfileBytes::Error => e
+          bytes = Files::ProfileBytes.gunzip(bytes)
+        rescue Files::ProfileBytes::Error => e
           raise DecodeError, e.message
         end
         raise DecodeError, "fathom: the profile is empty (a gzip of 0 bytes)" if bytes.empty?

@@ -23,7 +23,7 @@ module Fathom
       end
 
       # Gzipped, with the header comment that marks a file as Fathom's own
-      # (AtomicFile replaces such a file without --force, as it does the
+      # (Files::AtomicFile replaces such a file without --force, as it does the
       # native encoder's: core/encode/gzip.h).
       def gzip(profile)
         require "zlib" # here, not at load (lib/fathom/files/stdlib.rb)

@@ -5,7 +5,7 @@ require_relative "fork_hooks"
 module Fathom
   # The files whose flock(2) this process holds right now: the always-on
   # directory's .fathom.lock while a file is written (Rotation), and each
-  # temporary file while it is written (AtomicFile, HeapDump: the lock says
+  # temporary file while it is written (Files::AtomicFile, Profilers::HeapDump: the lock says
   # "its writer is alive" to whoever cleans up stale temporary files).
   #
   # An flock belongs to the open file, and fork() gives the child the same

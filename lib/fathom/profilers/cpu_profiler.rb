@@ -20,8 +20,8 @@ module Fathom
   #   profiler.stop
   #   profiler.flush.write("wall.pb.gz")
   class CpuProfiler
-    include CollectorLifecycle
-    include BackgroundDrain
+    include Profilers::CollectorLifecycle
+    include Profilers::BackgroundDrain
 
     MODES = %i[cpu wall].freeze
     FORMATS = Modes::FORMATS.fetch(:cpu)
@@ -69,9 +69,9 @@ module Fathom
     # kind is :cpu for both, Modes.profile_kind).
     def kind = @mode
 
-    # flush(gc: false, gzip: true): CollectorLifecycle#flush, in `format`.
-    # start/stop/after_fork_child: CollectorLifecycle's, with the drain
-    # thread (BackgroundDrain); in a forked child the profiler goes on,
+    # flush(gc: false, gzip: true): Profilers::CollectorLifecycle#flush, in `format`.
+    # start/stop/after_fork_child: Profilers::CollectorLifecycle's, with the drain
+    # thread (Profilers::BackgroundDrain); in a forked child the profiler goes on,
     # sampling the child's thread.
 
     def inspect
@@ -82,7 +82,7 @@ module Fathom
     private
 
     # A sleeping Ruby thread drains the ring every DRAIN_INTERVAL
-    # (BackgroundDrain). The signal handler also asks for a postponed job
+    # (Profilers::BackgroundDrain). The signal handler also asks for a postponed job
     # when the ring fills, but on Ruby < 3.3 only the GVL holder can
     # register one that runs soon, and when every thread sleeps nobody
     # does. The thread is not sampled (InternalThread).

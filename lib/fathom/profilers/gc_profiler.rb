@@ -14,8 +14,8 @@ module Fathom
   #   profiler.stop
   #   profiler.flush.write("gc.json.gz")
   class GcProfiler
-    include CollectorLifecycle
-    include BackgroundDrain
+    include Profilers::CollectorLifecycle
+    include Profilers::BackgroundDrain
 
     # coalesce: GC steps are summed and become one sample at most this often
     # (or when a major GC finishes, with flush_on_major). 0 records every
@@ -69,9 +69,9 @@ module Fathom
 
     def kind = :gc
 
-    # flush(gc: false, gzip: true): CollectorLifecycle#flush, in `format`.
-    # start/stop/after_fork_child: CollectorLifecycle's, with the counters
-    # poller (BackgroundDrain) when gc_source is :counters.
+    # flush(gc: false, gzip: true): Profilers::CollectorLifecycle#flush, in `format`.
+    # start/stop/after_fork_child: Profilers::CollectorLifecycle's, with the counters
+    # poller (Profilers::BackgroundDrain) when gc_source is :counters.
 
     def inspect
       "#<#{self.class} format=#{@format} coalesce=#{Options.format_ns(@coalesce_ns)} gc_source=#{@gc_source} " \
@@ -81,7 +81,7 @@ module Fathom
     private
 
     # The counters source reads Ruby's GC counters from a Ruby thread that
-    # sleeps `coalesce` between reads (BackgroundDrain). Why a Ruby
+    # sleeps `coalesce` between reads (Profilers::BackgroundDrain). Why a Ruby
     # thread and not HeapTick's native timer: the reads need the GVL and
     # a safe point, which on Ruby 3.1 a native thread can only get by
     # signalling (SIGPROF, owned by the heap profiler's timer); a sleeping

@@ -29,7 +29,7 @@ module Fathom
   # sampled estimate. See docs/internals/heap.md, "Calibrating live bytes to a
   # heap census". Exact mode ignores it.
   class HeapProfiler
-    include CollectorLifecycle
+    include Profilers::CollectorLifecycle
 
     DEFAULTS = Modes::DEFAULTS.fetch(:heap)
 

@@ -2,12 +2,12 @@
 
 require_relative "../options"
 require_relative "../modes"
-require_relative "retention"
+require_relative "../retention"
 
 module Fathom
   # Fathom.profile(mode: :retention) { ... }: a snapshot when the block ends.
   # Holds no native collector between flushes: each flush takes a
-  # Fathom::Retention snapshot (see CollectorLifecycle for the vocabulary).
+  # Fathom::Retention snapshot (see Profilers::CollectorLifecycle for the vocabulary).
   class RetentionProfiler
     DEFAULTS = Modes::DEFAULTS.fetch(:retention)
 

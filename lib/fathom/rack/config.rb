@@ -3,7 +3,7 @@
 require_relative "../options"
 require_relative "../env_text"
 require_relative "../error"
-require_relative "../always_on/rotation"
+require_relative "../files/rotation"
 
 module Fathom
   module Rack
@@ -70,8 +70,8 @@ module Fathom
         @gc = gc
         @always_on = always_on
         @dir = NilClass === dir ? nil : File.expand_path(Options.path("dir", dir))
-        @keep_files = Options.integer("keep_files", keep_files, Rotation::FILES_RANGE)
-        @keep_mb = Options.integer("keep_mb", keep_mb, Rotation::MB_RANGE)
+        @keep_files = Options.integer("keep_files", keep_files, Files::Rotation::FILES_RANGE)
+        @keep_mb = Options.integer("keep_mb", keep_mb, Files::Rotation::MB_RANGE)
       end
 
       def enabled?
@@ -92,7 +92,7 @@ module Fathom
       # (AlwaysOn#window) instead of refusing. nil otherwise.
       def always_on(mode)
         always_on = Proc === @always_on ? @always_on.call : @always_on
-        always_on ||= Fathom::Setup.always_on if defined?(Fathom::Setup)
+        always_on ||= Fathom::AlwaysOn::Setup.always_on if defined?(Fathom::AlwaysOn::Setup)
         always_on if always_on.respond_to?(:running?) && always_on.running?(mode)
       end
 
@@ -115,7 +115,7 @@ module Fathom
         found = Proc === given ? given.call : given
         always_on = Proc === @always_on ? @always_on.call : @always_on
         found ||= always_on.profilers[mode] if always_on.respond_to?(:profilers)
-        found ||= Fathom::Setup.profilers[mode] if defined?(Fathom::Setup)
+        found ||= Fathom::AlwaysOn::Setup.profilers[mode] if defined?(Fathom::AlwaysOn::Setup)
         found if found.respond_to?(:running?) && found.running?
       end
 

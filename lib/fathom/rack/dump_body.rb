@@ -6,7 +6,7 @@ require_relative "../profilers/heap_dump"
 
 module Fathom
   module Rack
-    # /dump's reply: the heap dump a forked child wrote (HeapDump), sent
+    # /dump's reply: the heap dump a forked child wrote (Profilers::HeapDump), sent
     # from its file in 64 kB chunks and never held whole in memory (a 5M-
     # object heap gives ~150 MB gzipped). The file is unlinked as soon as it
     # is open, so nothing is left behind whether or not the server reads

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "response"
-require_relative "../always_on/process_comments"
+require_relative "../process_comments"
 require_relative "../process/own_threads"
 require_relative "../process/ruby_guards"
 require_relative "../modes"
@@ -119,7 +119,7 @@ module Fathom
         work { reply(Fathom.retention_snapshot(progress: nil, stamp: stamp(params)), params, "retention", gc: true) }
       end
 
-      # A heap dump (HeapDump) written by a forked child into a temp file,
+      # A heap dump (Profilers::HeapDump) written by a forked child into a temp file,
       # streamed back and removed: the app pauses for fork() only. Never
       # with string contents (a dump fetched over HTTP leaves the host).
       # ?debug=1 has no text form: the dump is for fathom analyze.
@@ -134,7 +134,7 @@ module Fathom
                                  "(#{@config.dump_max_objects}); the dump would be about " \
                                  "#{(objects * 28 / 1e6).round} MB gzipped. Add ?force=1 to take it anyway")
         end
-        work { DumpBody.reply(Fathom::HeapDump) }
+        work { DumpBody.reply(Fathom::Profilers::HeapDump) }
       end
 
       # While always-on profiling runs this mode, a window of it (as gc:

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "response"
-require_relative "../always_on/process_comments"
+require_relative "../process_comments"
 
 module Fathom
   module Rack

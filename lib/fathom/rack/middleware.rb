@@ -4,11 +4,11 @@ require_relative "config"
 require_relative "guard"
 require_relative "params"
 require_relative "response"
-require_relative "../always_on/process_comments"
+require_relative "../process_comments"
 require_relative "../files/atomic_file"
 require_relative "../files/output_paths"
 require_relative "../notice"
-require_relative "../always_on/rotation"
+require_relative "../files/rotation"
 require_relative "../process/process_token"
 
 module Fathom
@@ -59,7 +59,7 @@ module Fathom
         @app = app
         @config = Config.new(**options)
         @guard = Guard.new(@config)
-        @rotation = @config.dir && Rotation.new(@config.dir, keep_files: @config.keep_files, keep_bytes: @config.keep_mb << 20)
+        @rotation = @config.dir && Files::Rotation.new(@config.dir, keep_files: @config.keep_files, keep_bytes: @config.keep_mb << 20)
       end
 
       # Only a query with a non-empty fathom= parameter is Fathom's: any
@@ -205,7 +205,7 @@ module Fathom
       # two containers with the same pid never collide; an existing name is
       # never replaced, the next index is taken. Returns the file's name.
       def write_rotated(kind, profile)
-        ext = OutputPaths.format_extension(profile.format)
+        ext = Files::OutputPaths.format_extension(profile.format)
         time = Time.now.utc.strftime("%Y%m%dT%H%M%SZ")
         20.times do
           name = format("request-%s-%d-%s-%s-%d%s", kind, Process.pid, ProcessToken.get, time, self.class.next_index, ext)

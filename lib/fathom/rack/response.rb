@@ -64,7 +64,7 @@ module Fathom
       # A profile as a download: pprof (gzipped protobuf, what `go tool
       # pprof` fetches) or Firefox Profiler JSON (gzipped).
       def profile(profile, name, headers = {})
-        ext = OutputPaths.format_extension(profile.format)
+        ext = Files::OutputPaths.format_extension(profile.format)
         body = profile.bytes
         [200, base_headers.merge("content-type" => "application/octet-stream",
                              "content-disposition" => %(attachment; filename="#{name}#{ext}"),

@@ -38,6 +38,6 @@ void ScrubMachineStackBelow();
 // its value comes back. Lets Fathom's Ruby code prepare a snapshot (check
 // options, list its own objects, pick the objects to explain) without
 // leaving its temporaries where the walk's conservative scan would find
-// them (lib/fathom/profilers/retention.rb).
+// them (lib/fathom/retention.rb).
 
 }  // namespace fathom

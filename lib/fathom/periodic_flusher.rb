@@ -1,14 +1,14 @@
 # frozen_string_literal: true
 
-require_relative "../files/atomic_file"
-require_relative "../files/stdlib"
-require_relative "flush_schedule"
-require_relative "../process/fork_hooks"
-require_relative "../notice"
-require_relative "../options"
-require_relative "../files/output_paths"
-require_relative "../process/own_threads"
-require_relative "../process/process_token"
+require_relative "files/atomic_file"
+require_relative "files/stdlib"
+require_relative "periodic_flusher/flush_schedule"
+require_relative "process/fork_hooks"
+require_relative "notice"
+require_relative "options"
+require_relative "files/output_paths"
+require_relative "process/own_threads"
+require_relative "process/process_token"
 
 module Fathom
   # Flushes a profiler every `interval` seconds from a background Ruby thread
@@ -56,7 +56,7 @@ module Fathom
   # After fork the child gets its own flusher thread (threads do not survive
   # fork) and writes its own files: its pid, its own index sequence.
   class PeriodicFlusher
-    DEFAULT_PATTERN = OutputPaths.periodic_pattern(:heap, :pprof)
+    DEFAULT_PATTERN = Files::OutputPaths.periodic_pattern(:heap, :pprof)
     # 1 ms: anything faster is a typo, not a flush rate. 24 h: longer is a
     # typo too (and waits that long overflow Ruby's sleep).
     INTERVAL_NS = (1_000_000..86_400_000_000_000).freeze
@@ -68,7 +68,7 @@ module Fathom
     # index) must fit in a directory entry (255 bytes on every common file
     # system) with the temporary file's additions around it.
     NAME_MAX = 255
-    TEMP_EXTRA = ".".bytesize + ".4294967295.".bytesize + 8 + AtomicFile::TMP_SUFFIX.bytesize
+    TEMP_EXTRA = ".".bytesize + ".4294967295.".bytesize + 8 + Files::AtomicFile::TMP_SUFFIX.bytesize
 
     # %{index} counts per process, not per flusher, so that two flushers
     # sharing a directory and pattern never pick the same name.
@@ -92,13 +92,13 @@ module Fathom
     end
 
     # "<kind>-%{pid}-%{token}-%{time}-%{index}<ext>" for what `profiler`
-    # writes (OutputPaths.periodic_pattern), from its #kind and #format; an
+    # writes (Files::OutputPaths.periodic_pattern), from its #kind and #format; an
     # object that has neither (anything responding to #flush) is named as
     # a heap profile, DEFAULT_PATTERN.
     def self.default_pattern(profiler)
       kind = profiler.respond_to?(:kind) ? profiler.kind : :heap
       format = profiler.respond_to?(:format) ? profiler.format : :pprof
-      OutputPaths.periodic_pattern(kind, format)
+      Files::OutputPaths.periodic_pattern(kind, format)
     end
 
     attr_reader :dir, :interval, :pattern, :last_path, :files_written
@@ -120,7 +120,7 @@ module Fathom
       @pattern = NilClass === pattern ? self.class.default_pattern(profiler) : validate_pattern(pattern)
       @gc = Options.boolean("gc", gc)
       unless rotation.nil? || rotation.respond_to?(:write_new)
-        raise TypeError, "fathom: rotation must be a Fathom::Rotation, got #{Options.describe(rotation)}"
+        raise TypeError, "fathom: rotation must be a Fathom::Files::Rotation, got #{Options.describe(rotation)}"
       end
 
       @rotation = rotation
@@ -233,7 +233,7 @@ module Fathom
     end
 
     # A name new by construction: one native write without the GVL in
-    # between (AtomicFile.write_new). With %{index}, nothing is replaced: a
+    # between (Files::AtomicFile.write_new). With %{index}, nothing is replaced: a
     # name that exists takes the next index. Without it, a file Fathom wrote
     # is replaced (the pattern rotates in place).
     private def write_file(bytes)
@@ -242,7 +242,7 @@ module Fathom
         path = File.join(@dir, file_name)
         written =
           if @rotation then @rotation.write_new(path, bytes, replace: !unique)
-          else AtomicFile.write_new(path, bytes, replace: !unique)
+          else Files::AtomicFile.write_new(path, bytes, replace: !unique)
           end
         return written if written
       end
@@ -324,7 +324,7 @@ module Fathom
       raise ArgumentError, "fathom: dir must not contain a NUL byte, got #{Options.shown(given)}" if given.include?("\0")
 
       dir = File.expand_path(given)
-      AtomicFile.check_dir!(dir)
+      Files::AtomicFile.check_dir!(dir)
       dir
     rescue Fathom::Error, ArgumentError, EncodingError => e
       raise if e.message.start_with?("fathom: dir")
@@ -353,7 +353,7 @@ module Fathom
       longest = format(pattern, pid: 4_294_967_295, token: "ffffffff", time: "20261123T101500Z", index: 10**20)
       bad.call("must be a file name (no directories, not . or ..)") if longest.include?("/") || %w[. ..].include?(longest)
       bad.call("must not be empty") if longest.empty?
-      bad.call("must not end with #{AtomicFile::TMP_SUFFIX} (Fathom's temporary files)") if longest.end_with?(AtomicFile::TMP_SUFFIX)
+      bad.call("must not end with #{Files::AtomicFile::TMP_SUFFIX} (Fathom's temporary files)") if longest.end_with?(Files::AtomicFile::TMP_SUFFIX)
       return if longest.bytesize + TEMP_EXTRA <= NAME_MAX
 
       bad.call("makes names too long (#{longest.bytesize} bytes; at most #{NAME_MAX - TEMP_EXTRA})")
@@ -380,14 +380,14 @@ module Fathom
     end
 
     # Creates the directory and removes temp files of dead writers
-    # (AtomicFile.write does both on each write; write_new leaves them to
+    # (Files::AtomicFile.write does both on each write; write_new leaves them to
     # the flusher's start). Done by the caller of #start, not by the
     # thread, which would wait for the GVL after each syscall. A directory
     # that cannot be created raises here, before any flush.
     def prepare_dir
-      Stdlib.mkdir_p(@dir)
-      AtomicFile.warn_if_shared(@dir)
-      AtomicFile.remove_stale_temps(@dir)
+      Files::Stdlib.mkdir_p(@dir)
+      Files::AtomicFile.warn_if_shared(@dir)
+      Files::AtomicFile.remove_stale_temps(@dir)
     rescue SystemCallError => e
       raise Fathom::Error, "fathom: PeriodicFlusher cannot create #{@dir}: #{e.message}"
     end

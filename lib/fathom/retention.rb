@@ -1,16 +1,16 @@
 # frozen_string_literal: true
 
-require_relative "../options"
-require_relative "../modes"
-require_relative "../native"
-require_relative "../notice"
-require_relative "../process/own_threads"
-require_relative "../profile"
-require_relative "../process/ractor_check"
-require_relative "../process/ruby_guards"
-require_relative "../process/fork_hooks"
-require_relative "../constant_sources"
-require_relative "../string_census"
+require_relative "options"
+require_relative "modes"
+require_relative "native"
+require_relative "notice"
+require_relative "process/own_threads"
+require_relative "profile"
+require_relative "process/ractor_check"
+require_relative "process/ruby_guards"
+require_relative "process/fork_hooks"
+require_relative "constant_sources"
+require_relative "string_census"
 
 module Fathom
   # Retention analysis: why objects are still alive.
