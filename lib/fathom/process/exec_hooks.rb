@@ -32,7 +32,9 @@ module Fathom
 
       # Each running AlwaysOn writes its file now.
       def before_exec
-        return unless defined?(Fathom::AlwaysOn)
+        # AlwaysOn is also the namespace of Settings, Setup...: it may be
+        # open without always_on.rb (the Railtie, fathom run's autorun).
+        return unless defined?(Fathom::AlwaysOn) && Fathom::AlwaysOn.respond_to?(:running)
 
         Fathom::AlwaysOn.running.each(&:before_exec)
       rescue Exception => e # rubocop:disable Lint/RescueException -- exec must happen, whatever went wrong here
