@@ -92,7 +92,7 @@ class PumaClusterTest < Minitest::Test
     assert_operator burn.sum { |s| s.values[count] }, :>=, 10, why
     assert_operator burn.sum { |s| s.values[cpu_ns] }, :>=, 150_000_000, why
     text = @server.get("/products?fathom=cpu&debug=1").body
-    assert_match(/^pid=(#{worker_pids.join("|")})$/, text)
+    assert_match(/^Process: pid (#{worker_pids.join("|")}) on /, text)
     assert_match(/puma srv tp/, text)
     assert_equal "400", @server.get("/products?fathom=cpu&interval=2h").code # above the 1 h cap
 
