@@ -74,7 +74,15 @@ module Fathom
         # Built inside the notice: a message that fails must not turn a
         # written profile into "could not write".
         Fathom.notice { "fathom: wrote #{mode} profile to #{path} (#{summary(profile)})" }
-        Fathom.notice { Report::SiteRetention.new(profile.stats[:sites]).to_s } if profile.stats[:sites]
+        # One notice a line: a notice is one line, its newlines escaped.
+        return unless profile.stats[:sites]
+
+        lines = begin
+          Report::SiteRetention.new(profile.stats[:sites]).to_s.lines
+        rescue StandardError => e
+          ["fathom: the retention profile's sites could not be printed (#{e.class})"]
+        end
+        lines.each { |line| Fathom.notice { line } }
       rescue StandardError, ScriptError => e
         warn_error("could not write the #{mode} profile", e)
       end
