@@ -96,7 +96,7 @@ class GemInstallTest < Minitest::Test
   def use_the_installed_gem
     fathom = File.join(@home, "bin", "fathom")
     assert File.executable?(fathom), "gem install put no fathom command in #{@home}/bin"
-    loaded = sh("ruby", "-e", 'require "fathom"; Fathom::NativeLoader.require!; puts $LOADED_FEATURES.grep(/fathom/)')
+    loaded = sh("ruby", "-e", 'require "fathom"; Fathom::NativeLoader.require!; puts $LOADED_FEATURES.grep(%r{/fathom(-profiler|/|\\.rb\\z|_ext)})')
     refute_empty loaded.lines
     loaded.lines.each { |f| assert f.start_with?(@home), "loaded from outside the GEM_HOME: #{f}" }
     # Bundler's auto-require of `gem "fathom-profiler"`.

@@ -75,7 +75,11 @@ class PprofWebUiThreadsTest < Minitest::Test
       refute_includes page("pprof-#{mode}-top")["text"], "[ruby]"
     end
     # Only the wall profile sees the sleeper's and the main thread's waits.
-    assert_includes top_names("pprof-wall-top"), "Kernel#sleep"
+    # Ruby 3.3 under `fathom run` labels the sleeper's `sleep` with the
+    # module function's singleton spelling, Kernel.sleep (in-process
+    # profiling reads Kernel#sleep there; not explained yet): either names
+    # the same C function.
+    assert(top_names("pprof-wall-top").any? { |n| n.match?(/\AKernel[#.]sleep\z/) }, top_names("pprof-wall-top").inspect)
     assert_includes top_names("pprof-wall-top"), "Thread#join"
   end
 

@@ -181,6 +181,15 @@ TEST(CpuAggregateTest, BlockedSampleWithCpuIsSplitIntoRunningWithoutGvlAndBlocke
   EXPECT_EQ(parts[0].state, ThreadState::kBlocked);
   EXPECT_EQ(parts[0].values.cpu_ns, 30);
   EXPECT_EQ(TimelineState(h, CpuMode::kWall), ThreadState::kBlocked);
+  // A sleeper's one sample over its whole sleep, with its start-up's 2 ms of
+  // CPU: pprof splits it (the floor), the timeline draws it blocked.
+  h.wall_delta_ns = 300000000;
+  h.cpu_delta_ns = 2000000;
+  ASSERT_EQ(AccountedParts(h, CpuMode::kWall, parts), 2);
+  EXPECT_EQ(parts[0].state, ThreadState::kNoGvl);
+  EXPECT_EQ(parts[0].values.cpu_ns, 2000000);
+  EXPECT_EQ(parts[1].values.samples, 1);
+  EXPECT_EQ(TimelineState(h, CpuMode::kWall), ThreadState::kBlocked);
   // ...but in CPU mode the timer fired because the thread was on a CPU.
   h.cpu_delta_ns = 10;
   h.wall_delta_ns = 150;

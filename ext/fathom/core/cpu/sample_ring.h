@@ -103,8 +103,9 @@ struct AccountedPart {
 // many were written to parts.
 int AccountedParts(const SampleHeader& h, CpuMode mode, AccountedPart parts[2]);
 // The state a timeline shows for the sample: running without the GVL when
-// the thread was on a CPU for it at all (the first part), whichever part is
-// larger. A timeline draws each sample's CPU delta as the height of its
+// the thread was on a CPU for a tenth of it or more, or stayed runnable (the
+// first part), whichever part is larger; blocked when only the absolute
+// crumbs floor put it on a CPU. A timeline draws each sample's CPU delta as the height of its
 // activity graph in the sample's category colour (Firefox, as Gecko does
 // for its own threads: the category says what the thread was doing, the
 // height how much of a CPU it got). Counted by majority, a thread in

@@ -45,7 +45,7 @@ void LiveThreadNames(std::map<int32_t, std::string>* names) {
 // methods is shown as blocked: they run no Ruby code while waiting.
 void ReclassifyWaits(CpuProfileData* d) {
   static const char* const kWaits[] = {
-      "Kernel#sleep", "Thread#join", "Thread#value", "Thread::Queue#pop", "Thread::Queue#shift", "Thread::Queue#deq",
+      "Kernel#sleep", "Kernel.sleep", "Thread#join", "Thread#value", "Thread::Queue#pop", "Thread::Queue#shift", "Thread::Queue#deq",
       "Thread::SizedQueue#pop", "Thread::SizedQueue#push", "Thread::SizedQueue#shift", "Thread::SizedQueue#deq",
       "Thread::SizedQueue#enq", "Thread::SizedQueue#<<", "Thread::Mutex#lock", "Thread::Mutex#synchronize",
       "Thread::Mutex#sleep", "Thread::ConditionVariable#wait", "Monitor#enter", "Monitor#synchronize",
