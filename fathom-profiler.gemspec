@@ -1,6 +1,9 @@
 # frozen_string_literal: true
 
-require_relative "lib/fathom/version"
+# Once per process: rake gem loads this file again from an exported copy of
+# the same tree (rakelib/gem.rake), and Bundler has loaded it already, so a
+# second require_relative (another path) would redefine the constants.
+require_relative "lib/fathom/version" unless defined?(Fathom::VERSION)
 
 Gem::Specification.new do |spec|
   spec.name = "fathom-profiler"
