@@ -49,6 +49,26 @@ class LeaksNativeGrowthTest < Minitest::Test
     end
   end
 
+  # The double leak app in exact mode (Ruby 3.4), MB a window: RSS minus
+  # the Ruby objects rises by steps at windows 2, 9 and 22 and is flat
+  # between them.
+  DOUBLE = {
+    ruby: [2.65, 1.73, 1.89, 2.03, 2.21, 2.37, 2.54, 2.7, 3.02, 3.1, 3.3, 3.45, 3.61, 3.77, 3.94, 4.1, 4.25, 4.41, 4.54,
+           4.71, 4.92, 5.09, 5.24, 5.4, 5.57, 5.72, 5.87, 6.04, 6.18, 6.34, 5.44],
+    rss: [24.54, 26.07, 31.22, 31.74, 31.94, 32.16, 32.24, 32.34, 33.83, 38.7, 38.91, 38.98, 39.05, 39.11, 39.18, 39.25,
+          39.32, 39.44, 39.51, 39.65, 39.76, 39.81, 40.89, 41.27, 41.36, 41.52, 41.75, 41.83, 42.09, 42.29, 42.48],
+    malloc: [12.85, 13.71, 17.37, 17.77, 17.92, 18.04, 18.14, 18.23, 18.87, 19.14, 19.28, 19.37, 19.46, 19.55, 19.64,
+             19.74, 19.84, 19.94, 20.04, 20.13, 20.29, 20.86, 21.01, 21.1, 21.19, 21.29, 21.38, 21.49, 21.58, 21.69, 23.27],
+  }.freeze
+
+  def test_steps_of_rss_beside_a_ruby_leak_are_not_growth_outside_ruby
+    (16..DOUBLE[:rss].size).each do |n|
+      h = history(windows: n) { |i| DOUBLE.values_at(:ruby, :rss, :malloc).map { |v| v[i] * 1e6 } }
+      result = Fathom::Leaks::NativeGrowth.analyze(h)
+      refute_predicate result, :outside_ruby?, "#{n} windows: #{result.kind}"
+    end
+  end
+
   # C code mallocs 1 MB a window; Ruby objects stay flat.
   def test_a_native_leak_is_growth_outside_ruby
     h = history { |i| [10 * MB + (i.even? ? 50_000 : 0), 30 * MB + i * MB, 12 * MB + i * MB] }
