@@ -2,6 +2,7 @@
 
 require "uri"
 require_relative "../leaks/rules"
+require_relative "../redact"
 
 module Fathom
   class CLI
@@ -109,47 +110,72 @@ module Fathom
       end
 
       # ---- a live server
+      #
+      # As `fathom dump` fetches (cli/dump.rb): user:password@ in the URL is
+      # sent as Basic auth and never shown (Redact.url), a reply is read up
+      # to a bound (a heap profile to HEAP_LIMIT, an error to
+      # ERROR_BODY_LIMIT) so that a server that never stops talking cannot
+      # grow this process, and the server's words are shown with the
+      # credentials taken out.
 
-      def leaks_live(url, opts, _rules, windows, sites)
-        base = leaks_base(url)
+      HEAP_LIMIT = 64 << 20
+      HOLDERS_LIMIT = 1 << 20 # /leaks?holders=: a JSON record per site, ten sites at most
+
+      # A reply that is not the profile: its one-line reason.
+      class FetchError < StandardError; end
+
+      def leaks_live(url, opts, rules, windows, sites)
+        require "net/http"
+        require "openssl" # for the rescue below, before any https request loaded it
+        base, basic = leaks_base(url)
         every = validate { Options.duration_ns("--every", opts.fetch(:every, DEFAULT_EVERY), min_ns: 10_000_000) } / 1e9
         span = validate { Options.duration_ns("--for", opts.fetch(:for, DEFAULT_FOR), min_ns: 1_000_000) } / 1e9
         token = opts.fetch(:token) { ENV["FATHOM_RACK_TOKEN"] }
         token = nil if token&.empty?
+        if token && basic
+          raise UsageError, "give a token (--token or FATHOM_RACK_TOKEN) or user:password@ in URL, not both: a request has one Authorization header"
+        end
+        auth = token ? ["Bearer #{token}", [token]] : basic && basic_auth(*basic)
         history = Leaks::History.new(max_sites: sites, max_windows: windows)
         started = monotonic
         count = (span / every).floor + 1
         count.times do |i|
           wait = started + i * every - monotonic
           sleep(wait) if wait.positive?
-          bytes = leaks_get(base, "heap", token)
-          return data_error("leaks", base, bytes) && nil if bytes.start_with?("HTTP ")
-
+          bytes = leaks_get(base, "heap", auth, HEAP_LIMIT)
           window = with_data("leaks", base) { Leaks::Window.from_profile(Report.decode(bytes), source: base) } or return nil
           history.add(window)
           @stderr.puts "fathom leaks: window #{history.size} of #{count} from pid #{window.pid || "?"}" if $stderr.tty?
+          # Early, as --for's help says: a leak is confident, so its holder
+          # can be asked for now.
+          break if !opts[:no_holders] && history.size >= rules.min_windows && Leaks::Analysis.new(history, rules: rules).leaks.any?
         end
-        leaks_holders(base, history, token) unless opts[:no_holders]
+        leaks_holders(base, history, auth, rules) unless opts[:no_holders]
         [history]
-      rescue SystemCallError, IOError, Timeout::Error, Net::HTTPBadResponse => e
-        data_error("leaks", base || url, "cannot fetch it: #{e.message.scrub}")
+      rescue FetchError => e
+        data_error("leaks", base, e.message)
+        nil
+      rescue SystemCallError, IOError, Timeout::Error, OpenSSL::SSL::SSLError, Net::HTTPBadResponse => e
+        data_error("leaks", base || Options.clean(Redact.url(url), 200),
+                   "cannot fetch it: #{Redact.message(e.message.scrub, secrets: auth ? auth.last : [], max: 300)}")
         nil
       end
 
       # Asks the server to follow the leaking sites' live sampled objects in
       # a retention snapshot (/debug/fathom/leaks?holders=FILE:LINE,...).
-      def leaks_holders(base, history, token)
-        analysis = Leaks::Analysis.new(history)
+      def leaks_holders(base, history, auth, rules)
+        require "json" # also for the rescue below
+        analysis = Leaks::Analysis.new(history, rules: rules)
         sites = analysis.leaks.first(10)
         return if sites.empty?
 
         query = URI.encode_www_form("holders" => sites.map { |v| "#{v.file}:#{v.line}" }.join(","))
-        body = leaks_get(base, "leaks?#{query}", token)
-        if body.start_with?("HTTP ")
-          @stderr.puts "fathom leaks: the server did not snapshot the holders: #{Options.clean(body, 300)}"
+        begin
+          body = leaks_get(base, "leaks?#{query}", auth, HOLDERS_LIMIT)
+        rescue FetchError => e
+          @stderr.puts "fathom leaks: the server did not snapshot the holders: #{e.message}"
           return
         end
-        require "json"
         records = JSON.parse(body.dup.force_encoding(Encoding::UTF_8))["holders"]
         return unless Array === records
 
@@ -161,19 +187,25 @@ module Fathom
         @stderr.puts "fathom leaks: the server's holders are not JSON"
       end
 
+      # URL -> [the endpoints' base URL without userinfo (…/debug/fathom),
+      # [user, password] from the userinfo or nil].
       def leaks_base(url)
+        shown = Options.clean(Redact.url(url), 200)
         uri = URI.parse(url)
-        raise UsageError, "URL must be http:// or https://, got #{Options.clean(url, 200)}" unless %w[http https].include?(uri.scheme) && uri.host
+        raise UsageError, "URL must be http:// or https://, got #{shown}" unless %w[http https].include?(uri.scheme) && uri.host
 
-        uri.path = uri.path.chomp("/").sub(%r{/(heap|leaks)\z}, "")
-        uri.query = nil
-        uri.to_s
+        basic = uri.userinfo && uri.userinfo.split(":", 2).map { |part| percent_decoded(part) }
+        path = uri.path.chomp("/").sub(%r{/(heap|leaks)\z}, "")
+        # Built anew: URI#userinfo = nil leaves the userinfo in place.
+        [uri.class.build(host: uri.host, port: uri.port, path: path).to_s, basic]
       rescue URI::InvalidURIError
-        raise UsageError, "not a URL: #{Options.clean(url, 200)}"
+        hint = url.include?("@") ? " (percent-encode / ? # @ in a password: %2F %3F %23 %40)" : ""
+        raise UsageError, "not a URL: #{shown}#{hint}"
       end
 
-      # The body of GET base/path, or "HTTP <code>: <the server's line>".
-      def leaks_get(base, path, token)
+      # The body of GET base/path, at most `limit` bytes; FetchError with
+      # "HTTP <code>: <the server's line>" or why the body is refused.
+      def leaks_get(base, path, auth, limit)
         require "net/http"
         uri = URI.parse("#{base}/#{path}")
         http = Net::HTTP.new(uri.host, uri.port)
@@ -181,12 +213,21 @@ module Fathom
         http.open_timeout = 30
         http.read_timeout = TIMEOUT * 10
         request = Net::HTTP::Get.new(uri)
-        request["authorization"] = "Bearer #{token}" if token
-        response = http.start { http.request(request) }
-        body = response.body.to_s
-        return body.b if response.code == "200"
+        request["authorization"] = auth.first if auth
+        request["accept-encoding"] = "identity" # the bytes as sent: the bound is on what arrives
+        secrets = auth ? auth.last : []
+        http.start do
+          http.request(request) do |response|
+            raise FetchError, error_reply(response, secrets) unless response.code == "200"
 
-        "HTTP #{response.code}: #{body.scrub.strip.delete_prefix("fathom: ").lines.first.to_s.strip}"
+            body = "".b
+            response.read_body do |chunk|
+              body << chunk
+              raise FetchError, "the reply is over #{limit >> 20} MB: not what #{path[/\A[a-z]+/]} serves (is URL Fathom's /debug/fathom?)" if body.bytesize > limit
+            end
+            return body
+          end
+        end
       end
 
       def monotonic
