@@ -5,6 +5,8 @@ require "open3"
 require "socket"
 require "support/push_receiver"
 require "support/profile_helpers"
+require "fathom/leaks/window"
+require "fathom/pprof/reader"
 
 # Always-on with FATHOM_PUSH and no FATHOM_DIR, as a deploy turns it on:
 # RUBYOPT=-rfathom/setup in a program that knows nothing of Fathom. Every
@@ -101,6 +103,32 @@ class AlwaysOnPushTest < Minitest::Test
     assert_operator total_s, :>=, 0.8 * loop_cpu_s, "pushed CPU #{total_s} s of #{loop_cpu_s} s" if dropped.zero?
     assert_empty Dir.children(@cwd), "no file is written without FATHOM_DIR"
     @receiver.requests.each { |r| assert_equal "Bearer tok-9", r.headers["authorization"] }
+  end
+
+  # FATHOM_LEAKS=1 beside FATHOM_PUSH (Leaks::PushLabels): once the steady
+  # leak app's leak is confident (exact mode: deterministic, at window 8 of
+  # 16), the pushed heap windows carry leak="growing" on that site's
+  # samples, and on no other site's.
+  def test_pushed_heap_windows_carry_the_leak_verdicts
+    fixture = File.join(TestHelper::ROOT, "test/fixtures/leaks/scenarios.rb")
+    site_line = File.readlines(fixture).index { |l| l.include?("site: steady") } + 1
+    env = TestHelper::PLAIN_ENV.merge("FATHOM_DIR" => nil, "FATHOM_PUSH" => @receiver.url, "FATHOM_SERVICE" => "leaky",
+                                      "FATHOM_MODE" => "heap", "FATHOM_EVERY" => "1h", "FATHOM_LEAKS" => "1",
+                                      "FATHOM_EXACT" => "1", "LEAK_GC" => "1", "LEAK_WINDOWS" => "16")
+    _out, err, status = Open3.capture3(env, RbConfig.ruby, "-I#{TestHelper::LIB}", "-rfathom/setup", fixture, "steady",
+                                       chdir: @cwd)
+    assert status.success?, err
+    assert_match(/^fathom: LEAK  \S*scenarios\.rb:#{site_line} \(String\)/, err)
+    heaps = @receiver.requests.map { |r| PushReceiver.decode(r) }.flatten.select { |s| s.label("__name__") == "memory" }
+    refute_empty heaps
+    labelled = heaps.flat_map do |series|
+      profile = Fathom::Pprof.read(series.samples.first.raw_profile)
+      frames = Fathom::Report::Frames.new(profile)
+      profile.samples.select { |x| x.labels["leak"] == "growing" }
+             .map { |x| Fathom::Leaks::Window.site_of(frames, x.location_ids).last.line }
+    end
+    refute_empty labelled, "no pushed heap window carries the verdict"
+    assert_equal [site_line], labelled.uniq
   end
 
   # The server is down: the program runs as it would (its exit is not held

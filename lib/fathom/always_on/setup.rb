@@ -51,7 +51,11 @@ module Fathom
           # FATHOM_LEAKS=1: the leak verdicts kept in the process, a sink of
           # the heap windows (Leaks::Monitor).
           monitor = leaks_monitor(env, settings[:modes])
-          sinks = [*sinks, monitor] if monitor
+          if monitor
+            # Pushed heap windows carry the verdicts (Leaks::PushLabels).
+            sinks&.each { |sink| sink.heap_labels = monitor.method(:push_labels) if sink.respond_to?(:heap_labels=) }
+            sinks = [*sinks, monitor]
+          end
           @always_on = AlwaysOn.new(**settings, sinks: sinks).start
           monitor&.attach(@always_on.profilers[:heap])&.start
           @pid = Process.pid

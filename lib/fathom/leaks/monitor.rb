@@ -131,6 +131,16 @@ module Fathom
         ["#{Window::HOLDERS_COMMENT}#{JSON.generate(records)}"]
       end
 
+      # A heap profile's bytes with the leak verdicts as sample labels
+      # (PushLabels), for the push client (Push::Client#heap_labels=).
+      def push_labels(bytes)
+        sites = analysis&.leaks&.map(&:key) || []
+        return bytes if sites.empty?
+
+        require_relative "push_labels"
+        PushLabels.apply(bytes, sites)
+      end
+
       # The latest Analysis (nil before the first window).
       def analysis
         @lock.synchronize { @analysis }

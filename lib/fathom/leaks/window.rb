@@ -40,6 +40,22 @@ module Fathom
       # where it came from, for messages. token: the process image's token
       # (from an always-on file name), to tell apart processes that share
       # a pid.
+      # [key, Frame] of a stack: its innermost Ruby frame (Report::Frames.site,
+      # the report's rows by site), looked for from the leaf outwards only
+      # as far as needed; a stack without one is its leaf's. Also the key
+      # PushLabels matches a pushed sample by.
+      def self.site_of(frames, location_ids)
+        leaf = nil
+        location_ids.each do |id|
+          frames.location(id).each do |frame|
+            return [frame.site_label, frame] if frame.ruby?
+
+            leaf ||= frame
+          end
+        end
+        leaf ? [leaf.name, leaf] : ["(no stack)", nil]
+      end
+
       def self.from_profile(profile, source: nil, token: nil)
         unless Report.kind(profile) == :heap
           raise Fathom::Error, "fathom: #{source || "the profile"} is a #{Report.kind(profile)} profile; fathom leaks reads heap profiles"
@@ -120,19 +136,8 @@ module Fathom
 
       private
 
-      # [key, Frame] of a stack: its innermost Ruby frame (Report::Frames.site,
-      # the report's rows by site), looked for from the leaf outwards only
-      # as far as needed; a stack without one is its leaf's.
       def site_of(frames, location_ids)
-        leaf = nil
-        location_ids.each do |id|
-          frames.location(id).each do |frame|
-            return [frame.site_label, frame] if frame.ruby?
-
-            leaf ||= frame
-          end
-        end
-        leaf ? [leaf.name, leaf] : ["(no stack)", nil]
+        self.class.site_of(frames, location_ids)
       end
 
       def new_site(key, frame)

@@ -29,6 +29,12 @@ module Fathom
 
       attr_reader :endpoint, :service, :labels
 
+      # A callable given a heap profile's gzipped bytes, returning the bytes
+      # to send instead (Leaks::Monitor#push_labels: the leak verdicts as
+      # sample labels). Runs on the sender thread; when it raises, the
+      # profile goes as it came.
+      attr_writer :heap_labels
+
       # url: see Endpoint. service: service_name (required, non-empty).
       # labels: the user's labels (SeriesLabels.check_user_labels).
       # token: bearer token; user/password: basic auth (the URL's userinfo
@@ -250,6 +256,7 @@ module Fathom
       end
 
       def send_with_retries(item)
+        item = with_heap_labels(item)
         body, content_type = RequestBody.encode(@endpoint.backend, item, labels_for(item.mode))
         attempt = 0
         loop do
@@ -264,6 +271,16 @@ module Fathom
           count(:retries, message)
           return count(:failed, message) unless wait_backoff(attempt)
         end
+      end
+
+      def with_heap_labels(item)
+        labeller = @heap_labels
+        return item unless labeller && item.mode == :heap
+
+        bytes = labeller.call(item.bytes)
+        String === bytes ? item.dup.tap { |i| i.bytes = bytes } : item
+      rescue StandardError
+        item
       end
 
       # Connect, write and read timeout of the next attempt: the client's,
