@@ -71,8 +71,9 @@ class HeapProfileTest < Minitest::Test
     kept_objects = raw.cum("inuse_objects", /Keeper#keep/)
     assert_operator kept_objects, :>=, 10_000
     assert_operator raw.cum("inuse_space", /Keeper#keep/), :>=, 10_000 * 1024
-    # Go's four first, then the counts behind them, in this order: new
-    # sample types go after them (core/heap/heap_schema.h).
+    # Exactly the schema's types, in its order (core/heap/heap_schema.h):
+    # Go's four first, then the counts behind them; new types go after.
+    assert_equal Fathom::Native::HeapCollector.sample_types.map(&:first), raw.sample_types
     assert_equal %w[alloc_objects alloc_space inuse_objects inuse_space alloc_samples inuse_samples],
                  raw.sample_types.first(6)
     # Exact mode: one record per object, so the counts equal the objects.

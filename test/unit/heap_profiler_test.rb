@@ -45,8 +45,9 @@ class HeapProfilerTest < Minitest::Test
       assert_kind_of Integer, profile.stats[key], key
     end
     decoded = profile.decode
-    # Go's four first, then the counts behind them, in this order: new
-    # sample types go after them (core/heap/heap_schema.h).
+    # Exactly the schema's types, in its order (core/heap/heap_schema.h):
+    # Go's four first, then the counts behind them; new types go after.
+    assert_equal Fathom::Native::HeapCollector.sample_types.map(&:first), decoded.sample_type_names
     assert_equal %w[alloc_objects alloc_space inuse_objects inuse_space alloc_samples inuse_samples],
                  decoded.sample_type_names.first(6)
     top = Fathom::Report::Top.new(decoded, sample_index: "inuse_objects", top: nil)

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "heap/heap_schema.h"
 #include "ruby/io/output_stamp_arg.h"
 #include "ruby/runtime/boundary.h"
 #include "ruby/keywords.h"
@@ -359,6 +360,17 @@ void ReleaseFreeobjOwnership() {
   g_freeobj_owner_self = Qnil;
 }
 
+// HeapCollector.sample_types: [[type, unit], ...], the heap profile's
+// sample types in the order the encoder writes them (core/heap/
+// heap_schema.h). The tests compare a decoded profile with it, so a new
+// sample type changes no test but its own.
+VALUE CollectorSampleTypes(VALUE) {
+  VALUE out = rb_ary_new();
+  for (const SampleField<HeapValues>& f : HeapValues::kSchema)
+    rb_ary_push(out, rb_ary_new_from_args(2, rb_str_new_cstr(f.type), rb_str_new_cstr(f.unit)));
+  return out;
+}
+
 void InitHeapCollector(VALUE mNative) {
   InitAllocationHooks();
   InitSampleCommit();
@@ -379,6 +391,7 @@ void InitHeapCollector(VALUE mNative) {
                         {"census=", Method(CollectorSetCensus)}, {"census_slice_ns=", Method(CollectorSetCensusSliceNs)},
                         {"census_max_wall_ns=", Method(CollectorSetCensusMaxWallNs)}});
   DefineLiveObjectMethods(klass);
+  rb_define_singleton_method(klass, "sample_types", RUBY_METHOD_FUNC(CollectorSampleTypes), 0);
 }
 
 }  // namespace fathom
