@@ -1,6 +1,8 @@
 #include "io/child_deadline.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace fathom {
@@ -37,6 +39,20 @@ TEST(ChildDeadlineTest, AChildThatStopsWorkingGoesTwoSecondsLater) {
   EXPECT_TRUE(d.Expired(12 * kSecond, 700000000));
 }
 
+// Starved: runnable all along but given no CPU for seconds at a time (nice
+// 19 beside busier processes) is slow, not stuck: kept up to the wall cap.
+// The same stillness while asleep is stuck.
+TEST(ChildDeadlineTest, ARunnableChildWithoutCpuIsKeptUpToTheWallCap) {
+  ChildDeadline starved(0, 10 * kSecond);
+  for (int64_t t = 1; t < 100; t++) EXPECT_FALSE(starved.Expired(t * kSecond, 5000000, /*runnable=*/true)) << t;
+  EXPECT_TRUE(starved.Expired(100 * kSecond, 5000000, true));
+  ChildDeadline asleep(0, 10 * kSecond);
+  for (int64_t t = 1; t < 10; t++) EXPECT_FALSE(asleep.Expired(t * kSecond, 5000000, true));
+  EXPECT_FALSE(asleep.Expired(10 * kSecond, 5000000, true));
+  EXPECT_FALSE(asleep.Expired(11 * kSecond, 5000000, false));
+  EXPECT_TRUE(asleep.Expired(12 * kSecond, 5000000, false));
+}
+
 // Runaway: its own CPU reaches the timeout, whatever the wall clock says.
 TEST(ChildDeadlineTest, AChildThatBurnsTheTimeoutInCpuGoes) {
   ChildDeadline d(0, 10 * kSecond);
@@ -69,6 +85,29 @@ TEST(ChildDeadlineTest, ReadsAChildsCpuClock) {
   EXPECT_GE(first, 0);
   EXPECT_GT(later, first);
   EXPECT_EQ(ChildCpuNs(pid), -1);  // reaped: gone
+}
+
+TEST(ChildDeadlineTest, ReadsWhetherAChildIsRunnable) {
+  pid_t spinner = fork();
+  if (spinner == 0) {
+    volatile uint64_t x = 0;
+    for (;;) x++;  // killed below
+  }
+  pid_t sleeper = fork();
+  if (sleeper == 0) {
+    for (;;) pause();  // killed below
+  }
+  ASSERT_GT(spinner, 0);
+  ASSERT_GT(sleeper, 0);
+  usleep(100000);
+  EXPECT_TRUE(ChildRunnable(spinner));
+  EXPECT_FALSE(ChildRunnable(sleeper));
+  for (pid_t pid : {spinner, sleeper}) {
+    kill(pid, SIGKILL);
+    int status;
+    waitpid(pid, &status, 0);
+  }
+  EXPECT_FALSE(ChildRunnable(spinner));  // reaped: gone
 }
 
 }  // namespace

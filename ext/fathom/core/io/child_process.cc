@@ -113,7 +113,7 @@ void CollectChild(pid_t pid, int read_fd, int64_t started_ns, int64_t timeout_ns
   ChildReport& report = *out;
   int64_t started = MonotonicNs();
   ChildDeadline deadline(started_ns, timeout_ns);
-  auto expired = [&] { return deadline.Expired(MonotonicNs(), ChildCpuNs(pid)); };
+  auto expired = [&] { return deadline.Expired(MonotonicNs(), ChildCpuNs(pid), ChildRunnable(pid)); };
   std::string& got = report.bytes;
   bool eof = false;
   report.outcome = ChildReport::kFailed;
