@@ -34,7 +34,11 @@ bool SampleStore::Commit(uint32_t index, const CommitInfo& info) {
   r.thread = 0;
   r.state = RecordState::kLive;
   if (exact_) {
-    live_objects_.Insert(r.object, index);
+    if (objects_watched_) {
+      live_objects_.Insert(r.object, index);
+    } else {
+      r.object = 0;  // nothing would tell us of its death (ForgetObjects)
+    }
     return true;
   }
   // r.object stays as the address the object had: no longer a reference
@@ -148,6 +152,14 @@ void SampleStore::Recycle(uint32_t index) {
   r = SampleRecord{};
   free_slots_.push_back(index);
   in_use_--;
+}
+
+void SampleStore::ForgetObjects() {
+  objects_watched_ = false;
+  if (!exact_) return;  // sampled records keep a token, never a handle to follow
+  live_objects_.Clear();
+  for (SampleRecord& r : records_)
+    if (r.state == RecordState::kLive) r.object = 0;
 }
 
 void SampleStore::Clear() {

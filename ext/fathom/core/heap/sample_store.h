@@ -156,15 +156,30 @@ class SampleStore {
   HeapValues Report(uint32_t index, bool alive, uint64_t inuse_size, HeapAggregator* rows,
                     const Stratum& stratum = Stratum());
 
+  // ---- exact mode: a live record's object handle is good only while
+  // Ruby's FREEOBJ hook tells the store of its object's death (ObjectFreed).
+  // Once nothing does (another profiler took the hook, a Ractor started:
+  // heap_collector.cc ReleaseFreeobjOwnership), a dead object's slot may be
+  // freed, reused, or its whole page returned to the OS, and following the
+  // handle (GC.compact's RemapObjects, a flush's memsize, live_objects)
+  // reads freed memory: 3 runs in 3 crashed in rb_gc_location on every
+  // tested Ruby. ForgetObjects drops the handles (object becomes 0, never
+  // a heap object): such a record is reported not alive at its next flush
+  // and recycled, and commits keep no handle until WatchObjects (start).
+  void ForgetObjects();
+  void WatchObjects() { objects_watched_ = true; }
+  // Exact mode: whether a live record still knows its object.
+  bool object_known(uint32_t index) const { return records_[index].object != 0; }
+
   // ---- GC compaction (exact mode): live objects moved; remap(handle) gives
-  // the new handle.
+  // the new handle. Forgotten handles are not followed.
   template <typename F>
   void RemapObjects(F&& remap) {
     if (!exact_) return;
     live_objects_.Clear();
     for (uint32_t i = 0; i < capacity(); i++) {
       SampleRecord& r = records_[i];
-      if (r.state != RecordState::kLive) continue;
+      if (r.state != RecordState::kLive || r.object == 0) continue;
       r.object = remap(r.object);
       live_objects_.Insert(r.object, i);
     }
@@ -192,6 +207,7 @@ class SampleStore {
   void Recycle(uint32_t index);
 
   bool exact_ = false;
+  bool objects_watched_ = true;  // exact mode: see ForgetObjects
   StackTable stacks_;
   StringInterner labels_;
   ObjectMap live_objects_;  // exact mode: object handle -> record index

@@ -215,6 +215,44 @@ TEST(SampleStoreTest, RemapObjectsFollowsCompaction) {
   EXPECT_TRUE(s.store.has_freed());
 }
 
+// Exact mode after its FREEOBJ hook went (another profiler took it): the
+// live records' objects may die unseen, so their handles are dropped and
+// never followed again, by compaction or a flush. A record committed while
+// unwatched keeps none either; WatchObjects (a restart) tracks new ones.
+TEST(SampleStoreTest, ForgottenObjectsAreNeverFollowed) {
+  Store s(kExact);
+  uint32_t a = s.Sample(s.stack, 0x1000, 1);
+  uint32_t pending = s.Sample(s.stack, 0x2000, 1);
+  s.Commit(a, 40);
+  s.store.ForgetObjects();
+  s.Commit(pending, 40);  // the stop's commit, after the hook went
+  s.store.ClearPending();
+  EXPECT_TRUE(s.store.is_live(a));
+  EXPECT_FALSE(s.store.object_known(a));
+  EXPECT_FALSE(s.store.object_known(pending));
+  std::vector<uint64_t> followed;
+  s.store.RemapObjects([&](uint64_t h) { followed.push_back(h); return h; });
+  EXPECT_TRUE(followed.empty());
+  s.store.ObjectFreed(0x1000);  // a new object at the old address is not ours
+  EXPECT_FALSE(s.store.has_freed());
+
+  s.store.WatchObjects();
+  uint32_t b = s.Sample(s.stack, 0x3000, 1);
+  s.Commit(b, 40);
+  s.store.ClearPending();
+  EXPECT_TRUE(s.store.object_known(b));
+  s.store.RemapObjects([&](uint64_t h) { followed.push_back(h); return h; });
+  EXPECT_EQ(followed, std::vector<uint64_t>{0x3000});
+  {  // The forgotten ones are reported dead and recycled.
+    HeapAggregator rows(s.store.stacks());
+    s.store.Report(a, false, 0, &rows);
+    s.store.Report(pending, false, 0, &rows);
+  }
+  EXPECT_EQ(s.store.live_count(), 1u);
+  s.store.ObjectFreed(0x3000);
+  EXPECT_TRUE(s.store.has_freed());
+}
+
 // (Moved from stack_table_test.cc: the recycling now goes through Report.)
 TEST(SampleStoreTest, PendingRecycleAndClear) {
   SampleStore store;

@@ -163,6 +163,8 @@ VALUE CollectorStart(VALUE self) {
         g_freeobj_owner_self = self;
         AddFreeobjHook();
       }
+      // Records from before a lost hook keep no handle; new ones do.
+      c->store.WatchObjects();
       AddNewobjHook();
     } else {
       ReleaseFreeobjOwnership();
@@ -355,6 +357,9 @@ VALUE CollectorStats(VALUE self) {
 void ReleaseFreeobjOwnership() {
   if (!g_freeobj_owner) return;
   RemoveFreeobjHook();
+  // Nothing reports its records' deaths any more: their object handles
+  // must never be followed again (SampleStore::ForgetObjects).
+  g_freeobj_owner->store.ForgetObjects();
   g_freeobj_owner->liveness_lost = true;
   g_freeobj_owner = nullptr;
   g_freeobj_owner_self = Qnil;

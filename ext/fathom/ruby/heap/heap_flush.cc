@@ -165,8 +165,10 @@ void WalkRecords(FlushState* f) {
     Stratum stratum;
     if (!c->liveness_lost) {
       if (c->exact) {
-        alive = true;
-        inuse_size = MemsizeOf(static_cast<VALUE>(store.at(i).object));
+        // A record from before a lost FREEOBJ hook (a restart since) has
+        // no object any more: not alive, recycled.
+        alive = store.object_known(i);
+        if (alive) inuse_size = MemsizeOf(static_cast<VALUE>(store.at(i).object));
       } else {
         bool in_census = false;
         VALUE obj = FindSampledObject(f, i, &in_census);

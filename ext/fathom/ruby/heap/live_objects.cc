@@ -58,7 +58,7 @@ VALUE CollectorLiveObjects(VALUE self, VALUE limit_value) {
     if (c->liveness_lost || c->flushing) return out;
     std::vector<std::pair<uint32_t, uint64_t>> picked;  // (stack, object or liveness token)
     for (uint32_t i = 0; i < c->store.capacity() && static_cast<long>(picked.size()) < limit; i++) {
-      if (!c->store.is_live(i)) continue;
+      if (!c->store.is_live(i) || (c->exact && !c->store.object_known(i))) continue;
       const SampleRecord& r = c->store.at(i);
       picked.emplace_back(r.stack_id, c->exact ? r.object : r.liveness_token);
     }
@@ -95,7 +95,7 @@ VALUE PickLiveSitesInto(HeapCollector* c, size_t top, size_t per_site, size_t li
                                                   VALUE focus) {
   std::vector<LiveRecord> records;
   for (uint32_t i = 0; i < c->store.capacity() && records.size() < limit; i++) {
-    if (!c->store.is_live(i)) continue;
+    if (!c->store.is_live(i) || (c->exact && !c->store.object_known(i))) continue;
     const SampleRecord& r = c->store.at(i);
     records.push_back({i, r.stack_id, c->exact ? r.object : r.liveness_token});
   }
