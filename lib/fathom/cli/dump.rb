@@ -2,6 +2,7 @@
 
 require "uri"
 require_relative "../redact"
+require_relative "endpoint_auth"
 require_relative "gzip_end"
 
 module Fathom
@@ -13,12 +14,9 @@ module Fathom
     # Pure Ruby (net/http), no native extension. In a Ruby process,
     # Fathom.heap_dump(path) writes one directly.
     #
-    # Credentials: --token (or FATHOM_RACK_TOKEN) is sent as a bearer
-    # token, which is what Fathom::Rack::App checks; user:password@ in the
-    # URL is sent as basic auth, as curl sends it (for a proxy in front that
-    # asks for it). Not both: a request has one Authorization header. The
-    # URL is shown without its userinfo in every message, and whatever the
-    # server answers is shown with the credentials taken out (Redact).
+    # Credentials as EndpointAuth takes them (--token, FATHOM_RACK_TOKEN or
+    # user:password@, never two); whatever the server answers is shown
+    # with them taken out (Redact).
     module Dump
       DEFAULT_OUT = "fathom-dump.json.gz"
       TIMEOUT_RANGE = (1..86_400).freeze
@@ -58,43 +56,13 @@ module Fathom
         uri, basic = dump_uri(argv.first, opts[:large])
         timeout = validate { Options.parse_integer("--timeout", opts.fetch(:timeout, "600"), TIMEOUT_RANGE) }
         out = dump_out(opts.fetch(:out, DEFAULT_OUT), opts[:force])
-        token = opts.fetch(:token) { ENV["FATHOM_RACK_TOKEN"] }
-        token = nil if token&.empty?
-        if token && basic
-          from = opts.key?(:token) ? "--token" : "FATHOM_RACK_TOKEN (--token '' leaves it out)"
-          raise UsageError, "give a token (#{from}) or user:password@ in URL, not both: a request has one Authorization header"
-        end
-        auth = token ? ["Bearer #{token}", [token]] : basic && basic_auth(*basic)
-        fetch_dump(uri, out, auth, timeout, opts[:force] == true)
+        fetch_dump(uri, out, endpoint_auth(opts, basic), timeout, opts[:force] == true)
       end
 
-      # URL -> [the /dump endpoint's URI (http or https) without its
-      # userinfo, with ?force=1 for --large; [user, password] from the
-      # userinfo, percent-decoded, or nil]. Messages show the URL with its
-      # userinfo replaced (Redact.url), even when it does not parse.
+      # URL -> [the /dump endpoint's URI without its userinfo, with
+      # ?force=1 for --large; [user, password] or nil] (EndpointAuth).
       def dump_uri(url, large)
-        shown = Options.clean(Redact.url(url), 200)
-        uri = URI.parse(url)
-        raise UsageError, "URL must be http:// or https://, got #{shown}" unless %w[http https].include?(uri.scheme) && uri.host
-
-        basic = uri.userinfo && uri.userinfo.split(":", 2).map { |part| percent_decoded(part) }
-        path = uri.path.end_with?("/dump") ? uri.path : "#{uri.path.chomp("/")}/dump"
-        # Built anew: URI#userinfo = nil leaves the userinfo in place.
-        [uri.class.build(host: uri.host, port: uri.port, path: path, query: large ? "force=1" : nil), basic]
-      rescue URI::InvalidURIError
-        hint = url.include?("@") ? " (percent-encode / ? # @ in a password: %2F %3F %23 %40)" : ""
-        raise UsageError, "not a URL: #{shown}#{hint}"
-      end
-
-      def percent_decoded(text)
-        text.b.gsub(/%\h\h/) { |h| h[1, 2].hex.chr }.force_encoding(Encoding::UTF_8)
-      end
-
-      # [the Authorization header, the secrets in it], for user:password@.
-      def basic_auth(user, password)
-        pair = "#{user}:#{password}"
-        encoded = [pair].pack("m0")
-        ["Basic #{encoded}", [password, encoded, pair].compact.reject(&:empty?)]
+        endpoint_uri(url, query: large ? "force=1" : nil) { |path| path.end_with?("/dump") ? path : "#{path.chomp("/")}/dump" }
       end
 
       def dump_out(out, force)

@@ -3,6 +3,7 @@
 require "uri"
 require_relative "../leaks/rules"
 require_relative "../redact"
+require_relative "endpoint_auth"
 
 module Fathom
   class CLI
@@ -130,12 +131,7 @@ module Fathom
         base, basic = leaks_base(url)
         every = validate { Options.duration_ns("--every", opts.fetch(:every, DEFAULT_EVERY), min_ns: 10_000_000) } / 1e9
         span = validate { Options.duration_ns("--for", opts.fetch(:for, DEFAULT_FOR), min_ns: 1_000_000) } / 1e9
-        token = opts.fetch(:token) { ENV["FATHOM_RACK_TOKEN"] }
-        token = nil if token&.empty?
-        if token && basic
-          raise UsageError, "give a token (--token or FATHOM_RACK_TOKEN) or user:password@ in URL, not both: a request has one Authorization header"
-        end
-        auth = token ? ["Bearer #{token}", [token]] : basic && basic_auth(*basic)
+        auth = endpoint_auth(opts, basic)
         history = Leaks::History.new(max_sites: sites, max_windows: windows)
         started = monotonic
         count = (span / every).floor + 1
@@ -188,19 +184,10 @@ module Fathom
       end
 
       # URL -> [the endpoints' base URL without userinfo (…/debug/fathom),
-      # [user, password] from the userinfo or nil].
+      # [user, password] or nil] (EndpointAuth).
       def leaks_base(url)
-        shown = Options.clean(Redact.url(url), 200)
-        uri = URI.parse(url)
-        raise UsageError, "URL must be http:// or https://, got #{shown}" unless %w[http https].include?(uri.scheme) && uri.host
-
-        basic = uri.userinfo && uri.userinfo.split(":", 2).map { |part| percent_decoded(part) }
-        path = uri.path.chomp("/").sub(%r{/(heap|leaks)\z}, "")
-        # Built anew: URI#userinfo = nil leaves the userinfo in place.
-        [uri.class.build(host: uri.host, port: uri.port, path: path).to_s, basic]
-      rescue URI::InvalidURIError
-        hint = url.include?("@") ? " (percent-encode / ? # @ in a password: %2F %3F %23 %40)" : ""
-        raise UsageError, "not a URL: #{shown}#{hint}"
+        uri, basic = endpoint_uri(url) { |path| path.chomp("/").sub(%r{/(heap|leaks)\z}, "") }
+        [uri.to_s, basic]
       end
 
       # The body of GET base/path, at most `limit` bytes; FetchError with
