@@ -81,6 +81,13 @@ end
 $srcs = dirs.flat_map { |d| Dir[File.join(src, d, "*.{cc,cpp}")].reject { |f| f.end_with?("_test.cc") }.map { |f| File.basename(f) } }
 dupes = $srcs.group_by(&:itself).select { |_, v| v.size > 1 }.keys
 abort "source file names must be unique across core/ and ruby/: #{dupes.join(', ')}" unless dupes.empty?
+# One unit per folder (unity_sources.rb says why): a source gem installs in
+# about half the CPU time. FATHOM_UNITY=0 compiles every file alone.
+unity_members = {}
+if ENV["FATHOM_UNITY"] != "0"
+  require_relative "unity_sources"
+  $srcs, unity_members = Fathom::UnitySources.new(src: src, dirs: dirs).write
+end
 ruby_include_dirs = [RbConfig::CONFIG["rubyhdrdir"], RbConfig::CONFIG["rubyarchhdrdir"]].compact
 shadowed = Dir[File.join(src, "ruby", "**", "*.h")].map { |f| f.delete_prefix("#{src}/") }
                                                    .select { |rel| ruby_include_dirs.any? { |d| File.exist?(File.join(d, rel)) } }
@@ -138,4 +145,4 @@ require_relative "makefile_wrapper"
 # simdjson.o first: the longest object (about 12 s of CPU); make starts
 # objects in $(OBJS)'s order, by name, and last it would run alone at the end.
 Fathom::MakefileWrapper.new(src: src, headers: dirs.flat_map { |d| Dir[File.join(src, d, "*.h")] }.sort,
-                            first: with_dump_reader ? ["simdjson.o"] : []).write
+                            first: with_dump_reader ? ["simdjson.o"] : [], members: unity_members).write

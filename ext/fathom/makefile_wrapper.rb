@@ -22,7 +22,8 @@ module Fathom
   #   (Ruby 3.1's) leaves in ext/.
   # - Every object depends on every header: mkmf tracks no header
   #   dependencies, and a changed header would otherwise leave stale objects
-  #   with another class layout linked together.
+  #   with another class layout linked together. A unity object
+  #   (unity_sources.rb) also depends on the files it includes.
   # - The vendored simdjson compiles without warnings: it is not our code to
   #   fix, and the build log of our own code stays free of them.
   class MakefileWrapper
@@ -30,10 +31,13 @@ module Fathom
 
     # first: objects to start before the others (mkmf sorts $(OBJS) by
     # name, and the longest object started last runs alone at the end).
-    def initialize(src:, headers:, first: [], jobs: Etc.nprocessors)
+    # members: {unity object => the source files it includes}
+    # (unity_sources.rb): mkmf only knows the unit's own .cc.
+    def initialize(src:, headers:, first: [], members: {}, jobs: Etc.nprocessors)
       @src = src
       @headers = headers
       @first = first
+      @members = members
       @jobs = jobs
     end
 
@@ -42,6 +46,7 @@ module Fathom
         mk.puts
         mk.puts "FATHOM_HEADERS = #{@headers.join(' ')}"
         mk.puts "$(OBJS): $(FATHOM_HEADERS) Makefile #{INNER}"
+        @members.each { |object, files| mk.puts "#{object}: #{files.join(' ')}" }
         mk.puts "simdjson.o: CXXFLAGS += -w"
       end
       File.rename("Makefile", INNER)

@@ -96,4 +96,15 @@ bool operator!=(const MappedAllocator<T>&, const MappedAllocator<U>&) noexcept {
 template <typename T>
 using MappedVector = std::vector<T, MappedAllocator<T>>;
 
+// The bytes a vector holds (what the retention analysis reports as its
+// memory), and a vector's storage given back now (clear() keeps it).
+template <typename T>
+size_t CapacityBytes(const MappedVector<T>& v) {
+  return v.capacity() * sizeof(T);
+}
+template <typename T>
+void ReleaseStorage(MappedVector<T>& v) {
+  MappedVector<T>().swap(v);
+}
+
 }  // namespace fathom

@@ -7,7 +7,7 @@
 namespace fathom {
 namespace {
 
-constexpr uint32_t kNone = UINT32_MAX;
+constexpr uint32_t kNoVertex = UINT32_MAX;
 
 // Tarjan's eval with path compression, over preorder numbers. Nodes numbered
 // >= last are "linked" (already swept); for them anc[] is an ancestor in the
@@ -21,8 +21,8 @@ constexpr uint32_t kNone = UINT32_MAX;
 // down restores them as compressed links: no memory beyond the arrays.
 inline uint32_t Eval(uint32_t v, uint32_t last, uint32_t* anc, uint32_t* label, const uint32_t* semi) {
   if (anc[v] < last) return label[v];
-  uint32_t below = kNone, x = v;
-  while (anc[x] >= last) {  // kNone never appears here: only reversed links hold it
+  uint32_t below = kNoVertex, x = v;
+  while (anc[x] >= last) {  // kNoVertex never appears here: only reversed links hold it
     uint32_t up = anc[x];
     anc[x] = below;
     below = x;
@@ -31,7 +31,7 @@ inline uint32_t Eval(uint32_t v, uint32_t last, uint32_t* anc, uint32_t* label, 
   // x is the topmost linked node of the path; anc[x] the forest root above it.
   uint32_t top = anc[x];
   uint32_t p = x, y = below;
-  while (y != kNone) {
+  while (y != kNoVertex) {
     uint32_t next = anc[y];
     anc[y] = top;
     if (semi[label[p]] < semi[label[y]]) label[y] = label[p];
@@ -39,11 +39,6 @@ inline uint32_t Eval(uint32_t v, uint32_t last, uint32_t* anc, uint32_t* label, 
     y = next;
   }
   return label[v];
-}
-
-template <typename T>
-void Free(MappedVector<T>& v) {
-  MappedVector<T>().swap(v);
 }
 
 }  // namespace
@@ -60,7 +55,7 @@ MappedVector<uint32_t> ComputeDominators(const CsrGraphView& g, uint32_t root, D
   // vertex[number] -> node, parent[number] -> DFS parent's number, and
   // cursor[number] -> next edge to look at. The DFS stack is implicit: the
   // current node's parent chain.
-  MappedVector<uint32_t> result(n, kNone);
+  MappedVector<uint32_t> result(n, kNoVertex);
   uint32_t* pre = result.data();
   MappedVector<uint32_t> vertex(n), parent(n), semi(n);
   uint32_t* cursor = semi.data();  // becomes semi after the DFS
@@ -74,7 +69,7 @@ MappedVector<uint32_t> ComputeDominators(const CsrGraphView& g, uint32_t root, D
     if (cursor[cur] < eb[u + 1]) {
       uint32_t t = et[cursor[cur]++] & mask;
       if (t >= n) throw std::invalid_argument("ComputeDominators: edge target " + std::to_string(t) + " out of range");
-      if (pre[t] == kNone) {
+      if (pre[t] == kNoVertex) {
         pre[t] = count;
         vertex[count] = t;
         parent[count] = cur;
@@ -147,8 +142,8 @@ MappedVector<uint32_t> ComputeDominators(const CsrGraphView& g, uint32_t root, D
     semi[w] = s;
     pred_begin[w + 1] = anc[w];
   }
-  Free(preds);
-  Free(parent);
+  ReleaseStorage(preds);
+  ReleaseStorage(parent);
 
   // --- 4. idom(w) = nearest common ancestor of the DFS parent and semi(w)
   // in the dominator tree built so far: climb from the parent while the
@@ -160,7 +155,7 @@ MappedVector<uint32_t> ComputeDominators(const CsrGraphView& g, uint32_t root, D
     while (d > semi[w]) d = idom[d];
     idom[w] = d;
   }
-  Free(semi);
+  ReleaseStorage(semi);
 
   // --- 5. Back to node indices.
   std::fill(result.begin(), result.end(), kUnreachable);

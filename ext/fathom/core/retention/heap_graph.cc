@@ -10,11 +10,6 @@
 namespace fathom {
 namespace {
 
-template <typename T>
-size_t CapacityBytes(const MappedVector<T>& v) {
-  return v.capacity() * sizeof(T);
-}
-
 // Grows by 1.5x rather than std::vector's 2x: these arrays are tens of MB,
 // and a walk that outgrows its Reserve estimate by a little should not
 // double the largest of them.

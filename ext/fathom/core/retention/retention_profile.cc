@@ -160,16 +160,6 @@ std::string ElidedFrameName(uint32_t bucket) {
   return "(" + std::string(kEllipsis) + " " + std::to_string(bucket) + (bucket >= 16 ? "+" : "") + " more)";
 }
 
-template <typename T>
-size_t CapacityBytes(const MappedVector<T>& v) {
-  return v.capacity() * sizeof(T);
-}
-
-template <typename T>
-void Free(MappedVector<T>& v) {
-  MappedVector<T>().swap(v);
-}
-
 // Walks the dominator tree depth first, keeping how many objects of each
 // frame (location id) are open on the current path, and calls
 // charge(v, retained[v]) for every object no dominator of which has v's
@@ -419,14 +409,14 @@ std::string EncodeRetentionProfile(const HeapGraph& g, const MappedVector<uint32
                 CapacityBytes(frame_location) + values.MemoryBytes();
   paths.Clear();
   frames.Clear();
-  Free(frame_location);
+  ReleaseStorage(frame_location);
   // retained_space: each object's retained size unless a dominator of it
   // has the same frame (see the header).
   peak = std::max(peak, CapacityBytes(node) + stacks.MemoryBytes() + values.MemoryBytes() +
                             ChargeOutermostRetained(idom, retained, b.location_count(), g,
                                                     [&](uint32_t v) { return node[v].location; },
                                                     [&](uint32_t v, uint64_t r) { values[node[v].stack].retained += r; }));
-  Free(node);
+  ReleaseStorage(node);
 
   // Everything but the samples comes from PprofBuilder. The samples are
   // appended to its output as further Profile.sample fields: a protobuf

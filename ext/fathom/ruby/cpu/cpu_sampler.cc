@@ -55,7 +55,7 @@ bool IsInternalThread(pid_t tid) {
 std::atomic<bool> g_enabled{false};
 SampleRing* g_ring = nullptr;  // set before g_enabled, cleared after every slot is quiet
 CpuSampler::Config g_config;
-const PostponedJob* g_drain_job = nullptr;
+const PostponedJob* g_sampler_drain_job = nullptr;
 CpuSampler::ThreadEndCallback g_on_end = nullptr;
 bool g_running = false;  // GVL only
 bool g_watching = false;
@@ -413,7 +413,7 @@ bool CpuSampler::Start(SampleRing* ring, const Config& config, const PostponedJo
   std::vector<pid_t> tids = RubyThreadIds(/*alive_only=*/true);
   g_ring = ring;
   g_config = config;
-  g_drain_job = drain_job;
+  g_sampler_drain_job = drain_job;
   g_on_end = on_end;
   g_drain_threshold = ring->capacity() / 8 > 0 ? ring->capacity() / 8 : 1;
   g_enabled.store(true);
@@ -556,11 +556,11 @@ void CpuSampler::OnSignal(int index, const void* ucontext) {
   // Ask for a drain once the ring fills up. On 3.3+ any thread may trigger
   // the job; before, only a thread that will run Ruby soon (not inside a
   // blocking region) should register it, or it waits for that thread to wake.
-  if (g_drain_job != nullptr && ring->pending() >= g_drain_threshold) {
+  if (g_sampler_drain_job != nullptr && ring->pending() >= g_drain_threshold) {
 #ifdef HAVE_RUBY_THREAD_HAS_GVL_P
-    if (g_drain_job->TriggersFromAnyThread() || ruby_thread_has_gvl_p()) g_drain_job->Trigger();
+    if (g_sampler_drain_job->TriggersFromAnyThread() || ruby_thread_has_gvl_p()) g_sampler_drain_job->Trigger();
 #else
-    if (g_drain_job->TriggersFromAnyThread()) g_drain_job->Trigger();
+    if (g_sampler_drain_job->TriggersFromAnyThread()) g_sampler_drain_job->Trigger();
 #endif
   }
   s->busy.store(false);

@@ -25,7 +25,7 @@ constexpr int64_t kProgressAfterNs = 1000000000;  // show progress for snapshots
 ID id_write;
 VALUE cWeakMap = Qnil;  // ObjectSpace::WeakMap (and 3.3's WeakKeyMap): weak edges only
 VALUE cWeakKeyMap = Qnil;
-VALUE cFiber = Qnil;
+VALUE g_fiber_class = Qnil;
 VALUE cRactor = Qnil;  // holds the list of its live threads
 
 // The order in which deferred holders join the walk (HeapGraphBuilder's
@@ -60,7 +60,7 @@ bool HoldsOnlyWeakReferences(VALUE obj, int type) {
 // are deferred: they name only what no static holder reaches.
 bool HoldsStacks(VALUE obj, int type) {
   if (type != RUBY_T_DATA || RBASIC_CLASS(obj) == 0) return false;
-  return RTEST(rb_obj_is_kind_of(obj, rb_cThread)) || (!NIL_P(cFiber) && RTEST(rb_obj_is_kind_of(obj, cFiber)));
+  return RTEST(rb_obj_is_kind_of(obj, rb_cThread)) || (!NIL_P(g_fiber_class) && RTEST(rb_obj_is_kind_of(obj, g_fiber_class)));
 }
 
 // A Ractor's references include its live threads: the edge that should
@@ -512,8 +512,8 @@ void InitRetentionWalk() {
   if (rb_const_defined_at(object_space, rb_intern("WeakKeyMap")))  // 3.3+
     cWeakKeyMap = rb_const_get(object_space, rb_intern("WeakKeyMap"));
   rb_gc_register_address(&cWeakKeyMap);
-  cFiber = rb_const_get(rb_cObject, rb_intern("Fiber"));
-  rb_gc_register_address(&cFiber);
+  g_fiber_class = rb_const_get(rb_cObject, rb_intern("Fiber"));
+  rb_gc_register_address(&g_fiber_class);
   if (rb_const_defined_at(rb_cObject, rb_intern("Ractor"))) cRactor = rb_const_get(rb_cObject, rb_intern("Ractor"));
   rb_gc_register_address(&cRactor);
   // At load, so that the probe's few objects are long gone (not left in a
