@@ -430,13 +430,11 @@ module Fathom
     # usable profile) is reported with the path and gives nil (exit 1);
     # ArgumentError/TypeError (an option does not fit the profile, like an
     # unknown --sample-index) become usage errors (exit 2).
-    def with_data(command, path)
-      yield
+    def with_data(command, path, &block)
+      validate(&block)
     rescue Fathom::Error => e
       data_error(command, path, e.message)
       nil
-    rescue ArgumentError, TypeError => e
-      raise UsageError, e.message.delete_prefix("fathom: ")
     end
 
     # ---- fathom diff ---------------------------------------------------

@@ -9,6 +9,7 @@ require_relative "options"
 require_relative "files/output_paths"
 require_relative "process/own_threads"
 require_relative "process/process_token"
+require_relative "monotonic"
 
 module Fathom
   # Flushes a profiler every `interval` seconds from a background Ruby thread
@@ -208,7 +209,7 @@ module Fathom
 
     private def flush_profile(gc:)
       @flush_lock.synchronize do
-        started = now_ns
+        started = Monotonic.now_ns
         profile = @profiler.flush(gc: gc)
         from_ns = @from_ns
         @from_ns = until_ns = realtime_ns
@@ -227,7 +228,7 @@ module Fathom
       @lock.synchronize do
         @files_written += 1
         @last_path = path
-        @schedule&.record_flush_ns(now_ns - started)
+        @schedule&.record_flush_ns(Monotonic.now_ns - started)
       end
       [path, profile]
     end
@@ -299,10 +300,6 @@ module Fathom
       @announced_lateness = false
     end
 
-    def now_ns
-      Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
-    end
-
     # Where the profiles go, for messages.
     def where
       @dir || "its sinks"
@@ -360,7 +357,7 @@ module Fathom
     end
 
     def spawn_thread
-      @schedule = FlushSchedule.new(@interval_ns, now_ns)
+      @schedule = FlushSchedule.new(@interval_ns, Monotonic.now_ns)
       thread = Thread.new { run }
       thread.name = "fathom-flusher" # here, not in the thread: named from the start
       OwnThreads.add(thread)
@@ -396,7 +393,7 @@ module Fathom
     def wait_for_tick
       @lock.synchronize do
         until @stopping
-          remaining = @schedule.remaining_ns(now_ns)
+          remaining = @schedule.remaining_ns(Monotonic.now_ns)
           return true if remaining <= 0
 
           @wakeup.wait(@lock, remaining / 1e9)
@@ -410,7 +407,7 @@ module Fathom
         # A window is open (#window): its closing flush takes this tick's data.
         return if @held.positive?
 
-        @schedule.begin_flush(now_ns)
+        @schedule.begin_flush(Monotonic.now_ns)
       end
       announce_lateness(late)
       flush_now

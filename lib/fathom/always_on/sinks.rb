@@ -3,6 +3,7 @@
 require_relative "../notice"
 require_relative "../options"
 require_relative "../process/fork_hooks"
+require_relative "../monotonic"
 
 module Fathom
   class AlwaysOn
@@ -76,13 +77,13 @@ module Fathom
       # the process exits), so shutdown never waits longer than that.
       def stop(timeout: STOP_TIMEOUT)
         ForkHooks.unregister(self)
-        deadline = now + timeout
+        deadline = Monotonic.now + timeout
         @list.each { |sink| bounded(sink, :stop, deadline) }
       end
 
       # Before exec (AlwaysOn#before_exec), for the sinks that can drain.
       def before_exec(timeout: STOP_TIMEOUT)
-        deadline = now + timeout
+        deadline = Monotonic.now + timeout
         @list.each { |sink| bounded(sink, :before_exec, deadline) if sink.respond_to?(:before_exec) }
       end
 
@@ -103,7 +104,7 @@ module Fathom
       # until the deadline, no longer: a sink that ignores its timeout (a
       # hung connect) must not hang the process's exit.
       def bounded(sink, verb, deadline)
-        left = [deadline - now, 0.0].max
+        left = [deadline - Monotonic.now, 0.0].max
         thread = Thread.new do
           Thread.current.report_on_exception = false
           sink.public_send(verb, timeout: left)
@@ -131,10 +132,6 @@ module Fathom
       # A sink's class: its #inspect may be long or hold a token.
       def label(sink)
         Kernel.instance_method(:class).bind_call(sink).to_s
-      end
-
-      def now
-        Process.clock_gettime(Process::CLOCK_MONOTONIC)
       end
     end
   end

@@ -4,6 +4,7 @@ require "uri"
 require_relative "../leaks/rules"
 require_relative "../redact"
 require_relative "endpoint_auth"
+require_relative "../monotonic"
 
 module Fathom
   class CLI
@@ -133,10 +134,10 @@ module Fathom
         span = validate { Options.duration_ns("--for", opts.fetch(:for, DEFAULT_FOR), min_ns: 1_000_000) } / 1e9
         auth = endpoint_auth(opts, basic)
         history = Leaks::History.new(max_sites: sites, max_windows: windows)
-        started = monotonic
+        started = Monotonic.now
         count = (span / every).floor + 1
         count.times do |i|
-          wait = started + i * every - monotonic
+          wait = started + i * every - Monotonic.now
           sleep(wait) if wait.positive?
           bytes = leaks_get(base, "heap", auth, HEAP_LIMIT)
           window = with_data("leaks", base) { Leaks::Window.from_profile(Report.decode(bytes), source: base) } or return nil
@@ -215,10 +216,6 @@ module Fathom
             return body
           end
         end
-      end
-
-      def monotonic
-        Process.clock_gettime(Process::CLOCK_MONOTONIC)
       end
     end
     include LeaksCommand

@@ -4,6 +4,7 @@ require_relative "atomic_file"
 require_relative "stdlib"
 require_relative "../notice"
 require_relative "../process/held_locks"
+require_relative "../monotonic"
 
 module Fathom
   module Files
@@ -202,14 +203,14 @@ module Fathom
       # flock(LOCK_EX) polled with LOCK_NB until lock_timeout (no wait at all
       # while the last write did not get it either). true when held.
       def take_lock(lock)
-        deadline = monotonic + (@contended ? 0 : @lock_timeout)
+        deadline = Monotonic.now + (@contended ? 0 : @lock_timeout)
         pause = 0.001
         loop do
           if lock.flock(File::LOCK_EX | File::LOCK_NB)
             @contended = false
             return true
           end
-          left = deadline - monotonic
+          left = deadline - Monotonic.now
           break if left <= 0
 
           sleep([pause, left].min)
@@ -230,10 +231,6 @@ module Fathom
             "profiles are written without the directory's byte bound (keep_bytes, FATHOM_KEEP_MB) until it is " \
             "free; each process's own count (FATHOM_KEEP) still holds (said once)"
         end
-      end
-
-      def monotonic
-        Process.clock_gettime(Process::CLOCK_MONOTONIC)
       end
 
       # true when removed (by us): false when another process removed it first.

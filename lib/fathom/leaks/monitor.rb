@@ -12,6 +12,7 @@ require_relative "analysis"
 require_relative "holders"
 require_relative "text"
 require_relative "json"
+require_relative "../monotonic"
 
 module Fathom
   module Leaks
@@ -150,10 +151,10 @@ module Fathom
       # its snapshot taken), at most `timeout` seconds; true if it is.
       # For tests and benchmarks that flush windows themselves.
       def settle(timeout: 30)
-        deadline = now + timeout
+        deadline = Monotonic.now + timeout
         @lock.synchronize do
           until @queue.empty? && !@busy
-            left = deadline - now
+            left = deadline - Monotonic.now
             return false unless left.positive?
 
             @idle.wait(@lock, left)
@@ -188,7 +189,7 @@ module Fathom
         records = @explain_lock.synchronize { Holders.explain(profiler, sites) }
         @lock.synchronize do
           @snapshots += 1
-          @last_snapshot = now
+          @last_snapshot = Monotonic.now
           records.each do |r|
             @records[r["site"]] = r
             @history.holders[r["site"]] = r
@@ -292,7 +293,7 @@ module Fathom
       def snapshot_due?
         return false unless @heap_profiler && @snapshot_every.positive?
 
-        @last_snapshot.nil? || now - @last_snapshot >= @snapshot_every
+        @last_snapshot.nil? || Monotonic.now - @last_snapshot >= @snapshot_every
       end
 
       def note_error(error)
@@ -303,8 +304,6 @@ module Fathom
         end
         Fathom.notice { "fathom: FATHOM_LEAKS: #{error.class}: #{error.message} (said once)" } if first
       end
-
-      def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
     end
   end
 end

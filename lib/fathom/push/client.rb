@@ -10,6 +10,7 @@ require_relative "endpoint"
 require_relative "series_labels"
 require_relative "request_body"
 require_relative "transport"
+require_relative "../monotonic"
 
 module Fathom
   module Push
@@ -122,7 +123,7 @@ module Fathom
         limit = (Integer === timeout || Float === timeout) && timeout.zero? ? 0.0 : Options.duration("timeout", timeout, min_ns: 1, max_ns: TIMEOUT_NS.end)
         thread = @lock.synchronize do
           @stopping = true
-          @deadline = now + limit
+          @deadline = Monotonic.now + limit
           @wake.broadcast
           @thread
         end
@@ -157,8 +158,8 @@ module Fathom
       # the sender up to `timeout` seconds to send them (exec runs no
       # at_exit). The client keeps running: if exec fails, it goes on.
       def before_exec(timeout: 2)
-        deadline = now + Options.duration("timeout", timeout, min_ns: 1, max_ns: TIMEOUT_NS.end)
-        sleep 0.01 while now < deadline && @lock.synchronize { !@queue.empty? || @inflight } && @thread&.alive?
+        deadline = Monotonic.now + Options.duration("timeout", timeout, min_ns: 1, max_ns: TIMEOUT_NS.end)
+        sleep 0.01 while Monotonic.now < deadline && @lock.synchronize { !@queue.empty? || @inflight } && @thread&.alive?
         nil
       end
 
@@ -289,7 +290,7 @@ module Fathom
         @lock.synchronize do
           return @timeout unless @deadline
 
-          left = @deadline - now
+          left = @deadline - Monotonic.now
           left > 0.001 ? [@timeout, left].min : nil
         end
       end
@@ -301,8 +302,8 @@ module Fathom
       def wait_backoff(attempt)
         delay = [@backoff * (2**(attempt - 1)), @max_backoff].min * (0.5 + (rand / 2))
         @lock.synchronize do
-          until_time = now + delay
-          while (left = until_time - now) > 0
+          until_time = Monotonic.now + delay
+          while (left = until_time - Monotonic.now) > 0
             return false if @deadline && @deadline < until_time
 
             @wake.wait(@lock, left)
@@ -342,11 +343,7 @@ module Fathom
       end
 
       def past_deadline?
-        @deadline && now >= @deadline
-      end
-
-      def now
-        Process.clock_gettime(Process::CLOCK_MONOTONIC)
+        @deadline && Monotonic.now >= @deadline
       end
     end
   end

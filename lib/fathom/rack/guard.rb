@@ -6,6 +6,7 @@ require "socket"
 require_relative "response"
 require_relative "request_version"
 require_relative "../process/fork_hooks"
+require_relative "../monotonic"
 
 module Fathom
   module Rack
@@ -77,7 +78,7 @@ module Fathom
         def busy_until(kind) = @busy_until[kind]
 
         def busy!(kind, seconds_from_now)
-          @busy_until[kind] = Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds_from_now
+          @busy_until[kind] = Monotonic.now + seconds_from_now
         end
 
         # In a forked child no profiling request runs: the threads that
@@ -159,7 +160,7 @@ module Fathom
         ForkHooks.register(self.class)
         lock = self.class.lock(kind)
         unless lock.try_lock
-          wait = [(self.class.busy_until(kind) - now).ceil, 1].max
+          wait = [(self.class.busy_until(kind) - Monotonic.now).ceil, 1].max
           raise Refusal.new(429, "another #{kind} profiling request is running; retry in #{wait}s", "retry-after" => wait.to_s)
         end
         begin
@@ -240,10 +241,6 @@ module Fathom
       # but a length check is what Rack::Utils.secure_compare does as well.
       def same?(given, token)
         given.bytesize == token.bytesize && OpenSSL.fixed_length_secure_compare(given, token)
-      end
-
-      def now
-        Process.clock_gettime(Process::CLOCK_MONOTONIC)
       end
     end
   end
