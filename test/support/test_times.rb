@@ -8,9 +8,54 @@ require "minitest"
 # 30 minutes; CI's hard limit is 90 for everything). FATHOM_TEST_TIMES=N
 # changes how many lines (0 turns it off).
 module Minitest
-  def self.plugin_fathom_times_init(_options)
+  def self.plugin_fathom_times_init(options)
     count = Integer(ENV.fetch("FATHOM_TEST_TIMES", "15"), exception: false) || 15
     reporter << FathomTimesReporter.new(count) if count.positive?
+    reporter << FathomFailuresReporter.new(options[:seed], ENV["FATHOM_TEST_CURRENT"])
+  end
+
+  # CI shows only the tail of a run's output, where minitest's own failure
+  # report (printed as each test ends, thousands of lines up) never is. This
+  # one repeats every failure, briefly, with the seed that replays the run,
+  # in a section script/test prints again at the very end. And if the process
+  # dies in a test (a crash in the extension), the file named by
+  # FATHOM_TEST_CURRENT still names the test that was running.
+  class FathomFailuresReporter < AbstractReporter
+    MESSAGE_LINES = 8
+
+    def initialize(seed, current_path)
+      super()
+      @seed = seed
+      @current_path = current_path
+      @failures = []
+    end
+
+    def prerecord(klass, name)
+      File.write(@current_path, "#{klass}##{name}\n") if @current_path
+    rescue SystemCallError
+      nil # a note for crash reports, never a reason for a test to fail
+    end
+
+    def record(result)
+      @failures << result unless result.passed? || result.skipped?
+    end
+
+    def report
+      File.write(@current_path, "") if @current_path
+      return if @failures.empty?
+
+      puts
+      puts "Failed on Ruby #{RUBY_VERSION} (#{@failures.size}), replay with SEED=#{@seed}:"
+      @failures.each do |result|
+        puts "  #{result.klass}##{result.name} [#{result.failure.location.delete_prefix("#{Dir.pwd}/")}]"
+        message = result.failure.message.lines.map(&:rstrip).reject(&:empty?)
+        message.first(MESSAGE_LINES).each { |line| puts "      #{line[0, 200]}" }
+        puts "      ... (#{message.size - MESSAGE_LINES} more lines)" if message.size > MESSAGE_LINES
+      end
+      puts "End of failures."
+    rescue SystemCallError
+      nil
+    end
   end
 
   # Minitest's reporters receive each result (its time, class and name).
