@@ -118,9 +118,11 @@ module Fathom
 
     # [[site, object], ...] for up to `limit` live sampled objects, site
     # naming where each was allocated ("String#* ← Foo#bar foo.rb:12").
-    # Exact mode reports objects not yet seen freed: run GC.start first so
-    # they are really reachable. The objects are kept alive while the caller
-    # holds the array. Used to explain the top sites with a retention snapshot.
+    # Exact mode reports the objects not yet freed, Ruby's internal ones left
+    # out, with the GC held off while the array is built (so none is freed
+    # under it): run GC.start first, or garbage not yet collected is among
+    # them. The objects are kept alive while the caller holds the array.
+    # Used to explain the top sites with a retention snapshot.
     def live_objects(limit: 100_000)
       limit = Options.integer("limit", limit, LIVE_OBJECTS_LIMIT)
       @lock.synchronize { @collector.live_objects(limit) }

@@ -14,6 +14,8 @@
 #include "heap/live_sites.h"
 #include "ruby/heap/heap_collector.h"
 #include "ruby/runtime/boundary.h"
+#include "ruby/runtime/gc_pause.h"
+#include "ruby/runtime/ruby_private_api.h"
 #include "ruby/runtime/symbols.h"
 
 namespace fathom {
@@ -44,22 +46,51 @@ std::string SiteOf(HeapCollector* c, uint32_t stack_id) {
   return site;
 }
 
+// Whether Ruby code may hold `obj`. The exact profiler records every
+// allocation, Ruby's own internal objects among them: a method cache (an
+// imemo whose class slot says String), an iclass, a hidden buffer (no
+// class). Handed to Ruby, `String === cache` was true and `cache.bytesize`
+// crashed; so was marking an array that held one after Ruby freed it.
+bool VisibleToRuby(VALUE obj) {
+  switch (RB_BUILTIN_TYPE(obj)) {
+    case RUBY_T_NONE:
+    case RUBY_T_NODE:  // rb_objspace_internal_object_p calls rb_bug on one (3.1)
+    case RUBY_T_IMEMO:
+    case RUBY_T_ICLASS:
+    case RUBY_T_ZOMBIE:
+    case RUBY_T_MOVED:
+      return false;
+    default:
+      break;
+  }
+  if (RBASIC_CLASS(obj) == 0) return false;
+#ifdef FATHOM_HAVE_SLOT_WALK
+  return !rb_objspace_internal_object_p(obj);  // also internal singleton classes
+#else
+  return true;
+#endif
+}
+
 // live_objects(limit) -> [[site, object], ...]: up to `limit` objects of
 // live records, each with its allocation site. For the heap+retention
 // combination: the retention snapshot explains why these are alive. Exact
-// mode: records FREEOBJ has not retired (run a GC first so that they are
-// really reachable); sampled mode: object_ids that still resolve. Holding
-// the returned objects keeps them alive.
+// mode: records FREEOBJ has not retired, with the GC held off from before
+// they are read until they are in the array (ruby/runtime/gc_pause.h); run
+// a GC first so that garbage not yet collected is not among them. Sampled
+// mode: tokens that still resolve. Holding the returned objects keeps them
+// alive.
 VALUE CollectorLiveObjects(VALUE self, VALUE limit_value) {
   HeapCollector* c = UnwrapHeapCollector(self);
   long limit = NUM2LONG(limit_value);
   return RubyMethod([&] {
     VALUE out = rb_ary_new();
     if (c->liveness_lost || c->flushing) return out;
+    GcPause pause(c->exact);
     std::vector<std::pair<uint32_t, uint64_t>> picked;  // (stack, object or liveness token)
     for (uint32_t i = 0; i < c->store.capacity() && static_cast<long>(picked.size()) < limit; i++) {
       if (!c->store.is_live(i) || (c->exact && !c->store.object_known(i))) continue;
       const SampleRecord& r = c->store.at(i);
+      if (c->exact && !VisibleToRuby(static_cast<VALUE>(r.object))) continue;
       picked.emplace_back(r.stack_id, c->exact ? r.object : r.liveness_token);
     }
     // Ruby calls from here on (symbolizing, token lookups): nothing above is used by reference.
@@ -67,7 +98,7 @@ VALUE CollectorLiveObjects(VALUE self, VALUE limit_value) {
       VALUE obj = c->exact ? static_cast<VALUE>(p.second) : c->tokens.Lookup(p.second);
       if (obj == Qundef) continue;
       std::string site = SiteOf(c, p.first);
-      rb_ary_push(out, rb_assoc_new(rb_utf8_str_new(site.data(), static_cast<long>(site.size())), obj));
+      Protect([&] { rb_ary_push(out, rb_assoc_new(rb_utf8_str_new(site.data(), static_cast<long>(site.size())), obj)); });
     }
     return out;
   });
@@ -82,8 +113,8 @@ struct LiveRecord {
 };
 
 // The object behind a copied record, if it is still alive: exact mode
-// asks the store (FREEOBJ retires a freed object's record), sampled mode
-// the token.
+// asks the store (FREEOBJ retires a freed object's record; under GcPause
+// none is freed), sampled mode the token.
 VALUE LiveObject(HeapCollector* c, const LiveRecord& r) {
   if (!c->exact) return c->tokens.Lookup(r.handle);
   if (!c->store.is_live(r.index) || c->store.at(r.index).object != r.handle) return Qundef;
@@ -97,6 +128,7 @@ VALUE PickLiveSitesInto(HeapCollector* c, size_t top, size_t per_site, size_t li
   for (uint32_t i = 0; i < c->store.capacity() && records.size() < limit; i++) {
     if (!c->store.is_live(i) || (c->exact && !c->store.object_known(i))) continue;
     const SampleRecord& r = c->store.at(i);
+    if (c->exact && !VisibleToRuby(static_cast<VALUE>(r.object))) continue;
     records.push_back({i, r.stack_id, c->exact ? r.object : r.liveness_token});
   }
   // Ruby calls from here on (token lookups, symbolizing): nothing above is
@@ -120,18 +152,21 @@ VALUE PickLiveSitesInto(HeapCollector* c, size_t top, size_t per_site, size_t li
     }
     site_of.push_back(known->second);
   }
-  VALUE sites = rb_ary_new();
+  VALUE sites = Qnil;
+  Protect([&] { sites = rb_ary_new(); });
   for (const LiveSitePick& pick : PickLiveSites(site_of, names, top, per_site)) {
     long picked = 0;
     for (uint32_t position : pick.picked) {
       VALUE obj = LiveObject(c, live[position]);
-      if (obj == Qundef) continue;  // freed while sites were named
-      rb_ary_push(focus, obj);
+      if (obj == Qundef) continue;  // a sampled object freed while sites were named
+      Protect([&] { rb_ary_push(focus, obj); });
       picked++;
     }
     const std::string& name = names[pick.site];
-    rb_ary_push(sites, rb_ary_new_from_args(3, rb_utf8_str_new(name.data(), static_cast<long>(name.size())),
-                                            ULONG2NUM(pick.live), LONG2NUM(picked)));
+    Protect([&] {
+      rb_ary_push(sites, rb_ary_new_from_args(3, rb_utf8_str_new(name.data(), static_cast<long>(name.size())),
+                                              ULONG2NUM(pick.live), LONG2NUM(picked)));
+    });
   }
   return sites;
 }
@@ -141,7 +176,7 @@ VALUE PickLiveSitesInto(HeapCollector* c, size_t top, size_t per_site, size_t li
 // `limit` live records (most first, ties by site), each with its first
 // `per_site` objects pushed onto `focus` (an Array; `picked` of them, fewer
 // when one was freed meanwhile), in that order. Liveness as live_objects
-// has it: exact mode, run a GC first. No Ruby object is made per live
+// has it, the GC held off in exact mode: run a GC first. No Ruby object is made per live
 // object: the snapshot that follows finds the objects in `focus` only
 // (Retention.explain_sites runs it in Native.with_stack_scrubbed, which
 // zeroes the stack slots it passed them through).
@@ -152,6 +187,7 @@ VALUE CollectorLiveSites(VALUE self, VALUE top, VALUE per_site, VALUE limit, VAL
   return RubyMethod([&] {
     if (!RB_TYPE_P(focus, T_ARRAY)) ThrowTypeError("fathom: focus must be an Array");
     if (c->liveness_lost || c->flushing) return rb_ary_new();
+    GcPause pause(c->exact);
     return PickLiveSitesInto(c, top_n, per_site_n, limit_n, focus);
   });
 }
