@@ -41,6 +41,7 @@ require "optparse"
 require "rbconfig"
 require_relative "workloads"
 require_relative "in_process"
+require_relative "timed_run"
 
 def fib(n) = n < 2 ? n : fib(n - 1) + fib(n - 2)
 
@@ -138,24 +139,13 @@ end
 
 def child(mode, workload)
   load_fathom
-  work = WORKLOADS.fetch(workload)
-  GC.start
-  profiler = PROFILERS.fetch(mode)&.call
-  t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-  c0 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
-  profiler&.start
-  w0 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
-  work.call
-  w1 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
-  profiler&.stop
-  t1 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-  c1 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
+  run = TimedRun.measure(PROFILERS.fetch(mode), WORKLOADS.fetch(workload))
   samples = 0
-  if profiler
-    result = profiler.flush
+  if run.profiler
+    result = run.profiler.flush
     samples = result.respond_to?(:stats) ? result.stats[:samples].to_i : result[:samples].to_i
   end
-  puts format("%.6f %.6f %d %.6f", t1 - t0, c1 - c0, samples, w1 - w0)
+  puts format("%.6f %.6f %d %.6f", run.wall, run.cpu, samples, run.work_cpu)
 end
 
 # --in-process (bench/in_process.rb): every mode in one process per

@@ -50,6 +50,7 @@ require "optparse"
 require "rbconfig"
 require_relative "workloads"
 require_relative "in_process"
+require_relative "timed_run"
 
 WORKLOADS = {
   "alloc_mixed" => -> { BenchWorkloads.alloc_mixed },  # bench/workloads.rb
@@ -150,22 +151,13 @@ def child(mode, workload, lib)
   # Loaded in every mode, baseline included: what is measured is the cost of
   # profiling, not of a larger heap with the gem's code in it.
   require "fathom"
-  work = WORKLOADS.fetch(workload)
-  GC.start
-  profiler = PROFILERS.fetch(mode)&.call
-  t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-  c0 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
-  profiler&.start
-  work.call
-  profiler&.stop
-  t1 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-  c1 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
+  run = TimedRun.measure(PROFILERS.fetch(mode), WORKLOADS.fetch(workload))
   flush_s = 0.0
-  if profiler && !ENV["FATHOM_BENCH_NO_FLUSH"] # --perf: the share of the run, not of the flush after it
-    profile = profiler.flush
+  if run.profiler && !ENV["FATHOM_BENCH_NO_FLUSH"] # --perf: the share of the run, not of the flush after it
+    profile = run.profiler.flush
     flush_s = profile.stats[:flush_ns].to_i / 1e9 if profile.respond_to?(:stats)
   end
-  puts format("%.6f %.6f %.6f", t1 - t0, flush_s, c1 - c0)
+  puts format("%.6f %.6f %.6f", run.wall, flush_s, run.cpu)
 end
 
 # --in-process (bench/in_process.rb): every mode in one process per

@@ -193,6 +193,18 @@ module Fathom
     # OptionParser's own errors (unknown option, missing argument) become usage errors.
     # Parses argv with a command's parser; prints its help and returns true
     # when --help was given.
+    # A command's parser: its usage line, what it does (`about`, a heredoc,
+    # shown between blank lines), then the options the block adds.
+    def command_parser(usage, about)
+      OptionParser.new do |o|
+        o.banner = usage
+        o.separator ""
+        about.each_line { |line| o.separator(line.chomp) }
+        o.separator ""
+        yield o
+      end
+    end
+
     def parse_or_help(parser, argv, opts, order:)
       parse(parser, argv, order: order)
       @stdout.puts parser if opts[:help]
@@ -224,18 +236,16 @@ module Fathom
     # ---- fathom run ----------------------------------------------------
 
     def run_parser(opts)
-      OptionParser.new do |o|
-        o.banner = "Usage: fathom run [options] [--] COMMAND [ARGS...]"
-        o.separator ""
-        o.separator "Runs COMMAND (normally `ruby ...`) with the profiler loaded and writes a"
-        o.separator "profile when it exits. Only that process and its forked children are"
-        o.separator "profiled; a forked child writes FILE with its pid inserted (heap.<pid>.pb.gz)."
-        o.separator "The exit status is COMMAND's."
-        o.separator ""
-        o.separator "Modes combine (--mode heap,gc): each writes its own file, FILE without its"
-        o.separator "extension plus .<mode>.pb.gz (-o run -> run.heap.pb.gz, run.gc.pb.gz)."
-        o.separator "retention takes a snapshot at exit, after the program's own at_exit handlers."
-        o.separator ""
+      command_parser("Usage: fathom run [options] [--] COMMAND [ARGS...]", <<~ABOUT) do |o|
+        Runs COMMAND (normally `ruby ...`) with the profiler loaded and writes a
+        profile when it exits. Only that process and its forked children are
+        profiled; a forked child writes FILE with its pid inserted (heap.<pid>.pb.gz).
+        The exit status is COMMAND's.
+
+        Modes combine (--mode heap,gc): each writes its own file, FILE without its
+        extension plus .<mode>.pb.gz (-o run -> run.heap.pb.gz, run.gc.pb.gz).
+        retention takes a snapshot at exit, after the program's own at_exit handlers.
+      ABOUT
         o.on("--mode MODES", "what to profile, comma-separated: #{MODES.join(", ")} (default: #{Modes::DEFAULT})") { |v| opts[:mode] = v }
         o.on("--format FORMAT", "gc, cpu and wall profile format: pprof or firefox (Firefox Profiler JSON; with two or more of " \
                                "cpu/wall, gc, heap: one file for them; default: #{GC[:format]})") { |v| opts[:format] = v }
@@ -440,14 +450,12 @@ module Fathom
     # ---- fathom diff ---------------------------------------------------
 
     def diff_parser(opts)
-      OptionParser.new do |o|
-        o.banner = "Usage: fathom diff [options] BEFORE AFTER"
-        o.separator ""
-        o.separator "Growth per path between two pprof profiles of the same kind. For retention"
-        o.separator "profiles a path is the reference chain that keeps objects alive, so two"
-        o.separator "snapshots taken a while apart show what leaks and through which chain."
-        o.separator "For heap profiles a path is an allocation stack."
-        o.separator ""
+      command_parser("Usage: fathom diff [options] BEFORE AFTER", <<~ABOUT) do |o|
+        Growth per path between two pprof profiles of the same kind. For retention
+        profiles a path is the reference chain that keeps objects alive, so two
+        snapshots taken a while apart show what leaks and through which chain.
+        For heap profiles a path is an allocation stack.
+      ABOUT
         o.on("--sample-index NAME", "the value to compare (default: the profiles' default, inuse_space)") { |v| opts[:sample_index] = v }
         o.on("--top N", "rows to show (default: 20; more than the report has: all)") { |v| opts[:top] = v }
         o.on("-h", "--help", "show this help") { opts[:help] = true }

@@ -8,14 +8,12 @@ module Fathom
       private
 
       def analyze_parser(opts)
-        OptionParser.new do |o|
-          o.banner = "Usage: fathom analyze [options] DUMP\n       fathom analyze --diff A B [C]"
-          o.separator ""
-          o.separator "Reads an ObjectSpace.dump_all file (JSON lines, plain or gzip), computes"
-          o.separator "dominators and retained sizes, prints the retention report (as fathom report)"
-          o.separator "and, when the dump has them, live bytes by allocation site and generation."
-          o.separator "--diff: the three-dump technique: objects in B (and still in C) not in A."
-          o.separator ""
+        command_parser("Usage: fathom analyze [options] DUMP\n       fathom analyze --diff A B [C]", <<~ABOUT) do |o|
+          Reads an ObjectSpace.dump_all file (JSON lines, plain or gzip), computes
+          dominators and retained sizes, prints the retention report (as fathom report)
+          and, when the dump has them, live bytes by allocation site and generation.
+          --diff: the three-dump technique: objects in B (and still in C) not in A.
+        ABOUT
           o.on("-o", "--out FILE", "write the retention profile (pprof, gzipped) to FILE") { |v| opts[:out] = v }
           o.on("--top N", "rows to show (default: 20)") { |v| opts[:top] = v }
           o.on("--diff", "compare 2 or 3 dumps taken in that order") { opts[:diff] = true }

@@ -27,17 +27,15 @@ module Fathom
       private
 
       def dump_parser(opts)
-        OptionParser.new do |o|
-          o.banner = "Usage: fathom dump [options] URL"
-          o.separator ""
-          o.separator "Fetches a heap dump from a server that mounts Fathom::Rack::App: URL is its"
-          o.separator "endpoint (http://127.0.0.1:3000/debug/fathom/dump) or the prefix it lives under"
-          o.separator "(http://127.0.0.1:3000/debug/fathom). A forked child writes the dump: the server"
-          o.separator "pauses for fork() only. The file is ObjectSpace.dump_all's JSON lines, gzipped,"
-          o.separator "without string contents; read it with `fathom analyze FILE`. user:password@ in"
-          o.separator "URL is sent as basic auth (as curl does), for a proxy that asks for it; it is"
-          o.separator "never shown, and cannot be combined with a token."
-          o.separator ""
+        command_parser("Usage: fathom dump [options] URL", <<~ABOUT) do |o|
+          Fetches a heap dump from a server that mounts Fathom::Rack::App: URL is its
+          endpoint (http://127.0.0.1:3000/debug/fathom/dump) or the prefix it lives under
+          (http://127.0.0.1:3000/debug/fathom). A forked child writes the dump: the server
+          pauses for fork() only. The file is ObjectSpace.dump_all's JSON lines, gzipped,
+          without string contents; read it with `fathom analyze FILE`. user:password@ in
+          URL is sent as basic auth (as curl does), for a proxy that asks for it; it is
+          never shown, and cannot be combined with a token.
+        ABOUT
           o.on("-o", "--out FILE", "where to write the dump (default: #{DEFAULT_OUT})") { |v| opts[:out] = v }
           o.on("--token TOKEN", "bearer token the server requires (default: FATHOM_RACK_TOKEN)") { |v| opts[:token] = v }
           o.on("--large", "ask for the dump even above the server's dump_max_objects (?force=1)") { opts[:large] = true }

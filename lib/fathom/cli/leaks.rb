@@ -21,15 +21,13 @@ module Fathom
       private
 
       def leaks_parser(opts)
-        OptionParser.new do |o|
-          o.banner = "Usage: fathom leaks [options] DIR|FILE...\n       fathom leaks [options] URL [--every 30s --for 20m]"
-          o.separator ""
-          o.separator "Which allocation sites grow, what holds them, and how sure: each site's in-use bytes"
-          o.separator "over a series of heap profiles (always-on files: FATHOM_DIR; or a server's"
-          o.separator "/debug/fathom, fetched every --every for --for), classed growing (LEAK), levelling"
-          o.separator "off, periodic or flat, and the process's growth outside Ruby objects (RSS, malloc)."
-          o.separator "Exit status 3 when something leaks, 0 when not."
-          o.separator ""
+        command_parser("Usage: fathom leaks [options] DIR|FILE...\n       fathom leaks [options] URL [--every 30s --for 20m]", <<~ABOUT) do |o|
+          Which allocation sites grow, what holds them, and how sure: each site's in-use bytes
+          over a series of heap profiles (always-on files: FATHOM_DIR; or a server's
+          /debug/fathom, fetched every --every for --for), classed growing (LEAK), levelling
+          off, periodic or flat, and the process's growth outside Ruby objects (RSS, malloc).
+          Exit status 3 when something leaks, 0 when not.
+        ABOUT
           o.on("--json", "the verdicts as JSON") { opts[:json] = true }
           o.on("--all", "list the flat sites too") { opts[:all] = true }
           o.on("--top N", "site lines to show per process (default: 20)") { |v| opts[:top] = v }

@@ -10,17 +10,15 @@ module Fathom
       private
 
       def report_parser(opts)
-        OptionParser.new do |o|
-          o.banner = "Usage: fathom report [options] FILE"
-          o.separator ""
-          o.separator "Heap profiles: the sites with the largest values (the innermost Ruby line of each"
-          o.separator "stack; C methods such as String#* folded into the line that called them), with"
-          o.separator "flat (the site itself) and cum (everything below it), like `go tool pprof -top`."
-          o.separator "CPU/wall profiles (pprof or Firefox JSON, also combined with gc and heap): the top"
-          o.separator "functions, the top allocating ones (combined with heap) and a row per thread."
-          o.separator "Retention profiles: the top retainers with their reference chain."
-          o.separator "GC profiles (pprof or Firefox JSON): GC counts, time in GC, pause percentiles."
-          o.separator ""
+        command_parser("Usage: fathom report [options] FILE", <<~ABOUT) do |o|
+          Heap profiles: the sites with the largest values (the innermost Ruby line of each
+          stack; C methods such as String#* folded into the line that called them), with
+          flat (the site itself) and cum (everything below it), like `go tool pprof -top`.
+          CPU/wall profiles (pprof or Firefox JSON, also combined with gc and heap): the top
+          functions, the top allocating ones (combined with heap) and a row per thread.
+          Retention profiles: the top retainers with their reference chain.
+          GC profiles (pprof or Firefox JSON): GC counts, time in GC, pause percentiles.
+        ABOUT
           o.on("--sample-index NAME", "alloc_objects, alloc_space, inuse_objects or inuse_space",
                "(default: the profile's default, inuse_space); for a GC",
                "profile the column its table is sorted by: wall, cpu, gc_steps, gcs",
@@ -154,14 +152,12 @@ module Fathom
       # ---- fathom merge --------------------------------------------------
 
       def merge_parser(opts)
-        OptionParser.new do |o|
-          o.banner = "Usage: fathom merge [options] FILE FILE... -o OUT"
-          o.separator ""
-          o.separator "Adds pprof profiles of one kind into one: every worker's heap file of one"
-          o.separator "minute, the CPU profiles of several runs. Stacks and labels are kept; the"
-          o.separator "result covers the earliest start to the latest end. Profiles of different kinds"
-          o.separator "(heap and CPU, CPU and wall) or with different sample types are refused."
-          o.separator ""
+        command_parser("Usage: fathom merge [options] FILE FILE... -o OUT", <<~ABOUT) do |o|
+          Adds pprof profiles of one kind into one: every worker's heap file of one
+          minute, the CPU profiles of several runs. Stacks and labels are kept; the
+          result covers the earliest start to the latest end. Profiles of different kinds
+          (heap and CPU, CPU and wall) or with different sample types are refused.
+        ABOUT
           o.on("-o", "--out FILE", "where to write the merged profile (gzipped pprof)") { |v| opts[:out] = v }
           o.on("--force", "replace an existing FILE that Fathom did not write (never a link or a device)") { opts[:force] = true }
           o.on("-h", "--help", "show this help") { opts[:help] = true }

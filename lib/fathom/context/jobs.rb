@@ -26,11 +26,10 @@ module Fathom
       def install_active_job
         return false if @active_job
 
-        @active_job = true
         ::ActiveSupport.on_load(:active_job) do
           around_perform { |job, block| Fathom::Context::Jobs.run(job.class.name) { block.call } }
         end
-        true
+        @active_job = true
       end
     end
   end

@@ -188,18 +188,25 @@ module Fathom
       end
 
       def varint
-        buf = @buf
         pos = @pos
-        b = buf.getbyte(pos) or error("truncated varint")
-        pos += 1
+        b = @buf.getbyte(pos) or error("truncated varint")
         if b < 0x80
-          @pos = pos
+          @pos = pos + 1
           return b
         end
-        result = b & 0x7f
+        varint_rest(b, pos + 1, @buf.bytesize, "truncated varint")
+      end
+
+      # The bytes after a varint's first (`first`, read before `pos`), up to
+      # `limit`; leaves @pos after the last. One loop for plain and packed
+      # varints: the one-byte case, most of them, stays inline in each.
+      def varint_rest(first, pos, limit, truncated)
+        buf = @buf
+        result = first & 0x7f
         shift = 7
         while true # rubocop:disable Style/InfiniteLoop -- `loop` costs a block call per byte
-          b = buf.getbyte(pos) or error("truncated varint")
+          error(truncated) if pos >= limit
+          b = buf.getbyte(pos)
           pos += 1
           result |= (b & 0x7f) << shift
           break if b < 0x80
@@ -279,20 +286,9 @@ module Fathom
             into << b
             next
           end
-          v = b & 0x7f
-          shift = 7
-          while true # rubocop:disable Style/InfiniteLoop
-            b = buf.getbyte(pos)
-            @pos = pos
-            error("truncated packed varint") if b.nil? || pos >= stop
-            pos += 1
-            v |= (b & 0x7f) << shift
-            break if b < 0x80
-
-            shift += 7
-            error("varint longer than 10 bytes") if shift > 63
-          end
-          error("varint overflows 64 bits") if shift == 63 && b > 1
+          @pos = pos - 1 # where an error says the bad varint starts
+          v = varint_rest(b, pos, stop, "truncated packed varint")
+          pos = @pos
           into << (signed && v >= TWO_63 ? v - TWO_64 : v)
         end
         @pos = pos

@@ -78,10 +78,7 @@ module Fathom
         end
 
         def value_type(type, unit)
-          out = binary
-          int(out, 1, intern(type))
-          int(out, 2, intern(unit))
-          out
+          ints(intern(type), intern(unit))
         end
 
         def sample(s)
@@ -89,58 +86,39 @@ module Fathom
           packed(out, 1, s.location_ids)
           packed(out, 2, s.values)
           s.labels.each do |key, value|
-            label = binary
-            int(label, 1, intern(key))
-            if Array === value
-              int(label, 3, value[0])
-              int(label, 4, intern(value[1])) if value[1]
-            else
-              int(label, 2, intern(value))
-            end
+            # key, str; or key, (no str), num, num_unit
+            label = Array === value ? ints(intern(key), nil, value[0], value[1] && intern(value[1])) : ints(intern(key), intern(value))
             message(out, 3, label)
           end
           out
         end
 
         def mapping(m)
-          out = binary
-          int(out, 1, m.id)
-          int(out, 2, m.memory_start)
-          int(out, 3, m.memory_limit)
-          int(out, 4, m.file_offset)
-          int(out, 5, intern(m.filename))
-          int(out, 6, intern(m.build_id))
-          # has_functions, has_filenames, has_line_numbers: the profile is
-          # symbolized (the reader keeps no flags; Fathom's profiles all are),
-          # so pprof does not try to symbolize it again.
-          unless @profile.functions.empty?
-            int(out, 7, 1)
-            int(out, 8, 1)
-            int(out, 9, 1)
-          end
-          out
+          # has_functions, has_filenames, has_line_numbers (7-9): the profile
+          # is symbolized (the reader keeps no flags; Fathom's profiles all
+          # are), so pprof does not try to symbolize it again.
+          symbolized = @profile.functions.empty? ? [] : [1, 1, 1]
+          ints(m.id, m.memory_start, m.memory_limit, m.file_offset, intern(m.filename), intern(m.build_id), *symbolized)
         end
 
         def location(id, lines, mapping_id)
-          out = binary
-          int(out, 1, id)
-          int(out, 2, mapping_id) if mapping_id
-          lines.each do |function_id, line|
-            l = binary
-            int(l, 1, function_id)
-            int(l, 2, line)
-            message(out, 4, l)
-          end
+          out = ints(id, mapping_id)
+          lines.each { |function_id, line| message(out, 4, ints(function_id, line)) }
           out
         end
 
         def function(f)
+          system_name = f.system_name.to_s.empty? ? nil : f.system_name
+          ints(f.id, intern(f.name), system_name && intern(system_name), intern(f.filename), f.start_line)
+        end
+
+        # A message of varint fields numbered 1, 2, ... in the order given
+        # (most of profile.proto's messages are one); nil or zero is left out.
+        # Arguments are evaluated in order, so strings are interned in the
+        # order the fields are written.
+        def ints(*values)
           out = binary
-          int(out, 1, f.id)
-          int(out, 2, intern(f.name))
-          int(out, 3, intern(f.system_name)) unless f.system_name.to_s.empty?
-          int(out, 4, intern(f.filename))
-          int(out, 5, f.start_line)
+          values.each_with_index { |value, i| int(out, i + 1, value) }
           out
         end
 
