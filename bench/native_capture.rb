@@ -12,19 +12,14 @@
 #
 # Prints the median of the rounds, per depth, for each unwinder (libunwind,
 # then libgcc: FATHOM_NATIVE_UNWINDER=libgcc asks for the latter).
-require "optparse"
 require "rbconfig"
 require "fathom"
+require_relative "integer_options"
 require_relative "../test/support/native_frames" # the test-only extension that times a capture
 
 NativeFrames.require!
 
-iterations = 20_000
-rounds = 5
-OptionParser.new do |o|
-  o.on("--iterations N", Integer) { |v| iterations = v }
-  o.on("--rounds N", Integer) { |v| rounds = v }
-end.parse!
+iterations, rounds = BenchIntegerOptions.parse(iterations: 20_000, rounds: 5)
 
 def nest(levels, &block)
   levels.zero? ? yield : [0].each { nest(levels - 1, &block) }

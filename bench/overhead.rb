@@ -48,9 +48,9 @@
 require "etc"
 require "optparse"
 require "rbconfig"
+require_relative "timed_run"
 require_relative "workloads"
 require_relative "in_process"
-require_relative "timed_run"
 
 WORKLOADS = {
   "alloc_mixed" => -> { BenchWorkloads.alloc_mixed },  # bench/workloads.rb

@@ -14,16 +14,11 @@
 #
 # Measures Fathom::Labels as loaded (lib/fathom/labels.rb); the
 # "Labels.set + Labels.restore" row is that API's share of each request.
-require "optparse"
 require "fathom/rack/request_labels"
+require_relative "integer_options"
 require "fathom/context/jobs"
 
-rounds = 15
-calls = 100_000
-OptionParser.new do |o|
-  o.on("--rounds N", Integer) { |v| rounds = v }
-  o.on("--calls N", Integer) { |v| calls = v }
-end.parse!
+rounds, calls = BenchIntegerOptions.parse(rounds: 15, calls: 100_000)
 
 def now = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
 
