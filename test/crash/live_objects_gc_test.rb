@@ -12,7 +12,7 @@ require "open3"
 #     next GC marked a freed slot (3 runs in 3 on Ruby 3.1 without the fix);
 #   - the records include Ruby's internal objects: a method cache whose
 #     class slot says String passed `String === o`, and `o.bytesize` crashed.
-# ruby/runtime/gc_pause.h and VisibleToRuby (ruby/heap/live_objects.cc).
+# ruby/heap/gc_pause.h and VisibleToRuby (ruby/heap/live_objects.cc).
 class LiveObjectsGcTest < Minitest::Test
   # In a Ruby of its own: the failure is a crash.
   SCRIPT = <<~'RUBY'

@@ -14,7 +14,7 @@
 #include "heap/live_sites.h"
 #include "ruby/heap/heap_collector.h"
 #include "ruby/runtime/boundary.h"
-#include "ruby/runtime/gc_pause.h"
+#include "ruby/heap/gc_pause.h"
 #include "ruby/runtime/ruby_private_api.h"
 #include "ruby/runtime/symbols.h"
 
@@ -75,7 +75,7 @@ bool VisibleToRuby(VALUE obj) {
 // live records, each with its allocation site. For the heap+retention
 // combination: the retention snapshot explains why these are alive. Exact
 // mode: records FREEOBJ has not retired, with the GC held off from before
-// they are read until they are in the array (ruby/runtime/gc_pause.h); run
+// they are read until they are in the array (ruby/heap/gc_pause.h); run
 // a GC first so that garbage not yet collected is not among them. Sampled
 // mode: tokens that still resolve. Holding the returned objects keeps them
 // alive.
