@@ -115,6 +115,14 @@ module Fathom
   module Autorun
     # Kernel#exit!, Kernel.exit! and Process.exit! finish the profiles
     # first (Autorun.finish_before_exit!), then exit as they would.
+    #
+    # The instance method is intercepted in Object (included: between
+    # Object and Kernel), not with Kernel.prepend: on Ruby 3.3 a module
+    # prepended to Kernel makes rb_profile_frames name every Kernel
+    # instance method as a singleton one ("Kernel.sleep" for a plain
+    # `sleep`; 3.1 and 3.4 read "Kernel#sleep"), so profiling changed the
+    # names it reported. What is not an Object (a BasicObject that includes
+    # Kernel) calls exit! unseen: no profile, as for exit! before.
     module ExitBang
       module Instance
         private
@@ -133,7 +141,7 @@ module Fathom
       end
 
       def self.install
-        Kernel.prepend(Instance)
+        Object.include(Instance)
         Kernel.singleton_class.prepend(Singleton)
         Process.singleton_class.prepend(Singleton)
       end

@@ -115,5 +115,25 @@ class RubyNamesTest < Minitest::Test
       first.each_key { |what| assert_equal first[what], v[what], "#{what}: Ruby #{first_version} vs #{version}" }
     end
   end
+
+  # Kernel's methods under `fathom run`, which intercepts exit!. It did so
+  # with Kernel.prepend, and on Ruby 3.3 a module prepended to Kernel makes
+  # rb_profile_frames call every Kernel instance method a singleton one:
+  # `sleep` read "Kernel.sleep" there, "Kernel#sleep" on 3.1 and 3.4.
+  # Each sleep is 300 ms: dozens of wall samples at the 10 ms default.
+  SLEEPER = "def nap = sleep(0.3); nap; Kernel.sleep(0.3)"
+
+  def test_kernel_methods_read_the_same_under_fathom_run
+    names = rubies.to_h do |version, bin|
+      out = File.join(@dir, "#{version}.pb.gz")
+      ruby = File.join(bin, "ruby")
+      _o, err, status = Open3.capture3(TestHelper::PLAIN_ENV, ruby, "-I", TestHelper::LIB, TestHelper::EXE, "run", "--mode", "wall",
+                                       "-o", out, "--", ruby, "-e", SLEEPER)
+      assert status.success?, "Ruby #{version}: #{err}"
+      profile = Fathom::Pprof.read_file(out)
+      [version, profile.functions.values.map(&:name).grep(/sleep|nap/).sort]
+    end
+    names.each { |version, seen| assert_equal ["Kernel#sleep", "Kernel.sleep", "Object#nap"], seen, "Ruby #{version}" }
+  end
 end
 
