@@ -420,6 +420,14 @@ module Fathom
       validate { Options.parse_integer("--top", opts.fetch(:top, "20"), 1..) }
     end
 
+    # `path` made absolute, or nil for a path that names none: File.expand_path
+    # raises on "~user" of no such user and on bytes invalid in its encoding.
+    def expanded(path)
+      File.expand_path(path)
+    rescue ArgumentError, EncodingError
+      nil
+    end
+
     # A profile file's bytes, or nil after saying why it cannot be read
     # (missing, unreadable, a directory or device, over Files::ProfileBytes' limit).
     def read_profile(command, path)

@@ -98,6 +98,11 @@ class MergeTest < Minitest::Test
     assert_match(/missing -o OUT/, run_cli("merge", a, b).err)
     assert_match(/need two or more profiles to merge, got 1/, run_cli("merge", a, "-o", File.join(@dir, "x.pb.gz")).err)
     assert_match(/-o\/--out .*a\.pb\.gz is one of the profiles to merge/, run_cli("merge", a, b, "-o", a).err)
+    # An input naming no usable path (a home of no such user) is an input
+    # that cannot be read, not an ArgumentError from File.expand_path.
+    r = run_cli("merge", a, "~fathom-no-such-user/x.pb.gz", "-o", File.join(@dir, "x.pb.gz"))
+    assert_equal 1, r.status
+    assert_match(/fathom merge: ~fathom-no-such-user\/x\.pb\.gz: cannot read it: No such file or directory/, r.err)
     foreign = File.join(@dir, "notes.pb.gz")
     File.write(foreign, "mine")
     r = run_cli("merge", a, b, "-o", foreign)

@@ -170,7 +170,10 @@ module Fathom
         raise UsageError, "missing -o OUT (where to write the merged profile)" unless opts[:out]
         raise UsageError, "need two or more profiles to merge, got #{argv.size}" if argv.size < 2
 
-        if (same = argv.find { |p| File.expand_path(p) == File.expand_path(validate { Options.path("-o/--out", opts[:out]) }) })
+        out_path = File.expand_path(validate { Options.path("-o/--out", opts[:out]) })
+        # An input that names no usable path ("~nosuchuser/x") cannot be the
+        # output; reading it below says why it fails.
+        if (same = argv.find { |p| expanded(p) == out_path })
           raise UsageError, "-o/--out #{Options.clean(same, 200)} is one of the profiles to merge; write the merge to a new file"
         end
         out = checked_out(opts[:out], opts[:force])
