@@ -8,6 +8,12 @@ require "minitest"
 # 30 minutes; CI's hard limit is 90 for everything). FATHOM_TEST_TIMES=N
 # changes how many lines (0 turns it off).
 module Minitest
+  # ", shard k/n" in a process that runs one shard of the suite
+  # (test/support/test_shards.rb), for the sections below.
+  def self.shard_label
+    ENV["FATHOM_TEST_SHARD"] ? ", shard #{ENV["FATHOM_TEST_SHARD"]}" : ""
+  end
+
   def self.plugin_fathom_times_init(options)
     count = Integer(ENV.fetch("FATHOM_TEST_TIMES", "15"), exception: false) || 15
     reporter << FathomTimesReporter.new(count) if count.positive?
@@ -45,7 +51,8 @@ module Minitest
       return if @failures.empty?
 
       puts
-      puts "Failed on Ruby #{RUBY_VERSION} (#{@failures.size}), replay with SEED=#{@seed}:"
+      puts "Failed on Ruby #{RUBY_VERSION}#{Minitest.shard_label} (#{@failures.size}), " \
+           "replay with SEED=#{@seed}#{" #{ENV["FATHOM_TEST_REPLAY"]}" if ENV["FATHOM_TEST_REPLAY"]}:"
       @failures.each do |result|
         puts "  #{result.klass}##{result.name} [#{result.failure.location.delete_prefix("#{Dir.pwd}/")}]"
         message = result.failure.message.lines.map(&:rstrip).reject(&:empty?)
@@ -92,7 +99,7 @@ module Minitest
       return if @skips.nil? || @skips.empty?
 
       puts
-      puts "Skipped on Ruby #{RUBY_VERSION} (#{@skips.size}), by reason:"
+      puts "Skipped on Ruby #{RUBY_VERSION}#{Minitest.shard_label} (#{@skips.size}), by reason:"
       @skips.group_by { |_, message| message.lines.first.to_s.strip }.sort_by { |_, rows| -rows.size }.each do |reason, rows|
         puts format("  %3d  %s", rows.size, reason)
         rows.first(4).each { |name, _| puts "         #{name}" }
