@@ -420,6 +420,23 @@ module Fathom
       validate { Options.parse_integer("--top", opts.fetch(:top, "20"), 1..) }
     end
 
+    # A connection for a remote read (fathom dump URL, fathom leaks URL):
+    # TLS for https, and one request for each one asked. Net::HTTP resends
+    # a GET that timed out, once, by itself (max_retries 1): a dump that
+    # outlasted --timeout was asked for again of an app still writing the
+    # first, which answered the second with 429 ("another retention
+    # profiling request is running"), and the user saw that in place of the
+    # timeout, after twice the wait and twice the work for the app.
+    def remote_http(uri, open_timeout:, read_timeout:)
+      require "net/http"
+      http = Net::HTTP.new(uri.host, uri.port)
+      http.use_ssl = uri.scheme == "https"
+      http.open_timeout = open_timeout
+      http.read_timeout = read_timeout
+      http.max_retries = 0
+      http
+    end
+
     # `path` made absolute, or nil for a path that names none: File.expand_path
     # raises on "~user" of no such user and on bytes invalid in its encoding.
     def expanded(path)

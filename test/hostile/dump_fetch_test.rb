@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "test_helper"
+require "net/http"
 require "zlib"
 require "support/hostile_server"
 require "support/secret_fragments"
@@ -108,6 +109,27 @@ class DumpFetchTest < Minitest::Test
     assert_match(/HTTP 500: no dump today/, err)
     # 16 kB read, plus what the sockets' buffers took (a few MB).
     assert_operator bytes, :<, 64 << 20
+    assert_nothing_written
+  end
+
+  # A server slower than --timeout is asked once, and the error says it
+  # timed out. Net::HTTP resends a GET that timed out by itself: a second
+  # heap dump asked of an app still writing the first, which answered 429
+  # ("another retention profiling request is running") in place of the
+  # timeout. Deterministic: the server takes connections one at a time, in
+  # order, so once it has read the request sent after the command ended, it
+  # has read every request the command sent.
+  def test_a_reply_slower_than_the_timeout_is_asked_for_once
+    slow = server do |req, io|
+      sleep 3 unless req.line.include?("/after")
+      io.write("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+    end
+    out, err, status = dump(slow.url + "/debug/fathom/dump", "--timeout", "1")
+    assert_equal 1, status.exitstatus, out
+    assert_match(/cannot fetch it: .*timed out|Timeout/i, err)
+    Net::HTTP.start("127.0.0.1", slow.port, read_timeout: 30) { |http| http.get("/after") }
+    lines = Array.new(slow.requests.size) { slow.requests.pop.line }
+    assert_equal ["GET /debug/fathom/dump HTTP/1.1", "GET /after HTTP/1.1"], lines
     assert_nothing_written
   end
 

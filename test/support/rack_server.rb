@@ -54,8 +54,9 @@ class RackServer
     wait_ready
   end
 
+  # One request (max_retries 0: see RailsApp::Server#get).
   def get(path, timeout: 60)
-    Net::HTTP.start("127.0.0.1", @port, read_timeout: timeout) { |http| http.get(path) }
+    Net::HTTP.start("127.0.0.1", @port, read_timeout: timeout, max_retries: 0) { |http| http.get(path) }
   end
 
   # `count` GET requests on one keep-alive connection.

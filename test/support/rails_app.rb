@@ -73,8 +73,10 @@ module RailsApp
       wait_ready(workers)
     end
 
+    # One request: max_retries 0, or Net::HTTP resends a GET that timed
+    # out, and a slow profile's second request meets the first's lock (429).
     def get(path, headers = {}, timeout: 60)
-      Net::HTTP.start("127.0.0.1", @port, read_timeout: timeout) do |http|
+      Net::HTTP.start("127.0.0.1", @port, read_timeout: timeout, max_retries: 0) do |http|
         http.get(path, headers)
       end
     end

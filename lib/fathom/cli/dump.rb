@@ -108,10 +108,7 @@ module Fathom
       # Yields the body's chunks; returns the response, or the error text
       # for a status other than 200 or a body that did not come whole.
       def dump_request(uri, auth, timeout, secrets, &block)
-        http = Net::HTTP.new(uri.host, uri.port)
-        http.use_ssl = uri.scheme == "https"
-        http.open_timeout = [timeout, 30].min
-        http.read_timeout = timeout
+        http = remote_http(uri, open_timeout: [timeout, 30].min, read_timeout: timeout)
         request = Net::HTTP::Get.new(uri)
         request["authorization"] = auth.first if auth
         # The bytes as sent: Net::HTTP would otherwise ask for gzip and

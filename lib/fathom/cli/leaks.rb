@@ -194,10 +194,7 @@ module Fathom
       def leaks_get(base, path, auth, limit)
         require "net/http"
         uri = URI.parse("#{base}/#{path}")
-        http = Net::HTTP.new(uri.host, uri.port)
-        http.use_ssl = uri.scheme == "https"
-        http.open_timeout = 30
-        http.read_timeout = TIMEOUT * 10
+        http = remote_http(uri, open_timeout: 30, read_timeout: TIMEOUT * 10)
         request = Net::HTTP::Get.new(uri)
         request["authorization"] = auth.first if auth
         request["accept-encoding"] = "identity" # the bytes as sent: the bound is on what arrives
