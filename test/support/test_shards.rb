@@ -108,7 +108,11 @@ module TestShards
       job = jobs.find { |j| j[:pid] == pid } or next
       job[:ok] = status.success?
       took = Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
-      puts format("%s shard %s ended (%s) after %.0fs", task, job[:label], job[:ok] ? "passed" : status.inspect, took)
+      how = if job[:ok] then "passed"
+            elsif status.exitstatus then "failed, exit #{status.exitstatus}"
+            else "killed by signal #{status.termsig}"
+            end
+      puts format("%s shard %s ended (%s) after %.0fs", task, job[:label], how, took)
       $stdout.flush
     end
     report(jobs, current)
